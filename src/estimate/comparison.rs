@@ -1,0 +1,341 @@
+//! The textbook comparison (seed 001): several optimizers priced at several
+//! sizes, the threshold where each stops fitting, the saving of a swap, and
+//! the sanity checks that make the copy count the quantity to remember.
+
+use serde::Serialize;
+
+use super::{Capacity, Estimate, Setup, estimate, max_parameters};
+use crate::error::Result;
+use crate::model::Model;
+use crate::optimizer::Optimizer;
+use crate::precision::Precision;
+use crate::units::{ByteUnit, Bytes, Count, UnitSystem};
+
+/// Optimizers priced at several sizes under one precision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The recipe every row uses.
+    pub precision: Precision,
+    /// The accelerator the rows are checked against.
+    pub capacity: Option<Capacity>,
+    /// Model sizes, the columns.
+    pub sizes: Vec<Count>,
+    /// One row per optimizer.
+    pub rows: Vec<Row>,
+    /// What replacing one optimizer by another saves.
+    pub swap: Option<Swap>,
+    /// The seed's sanity checks, computed.
+    pub checks: Vec<Check>,
+}
+
+/// One optimizer across the sizes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// The optimizer.
+    pub optimizer: &'static Optimizer,
+    /// One estimate per size.
+    pub estimates: Vec<Estimate>,
+    /// The largest model that fits the capacity, if one is given.
+    pub max_parameters: Option<Count>,
+}
+
+/// The saving of swapping one optimizer for another at one size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Swap {
+    /// The optimizer given up.
+    pub from: &'static Optimizer,
+    /// The optimizer used instead.
+    pub to: &'static Optimizer,
+    /// The model size.
+    pub parameters: Count,
+    /// `from`'s total.
+    pub from_total: Bytes,
+    /// `from`'s gradient-and-optimizer slice.
+    pub from_slice: Bytes,
+    /// Bytes saved.
+    pub saved: Bytes,
+}
+
+/// One sanity check of the seed, with whether it holds for these figures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// What is claimed.
+    pub claim: String,
+    /// Whether every figure bears it out.
+    pub holds: bool,
+    /// The numbers behind the verdict.
+    pub detail: String,
+}
+
+impl Comparison {
+    /// Prices every optimizer at every size, finds each one's threshold, the
+    /// swap saving (`swap` = from, to, size) and runs the checks.
+    pub fn new(
+        optimizers: &[&'static Optimizer],
+        sizes: &[Count],
+        precision: Precision,
+        capacity: Option<Capacity>,
+        swap: Option<(&'static Optimizer, &'static Optimizer, Count)>,
+    ) -> Result<Comparison> {
+        let rows = price(optimizers, sizes, precision, capacity.as_ref())?;
+        let swap = swap
+            .map(|(from, to, parameters)| Swap::new(from, to, parameters, precision))
+            .transpose()?;
+        let alternative = if precision.name == "fp32" {
+            "fp16"
+        } else {
+            "fp32"
+        };
+        let alternative = *Precision::find(alternative)?;
+        let other_rows = price(optimizers, sizes, alternative, None)?;
+        let checks = vec![
+            precision_independence(&rows, &other_rows, alternative),
+            adam_twice_sgd(&rows),
+            proportional_to_parameters(&rows, sizes),
+        ];
+        Ok(Comparison {
+            precision,
+            capacity,
+            sizes: sizes.to_vec(),
+            rows,
+            swap,
+            checks,
+        })
+    }
+}
+
+fn price(
+    optimizers: &[&'static Optimizer],
+    sizes: &[Count],
+    precision: Precision,
+    capacity: Option<&Capacity>,
+) -> Result<Vec<Row>> {
+    optimizers
+        .iter()
+        .map(|optimizer| {
+            let setup = Setup::new(optimizer, precision).with_capacity(capacity.cloned());
+            let estimates = sizes
+                .iter()
+                .map(|size| estimate(&Model::flat(*size), &setup))
+                .collect::<Result<Vec<_>>>()?;
+            let max_parameters = capacity
+                .map(|c| max_parameters(&setup, c.bytes))
+                .transpose()?;
+            Ok(Row {
+                optimizer,
+                estimates,
+                max_parameters,
+            })
+        })
+        .collect()
+}
+
+impl Swap {
+    fn new(
+        from: &'static Optimizer,
+        to: &'static Optimizer,
+        parameters: Count,
+        precision: Precision,
+    ) -> Result<Swap> {
+        let model = Model::flat(parameters);
+        let before = estimate(&model, &Setup::new(from, precision))?;
+        let after = estimate(&model, &Setup::new(to, precision))?;
+        Ok(Swap {
+            from,
+            to,
+            parameters,
+            from_total: before.memory.total,
+            from_slice: before.gradient_optimizer_slice.bytes,
+            saved: Bytes(before.memory.total.0.saturating_sub(after.memory.total.0)),
+        })
+    }
+}
+
+fn totals(row: &Row) -> impl Iterator<Item = u128> + '_ {
+    row.estimates.iter().map(|e| u128::from(e.memory.total.0))
+}
+
+/// Seed 001: "fp16 halves every number in the table and changes none of the
+/// ratios". Every pair of cells has the same ratio under both precisions.
+fn precision_independence(rows: &[Row], other: &[Row], alternative: Precision) -> Check {
+    let here: Vec<u128> = rows.iter().flat_map(totals).collect();
+    let there: Vec<u128> = other.iter().flat_map(totals).collect();
+    let holds = here
+        .iter()
+        .zip(&there)
+        .all(|(a, b)| here.iter().zip(&there).all(|(c, d)| a * d == b * c));
+    let detail = match (rows.last(), other.last()) {
+        (Some(row), Some(other_row)) => match (row.estimates.last(), other_row.estimates.last()) {
+            (Some(a), Some(b)) => format!(
+                "{} at {}: {} in {}, {} in {}; copies {} and {}",
+                row.optimizer.title,
+                a.parameters.total.short(),
+                a.memory.total,
+                a.precision.name,
+                b.memory.total,
+                b.precision.name,
+                a.copies.total,
+                b.copies.total
+            ),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    Check {
+        claim: format!(
+            "ratios are precision-independent (every ratio is the same in {})",
+            alternative.name
+        ),
+        holds,
+        detail,
+    }
+}
+
+/// Seed 001: "Adam is exactly twice SGD. Four copies against two, at every size."
+fn adam_twice_sgd(rows: &[Row]) -> Check {
+    let find = |name: &str| rows.iter().find(|r| r.optimizer.name == name);
+    let claim = "Adam is exactly twice SGD at every size".to_string();
+    match (find("adam"), find("sgd")) {
+        (Some(adam), Some(sgd)) => {
+            let holds = totals(adam).zip(totals(sgd)).all(|(a, s)| a == 2 * s);
+            let unit = ByteUnit::for_column(
+                adam.estimates
+                    .iter()
+                    .chain(&sgd.estimates)
+                    .map(|e| e.memory.total),
+                UnitSystem::Decimal,
+            );
+            let detail = adam
+                .estimates
+                .iter()
+                .zip(&sgd.estimates)
+                .map(|(a, s)| {
+                    format!(
+                        "{} vs {}",
+                        a.memory.total.display_in(unit),
+                        s.memory.total.display_in(unit)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            Check {
+                claim,
+                holds,
+                detail,
+            }
+        }
+        _ => Check {
+            claim,
+            holds: true,
+            detail: "not applicable: compare both adam and sgd to check it".to_string(),
+        },
+    }
+}
+
+/// Seed 000: "memory here is proportional to the parameter count".
+fn proportional_to_parameters(rows: &[Row], sizes: &[Count]) -> Check {
+    let holds = rows.iter().all(|row| {
+        let cells: Vec<(u128, u128)> = totals(row)
+            .zip(sizes.iter().map(|s| u128::from(s.0)))
+            .collect();
+        cells
+            .iter()
+            .all(|(m1, p1)| cells.iter().all(|(m2, p2)| m1 * p2 == m2 * p1))
+    });
+    let detail = match (rows.first(), sizes.first(), sizes.last()) {
+        (Some(row), Some(small), Some(large)) if sizes.len() > 1 => {
+            let (first, last) = (&row.estimates[0], &row.estimates[sizes.len() - 1]);
+            let unit = ByteUnit::for_column(
+                row.estimates.iter().map(|e| e.memory.total),
+                UnitSystem::Decimal,
+            );
+            format!(
+                "{}: {} / {} = {} and {} / {} = {}",
+                row.optimizer.title,
+                large.short(),
+                small.short(),
+                crate::units::format_ratio(large.0, small.0),
+                last.memory.total.display_in(unit),
+                first.memory.total.display_in(unit),
+                crate::units::format_ratio(last.memory.total.0, first.memory.total.0)
+            )
+        }
+        _ => "one size only".to_string(),
+    };
+    Check {
+        claim: "memory is proportional to the parameter count".to_string(),
+        holds,
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimizer::TEXTBOOK;
+
+    fn textbook() -> Comparison {
+        let sizes: Vec<Count> = ["124M", "1.5B", "7B"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let capacity = Capacity {
+            bytes: "80GB".parse().unwrap(),
+            label: "80 GB".into(),
+        };
+        let adam = Optimizer::find("adam").unwrap();
+        let momentum = Optimizer::find("momentum").unwrap();
+        Comparison::new(
+            TEXTBOOK,
+            &sizes,
+            *Precision::find("fp32").unwrap(),
+            Some(capacity),
+            Some((adam, momentum, "1.5B".parse().unwrap())),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn every_check_holds_for_the_textbook() {
+        for check in textbook().checks {
+            assert!(check.holds, "{}: {}", check.claim, check.detail);
+        }
+    }
+
+    /// Seed 001, Step 5: the swap at 1.5B saves 6 GB, a third of Adam's slice.
+    #[test]
+    fn swap_saves_six_gigabytes() {
+        let swap = textbook().swap.unwrap();
+        assert_eq!(swap.saved, Bytes(6_000_000_000));
+        assert_eq!(swap.from_total, Bytes(24_000_000_000));
+        assert_eq!(swap.from_slice, Bytes(18_000_000_000));
+    }
+
+    /// Seed 001, Step 3: at 7B, Adam and momentum do not fit 80 GB; SGD does.
+    #[test]
+    fn seven_billion_fits_only_with_sgd() {
+        let comparison = textbook();
+        let fits: Vec<Option<bool>> = comparison
+            .rows
+            .iter()
+            .map(|r| r.estimates[2].fits)
+            .collect();
+        assert_eq!(fits, [Some(true), Some(false), Some(false), Some(false)]);
+    }
+
+    #[test]
+    fn a_broken_ratio_is_reported() {
+        let sizes = [Count(1000), Count(2000)];
+        let mut comparison = Comparison::new(
+            TEXTBOOK,
+            &sizes,
+            *Precision::find("fp32").unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        comparison.rows[0].estimates[1].memory.total = Bytes(1);
+        assert!(!proportional_to_parameters(&comparison.rows, &sizes).holds);
+        assert!(!adam_twice_sgd(&comparison.rows).holds);
+    }
+}

@@ -1,0 +1,93 @@
+//! A model is an inventory of parameter tensors.
+//!
+//! Every input (a bare `--params 7B`, and later a preset, a config.json or a
+//! safetensors header) becomes the same list of named tensors with shapes and
+//! roles. Optimizers, precision and sharding all read this one inventory.
+
+mod shape;
+mod tensor;
+
+pub use shape::Shape;
+pub use tensor::{Role, Tensor};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::units::Count;
+
+/// The parameter tensors a training run holds, and where they came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Model {
+    /// A human name: `7B parameters`, `llama-2-7b`.
+    pub name: String,
+    /// How the inventory was obtained, for the report.
+    pub source: String,
+    /// Whether the shapes are real or one flat vector stands for the model.
+    pub shapes_known: bool,
+    /// Every parameter tensor, tied weights once.
+    pub tensors: Vec<Tensor>,
+}
+
+impl Model {
+    /// A model known only by its parameter count: one flat trainable tensor
+    /// of `parameters` elements. Shape-aware rules see a single vector.
+    pub fn flat(parameters: Count) -> Model {
+        Model {
+            name: format!("{} parameters", parameters.short()),
+            source: "--params".to_string(),
+            shapes_known: false,
+            tensors: vec![Tensor::new(
+                "parameters",
+                Shape::vector(parameters.0),
+                Role::Other,
+            )],
+        }
+    }
+
+    /// All parameters, trainable or frozen.
+    pub fn total_parameters(&self) -> Result<Count> {
+        self.count_where(|_| true)
+    }
+
+    /// Parameters that receive gradients.
+    pub fn trainable_parameters(&self) -> Result<Count> {
+        self.count_where(|t| t.trainable)
+    }
+
+    fn count_where(&self, keep: impl Fn(&Tensor) -> bool) -> Result<Count> {
+        self.tensors
+            .iter()
+            .filter(|t| keep(t))
+            .try_fold(0u64, |sum, t| sum.checked_add(t.shape.elements().0))
+            .map(Count)
+            .ok_or_else(|| Error::overflow(format!("the parameter count of {}", self.name)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_model_is_one_trainable_vector() {
+        let model = Model::flat(Count(7_000_000_000));
+        assert_eq!(model.tensors.len(), 1);
+        assert_eq!(model.total_parameters().unwrap(), Count(7_000_000_000));
+        assert_eq!(model.trainable_parameters().unwrap(), Count(7_000_000_000));
+        assert!(!model.shapes_known);
+    }
+
+    #[test]
+    fn frozen_tensors_count_in_total_only() {
+        let mut frozen = Tensor::new("b", Shape::new(vec![3, 4]).unwrap(), Role::Mlp);
+        frozen.trainable = false;
+        let model = Model {
+            name: "m".into(),
+            source: "test".into(),
+            shapes_known: true,
+            tensors: vec![Tensor::new("a", Shape::vector(10), Role::Norm), frozen],
+        };
+        assert_eq!(model.total_parameters().unwrap(), Count(22));
+        assert_eq!(model.trainable_parameters().unwrap(), Count(10));
+    }
+}

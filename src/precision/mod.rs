@@ -1,0 +1,50 @@
+//! Precision recipes: which dtype each piece of the model state is kept in.
+
+mod catalogue;
+
+pub use catalogue::PRECISIONS;
+
+use serde::Serialize;
+
+use crate::catalogue::Named;
+use crate::dtype::DType;
+use crate::error::Result;
+
+/// A precision recipe, as a table of dtypes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Precision {
+    /// The name used with `--precision`: `mixed-bf16`.
+    pub name: &'static str,
+    /// Other accepted names.
+    pub aliases: &'static [&'static str],
+    /// What it is, in one line.
+    pub summary: &'static str,
+    /// The dtype of the weights the forward pass reads.
+    pub weights: DType,
+    /// The dtype gradients are accumulated in.
+    pub gradients: DType,
+    /// The dtype of a separate master copy of the weights, if any.
+    pub master_weights: Option<DType>,
+}
+
+impl Precision {
+    /// Looks a recipe up by name or alias.
+    pub fn find(name: &str) -> Result<&'static Precision> {
+        crate::catalogue::find("precision", name, PRECISIONS)
+    }
+
+    /// The dtype of the copy the optimizer updates, and so of its states:
+    /// torch creates state with `zeros_like(p)` of that copy.
+    pub fn optimizer_dtype(&self) -> DType {
+        self.master_weights.unwrap_or(self.weights)
+    }
+}
+
+impl Named for Precision {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        self.aliases
+    }
+}

@@ -1,0 +1,248 @@
+//! A number of bytes, and sizes such as `80GB` or `80GiB`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::decimal::{Decimal, format_two_decimals};
+use crate::error::{Error, Result};
+
+/// A whole number of bytes. Arithmetic is checked: overflow is an error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// No bytes.
+    pub const ZERO: Bytes = Bytes(0);
+
+    /// `self + other`, or an overflow error naming `what`.
+    pub fn add(self, other: Bytes, what: &str) -> Result<Bytes> {
+        self.0
+            .checked_add(other.0)
+            .map(Bytes)
+            .ok_or_else(|| Error::overflow(what))
+    }
+
+    /// `self x factor`, or an overflow error naming `what`.
+    pub fn times(self, factor: u64, what: &str) -> Result<Bytes> {
+        self.0
+            .checked_mul(factor)
+            .map(Bytes)
+            .ok_or_else(|| Error::overflow(what))
+    }
+
+    /// The sum of many sizes, or an overflow error naming `what`.
+    pub fn sum<I: IntoIterator<Item = Bytes>>(items: I, what: &str) -> Result<Bytes> {
+        items
+            .into_iter()
+            .try_fold(Bytes::ZERO, |total, b| total.add(b, what))
+    }
+
+    /// Printed in the given unit with two decimals: `112 GB`, `0.99 GB`.
+    /// A nonzero size too small for the unit shows as `<0.01 GB`.
+    pub fn display_in(self, unit: ByteUnit) -> String {
+        let text = format_two_decimals(u128::from(self.0), u128::from(unit.bytes));
+        if text == "0" && self.0 > 0 {
+            format!("<0.01 {}", unit.symbol)
+        } else {
+            format!("{text} {}", unit.symbol)
+        }
+    }
+
+    /// Printed in the largest unit of `system` that the size reaches.
+    pub fn display(self, system: UnitSystem) -> String {
+        self.display_in(ByteUnit::for_size(self, system))
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display(UnitSystem::Decimal))
+    }
+}
+
+/// Decimal (GB = 10^9) or binary (GiB = 2^30) units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnitSystem {
+    /// kB, MB, GB, TB, PB: powers of 1000.
+    #[default]
+    Decimal,
+    /// KiB, MiB, GiB, TiB, PiB: powers of 1024.
+    Binary,
+}
+
+/// One unit of size, such as GB or GiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteUnit {
+    /// How it is written: `GB`.
+    pub symbol: &'static str,
+    /// How many bytes it holds.
+    pub bytes: u64,
+    /// Which family it belongs to.
+    pub system: UnitSystem,
+}
+
+const fn unit(symbol: &'static str, bytes: u64, system: UnitSystem) -> ByteUnit {
+    ByteUnit {
+        symbol,
+        bytes,
+        system,
+    }
+}
+
+/// Every unit accepted on input, smallest first within each family.
+const UNITS: &[ByteUnit] = &[
+    unit("B", 1, UnitSystem::Decimal),
+    unit("kB", 1_000, UnitSystem::Decimal),
+    unit("MB", 1_000_000, UnitSystem::Decimal),
+    unit("GB", 1_000_000_000, UnitSystem::Decimal),
+    unit("TB", 1_000_000_000_000, UnitSystem::Decimal),
+    unit("PB", 1_000_000_000_000_000, UnitSystem::Decimal),
+    unit("B", 1, UnitSystem::Binary),
+    unit("KiB", 1 << 10, UnitSystem::Binary),
+    unit("MiB", 1 << 20, UnitSystem::Binary),
+    unit("GiB", 1 << 30, UnitSystem::Binary),
+    unit("TiB", 1 << 40, UnitSystem::Binary),
+    unit("PiB", 1 << 50, UnitSystem::Binary),
+];
+
+impl ByteUnit {
+    /// The gigabyte, 10^9 bytes: the unit of the seed texts.
+    pub const GB: ByteUnit = unit("GB", 1_000_000_000, UnitSystem::Decimal);
+
+    /// The largest unit of `system` not larger than `size` (bytes for tiny sizes).
+    pub fn for_size(size: Bytes, system: UnitSystem) -> ByteUnit {
+        UNITS
+            .iter()
+            .rfind(|u| u.system == system && u.bytes <= size.0.max(1))
+            .copied()
+            .unwrap_or(UNITS[0])
+    }
+
+    /// One unit for a column of sizes: the smallest unit of `system` in which
+    /// the largest size has at most four digits before the point, as long as
+    /// the smallest nonzero size still shows as at least 0.1 of it (so a
+    /// column holds `0.99 GB` and `112 GB`, not `992 MB` and `0.11 TB`).
+    pub fn for_column(sizes: impl IntoIterator<Item = Bytes>, system: UnitSystem) -> ByteUnit {
+        let (mut smallest, mut largest) = (u64::MAX, 0u64);
+        for size in sizes.into_iter().filter(|b| b.0 > 0) {
+            smallest = smallest.min(size.0);
+            largest = largest.max(size.0);
+        }
+        if largest == 0 {
+            return ByteUnit::for_size(Bytes::ZERO, system);
+        }
+        let candidates: Vec<ByteUnit> = UNITS
+            .iter()
+            .filter(|u| u.system == system && u128::from(smallest) * 10 >= u128::from(u.bytes))
+            .copied()
+            .collect();
+        candidates
+            .iter()
+            .find(|u| u128::from(largest) < u128::from(u.bytes) * 10_000)
+            .or(candidates.last())
+            .copied()
+            .unwrap_or(UNITS[0])
+    }
+
+    /// The unit written as `symbol`, case-insensitively (`gb`, `GiB`, `kb`).
+    fn from_symbol(symbol: &str) -> Option<ByteUnit> {
+        UNITS
+            .iter()
+            .find(|u| u.symbol.eq_ignore_ascii_case(symbol))
+            .copied()
+    }
+}
+
+impl FromStr for Bytes {
+    type Err = Error;
+
+    /// Reads `80GB`, `80 GiB`, `141 GB`, `1.5TB`. A unit is required; a size
+    /// that is not a whole number of bytes (`0.1GiB`) is rounded down.
+    fn from_str(input: &str) -> Result<Bytes> {
+        let invalid = |reason: &str| Error::InvalidSize {
+            input: input.to_string(),
+            reason: reason.to_string(),
+        };
+        let text = input.trim();
+        let split = text
+            .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+            .unwrap_or(text.len());
+        let (number, symbol) = text.split_at(split);
+        let symbol = symbol.trim();
+        if symbol.is_empty() {
+            return Err(invalid("a unit is required"));
+        }
+        let unit = ByteUnit::from_symbol(symbol)
+            .ok_or_else(|| invalid(&format!("unknown unit `{symbol}`")))?;
+        let value = Decimal::parse(number.trim()).map_err(|reason| invalid(&reason))?;
+        let bytes = value
+            .times(u128::from(unit.bytes), true)
+            .map_err(|_| invalid("too large"))?;
+        let bytes = u64::try_from(bytes).map_err(|_| invalid("too large"))?;
+        if bytes == 0 {
+            return Err(invalid("a size must be more than zero bytes"));
+        }
+        Ok(Bytes(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_decimal_and_binary_units() {
+        assert_eq!("80GB".parse::<Bytes>().unwrap(), Bytes(80_000_000_000));
+        assert_eq!("80GiB".parse::<Bytes>().unwrap(), Bytes(80 * (1 << 30)));
+        assert_eq!("141 GB".parse::<Bytes>().unwrap(), Bytes(141_000_000_000));
+        assert_eq!("1.5TB".parse::<Bytes>().unwrap(), Bytes(1_500_000_000_000));
+        assert_eq!("80gb".parse::<Bytes>().unwrap(), Bytes(80_000_000_000));
+        assert_eq!("512 B".parse::<Bytes>().unwrap(), Bytes(512));
+        assert_eq!("0.1GiB".parse::<Bytes>().unwrap(), Bytes(107_374_182));
+    }
+
+    #[test]
+    fn refuses_bad_sizes() {
+        for bad in [
+            "80", "GB", "-80GB", "0GB", "80XB", "80 G B", "1e30PB", "eGB",
+        ] {
+            assert!(bad.parse::<Bytes>().is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn displays_in_chosen_units() {
+        assert_eq!(Bytes(992_000_000).display_in(ByteUnit::GB), "0.99 GB");
+        assert_eq!(
+            Bytes(112_000_000_000).display(UnitSystem::Decimal),
+            "112 GB"
+        );
+        assert_eq!(Bytes(80 << 30).display(UnitSystem::Binary), "80 GiB");
+        assert_eq!(Bytes(4).display_in(ByteUnit::GB), "<0.01 GB");
+        assert_eq!(Bytes(0).display_in(ByteUnit::GB), "0 GB");
+        assert_eq!(Bytes(0).display(UnitSystem::Decimal), "0 B");
+    }
+
+    #[test]
+    fn one_unit_per_column() {
+        let gb = |x: &[u64]| {
+            ByteUnit::for_column(x.iter().map(|b| Bytes(*b)), UnitSystem::Decimal).symbol
+        };
+        assert_eq!(gb(&[992_000_000, 112_000_000_000]), "GB");
+        assert_eq!(gb(&[8_000_000_000, 1_120_000_000_000]), "GB");
+        assert_eq!(gb(&[1_000, 2_000_000]), "kB");
+        assert_eq!(gb(&[0, 5]), "B");
+        assert_eq!(gb(&[]), "B");
+    }
+
+    #[test]
+    fn checked_arithmetic() {
+        assert!(Bytes(u64::MAX).add(Bytes(1), "total").is_err());
+        assert!(Bytes(u64::MAX / 2 + 1).times(2, "total").is_err());
+        assert_eq!(Bytes::sum([Bytes(1), Bytes(2)], "total").unwrap(), Bytes(3));
+    }
+}

@@ -6,7 +6,8 @@ use assert_cmd::Command;
 
 #[test]
 fn readme_examples_are_real_output() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let mut checked = 0;
     for block in readme.split("```console\n").skip(1) {
         let block = block.split("```").next().unwrap();
@@ -19,7 +20,11 @@ fn readme_examples_are_real_output() {
             .args(args.split_whitespace())
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8(output.stdout).unwrap(), expected, "README block `{command}`");
+        assert_eq!(
+            String::from_utf8(output.stdout).unwrap(),
+            expected,
+            "README block `{command}`"
+        );
         checked += 1;
     }
     assert!(checked >= 3, "only {checked} README examples found");

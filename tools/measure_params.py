@@ -1,0 +1,556 @@
+#!/usr/bin/env python3
+"""Measure exact parameter counts with HuggingFace transformers; write test fixtures.
+
+This is the reference ("ground truth") side of trainmem's parameter counting.
+For every configuration listed below it
+
+1. writes the raw config dict to a temporary folder as ``config.json`` and
+   loads it with ``transformers.AutoConfig.from_pretrained(folder)``, exactly
+   as a user's downloaded checkpoint folder would be loaded (missing keys take
+   the config class defaults of the installed transformers version);
+2. builds ``AutoModelForCausalLM.from_config(cfg)`` under
+   ``with torch.device("meta"):`` so no memory is allocated, even for
+   400B-parameter models;
+3. records the total ``sum(p.numel() for p in model.parameters())`` (tied
+   weights such as a tied ``lm_head`` are counted once; buffers such as rotary
+   ``inv_freq`` or DeepSeek's ``e_score_correction_bias`` are NOT parameters
+   and are not counted) and the tensor list of ``model.named_parameters()``
+   (name and shape, in module registration order; tied tensors appear once);
+4. writes ``tests/fixtures/params/<id>.json``.
+
+The configurations are every preset in ``presets/*.json`` (id
+``preset__<name>``) plus small synthetic configurations for each supported
+``model_type`` (id ``<model_type>__<variant>``) that vary one thing at a time:
+class defaults, tiny sizes, odd sizes, tied/untied embeddings, biases, GQA/MQA,
+explicit ``head_dim``, MoE knobs, and so on.
+
+Fixture format (2-space indented JSON, keys sorted, one tensor per line)::
+
+    {
+      "config": {...raw dict as a config.json would contain it...},
+      "id": "llama__gqa",
+      "model_type": "llama",
+      "source": "preset llama-2-7b" | "synthetic: <what it varies>",
+      "tensor_count": 291,
+      "tensors": [{"name": "model.embed_tokens.weight", "shape": [32000, 4096]}, ...],
+      "torch_version": "...",
+      "total": 6738415616,
+      "transformers_version": "..."
+    }
+
+``tensors`` is omitted when there are more than 3000 of them (``tensor_count``
+is always kept).
+
+Run from the repository root (takes well under a minute)::
+
+    /work/venv/bin/python tools/measure_params.py
+
+It deletes the ``*.json`` files in ``tests/fixtures/params/`` and rewrites
+them all. Options: ``--only SUBSTRING`` measures (and rewrites) only the ids
+containing SUBSTRING without deleting the others; ``--check`` measures
+everything and compares with the existing fixtures without writing.
+
+Needs: torch, transformers (no network access: configs are local dicts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PRESETS_DIR = REPO / "presets"
+FIXTURES_DIR = REPO / "tests" / "fixtures" / "params"
+MAX_LISTED_TENSORS = 3000
+
+
+# ---------------------------------------------------------------------------
+# Synthetic configurations
+# ---------------------------------------------------------------------------
+# Each entry: (variant, description, raw config dict without model_type).
+# The raw dict is what a user's config.json would contain; any key left out
+# takes the transformers class default.
+
+def _llama_like(tiny: dict, *, head_dim=True, attention_bias=True, mlp_bias=False):
+    """Common variants for llama-style decoders (q/k/v/o + gated MLP)."""
+    v = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "class defaults with tiny size keys", dict(tiny)),
+        ("odd_sizes", "non-power-of-two hidden, intermediate and vocab sizes",
+         {**tiny, "hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 6,
+          "intermediate_size": 250, "vocab_size": 1003}),
+        ("tied", "tie_word_embeddings true",
+         {**tiny, "tie_word_embeddings": True}),
+        ("untied", "tie_word_embeddings false",
+         {**tiny, "tie_word_embeddings": False}),
+        ("gqa", "grouped-query attention: 8 query heads, 2 key/value heads",
+         {**tiny, "num_attention_heads": 8, "num_key_value_heads": 2}),
+        ("mqa", "multi-query attention: num_key_value_heads 1",
+         {**tiny, "num_attention_heads": 8, "num_key_value_heads": 1}),
+        ("deeper", "more layers (5) and a larger vocab",
+         {**tiny, "num_hidden_layers": 5, "vocab_size": 5000}),
+        ("kv_absent", "num_key_value_heads absent, 16 query heads (class default/fallback applies)",
+         {**{k: val for k, val in tiny.items() if k != "num_key_value_heads"},
+          "num_attention_heads": 16}),
+    ]
+    if head_dim:
+        v.append(("head_dim", "explicit head_dim 24 != hidden_size / heads (64/4)",
+                  {**tiny, "head_dim": 24}))
+        v.append(("head_dim_gqa", "explicit head_dim 40 with GQA 8/2 and odd hidden 96",
+                  {**tiny, "hidden_size": 96, "num_attention_heads": 8, "num_key_value_heads": 2,
+                   "head_dim": 40}))
+    if attention_bias:
+        v.append(("attention_bias", "attention_bias true",
+                  {**tiny, "attention_bias": True}))
+    if mlp_bias:
+        v.append(("mlp_bias", "mlp_bias true", {**tiny, "mlp_bias": True}))
+        v.append(("both_bias", "attention_bias and mlp_bias true",
+                  {**tiny, "attention_bias": True, "mlp_bias": True}))
+    return v
+
+
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+        "max_position_embeddings": 256}
+
+
+def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
+    S: dict[str, list[tuple[str, str, dict]]] = {}
+
+    # -- gpt2 ---------------------------------------------------------------
+    g = {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "vocab_size": 1000}
+    S["gpt2"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "class defaults with tiny size keys", g),
+        ("odd_sizes", "non-power-of-two n_embd, n_positions and vocab",
+         {"n_embd": 72, "n_head": 6, "n_layer": 3, "n_positions": 100, "vocab_size": 1003}),
+        ("n_inner", "explicit n_inner 200 (default is 4 * n_embd)", {**g, "n_inner": 200}),
+        ("n_inner_null", "n_inner null (4 * n_embd)", {**g, "n_inner": None}),
+        ("untied", "tie_word_embeddings false: separate lm_head", {**g, "tie_word_embeddings": False}),
+        ("scale_attn", "scale_attn_by_inverse_layer_idx and reorder_and_upcast_attn (no shape effect)",
+         {**g, "scale_attn_by_inverse_layer_idx": True, "reorder_and_upcast_attn": True}),
+        ("n_ctx_legacy", "legacy n_ctx key different from n_positions (n_positions sizes wpe)",
+         {**g, "n_ctx": 512}),
+        ("hf_aliases", "generic key names hidden_size/num_hidden_layers/num_attention_heads/"
+         "max_position_embeddings (attribute_map aliases)",
+         {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+          "max_position_embeddings": 128, "vocab_size": 1000}),
+        ("cross_attention", "add_cross_attention true (adds crossattention + ln_cross_attn)",
+         {**g, "add_cross_attention": True}),
+        ("relu", "activation_function relu (no shape effect)", {**g, "activation_function": "relu"}),
+    ]
+
+    # -- gpt_neox -----------------------------------------------------------
+    n = {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 128}
+    S["gpt_neox"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "class defaults with tiny size keys", n),
+        ("tiny_no_intermediate", "tiny, intermediate_size absent (class default 24576 applies)",
+         {k: v for k, v in n.items() if k != "intermediate_size"}),
+        ("odd_sizes", "non-power-of-two sizes",
+         {**n, "hidden_size": 72, "num_attention_heads": 6, "intermediate_size": 250, "vocab_size": 1003}),
+        ("sequential_residual", "use_parallel_residual false (no shape effect)",
+         {**n, "use_parallel_residual": False}),
+        ("rotary_pct_full", "rotary_pct 1.0 (no shape effect)", {**n, "rotary_pct": 1.0}),
+        ("rotary_pct_half", "rotary_pct 0.5 and rotary_emb_base 20000 (no shape effect)",
+         {**n, "rotary_pct": 0.5, "rotary_emb_base": 20000}),
+        ("no_attention_bias", "attention_bias false (drops qkv/dense biases)",
+         {**n, "attention_bias": False}),
+        ("tied", "tie_word_embeddings true (embed_out tied to embed_in)",
+         {**n, "tie_word_embeddings": True}),
+        ("deeper", "5 layers", {**n, "num_hidden_layers": 5}),
+        ("gelu_fast", "hidden_act gelu_fast (no shape effect)", {**n, "hidden_act": "gelu_fast"}),
+    ]
+
+    # -- llama --------------------------------------------------------------
+    S["llama"] = _llama_like(TINY, mlp_bias=True) + [
+        ("rope_llama3", "rope_scaling llama3 block (no shape effect)",
+         {**TINY, "rope_theta": 500000.0, "rope_scaling": {
+             "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+             "original_max_position_embeddings": 128, "rope_type": "llama3"}}),
+        ("pretraining_tp", "pretraining_tp 2 (no shape effect)", {**TINY, "pretraining_tp": 2}),
+    ]
+
+    # -- mistral ------------------------------------------------------------
+    S["mistral"] = _llama_like(TINY, attention_bias=False) + [
+        ("sliding_window_null", "sliding_window null (no shape effect)", {**TINY, "sliding_window": None}),
+        ("head_dim_null", "head_dim null (falls back to hidden/heads)", {**TINY, "head_dim": None}),
+    ]
+
+    # -- mixtral ------------------------------------------------------------
+    mx = {**TINY, "num_local_experts": 4, "num_experts_per_tok": 2}
+    S["mixtral"] = _llama_like(mx, attention_bias=False) + [
+        ("tiny_default_experts", "tiny sizes, expert keys absent (8 experts, top-2 defaults)", dict(TINY)),
+        ("experts_3", "num_local_experts 3", {**mx, "num_local_experts": 3}),
+        ("num_experts_alias", "expert count given as num_experts (attribute_map alias) = 6",
+         {k: v for k, v in mx.items() if k != "num_local_experts"} | {"num_experts": 6}),
+        ("top1", "num_experts_per_tok 1 (no shape effect)", {**mx, "num_experts_per_tok": 1}),
+        ("experts_16_top4", "16 experts, top-4", {**mx, "num_local_experts": 16, "num_experts_per_tok": 4}),
+    ]
+
+    # -- qwen2 --------------------------------------------------------------
+    S["qwen2"] = _llama_like(TINY, attention_bias=False) + [
+        ("attention_bias_false", "attention_bias false given (qwen2 q/k/v biases are hard-wired on)",
+         {**TINY, "attention_bias": False}),
+        ("sliding", "use_sliding_window true, max_window_layers 1 (no shape effect)",
+         {**TINY, "use_sliding_window": True, "sliding_window": 64, "max_window_layers": 1}),
+    ]
+
+    # -- qwen2_moe ----------------------------------------------------------
+    qm = {**TINY, "num_hidden_layers": 4, "moe_intermediate_size": 32,
+          "shared_expert_intermediate_size": 96, "num_experts": 4, "num_experts_per_tok": 2}
+    S["qwen2_moe"] = _llama_like(qm, head_dim=True, attention_bias=False) + [
+        ("tiny_default_moe", "tiny sizes, MoE keys absent (60 experts, moe 1408, shared 5632 defaults)",
+         dict(TINY)),
+        ("sparse_step_2", "decoder_sparse_step 2: only odd layers (1, 3) are MoE",
+         {**qm, "decoder_sparse_step": 2}),
+        ("sparse_step_3", "decoder_sparse_step 3 with 4 layers: only layer 2 is MoE",
+         {**qm, "decoder_sparse_step": 3}),
+        ("mlp_only_layers", "mlp_only_layers [0, 3]: dense MLP in those layers",
+         {**qm, "mlp_only_layers": [0, 3]}),
+        ("norm_topk_prob", "norm_topk_prob true (no shape effect)", {**qm, "norm_topk_prob": True}),
+        ("no_qkv_bias", "qkv_bias false", {**qm, "qkv_bias": False}),
+        ("experts_8_top1", "8 experts, top-1", {**qm, "num_experts": 8, "num_experts_per_tok": 1}),
+        ("shared_small", "shared_expert_intermediate_size 20 (odd)",
+         {**qm, "shared_expert_intermediate_size": 20}),
+        ("no_experts", "num_experts 0: every layer dense", {**qm, "num_experts": 0}),
+    ]
+
+    # -- qwen3 --------------------------------------------------------------
+    S["qwen3"] = _llama_like(TINY) + [
+    ]
+
+    # -- qwen3_moe ----------------------------------------------------------
+    q3 = {**TINY, "num_hidden_layers": 4, "moe_intermediate_size": 32, "num_experts": 4,
+          "num_experts_per_tok": 2}
+    S["qwen3_moe"] = _llama_like(q3) + [
+        ("tiny_default_moe", "tiny sizes, MoE keys absent (128 experts, moe 768 defaults)", dict(TINY)),
+        ("sparse_step_2", "decoder_sparse_step 2: only layers 1 and 3 are MoE",
+         {**q3, "decoder_sparse_step": 2}),
+        ("mlp_only_layers", "mlp_only_layers [1, 2]", {**q3, "mlp_only_layers": [1, 2]}),
+        ("norm_topk_prob", "norm_topk_prob true (no shape effect)", {**q3, "norm_topk_prob": True}),
+        ("experts_16_top4", "16 experts, top-4", {**q3, "num_experts": 16, "num_experts_per_tok": 4}),
+        ("local_experts_key", "expert count given as num_local_experts 6",
+         {k: v for k, v in q3.items() if k != "num_experts"} | {"num_local_experts": 6}),
+    ]
+
+    # -- gemma --------------------------------------------------------------
+    gm = {**TINY}
+    S["gemma"] = _llama_like(gm) + [
+        ("gelu", "hidden_act gelu (no shape effect)", {**TINY, "hidden_act": "gelu"}),
+    ]
+
+    # -- gemma2 -------------------------------------------------------------
+    S["gemma2"] = _llama_like(TINY) + [
+        ("query_pre_attn_scalar", "query_pre_attn_scalar 144 and softcapping null (no shape effect)",
+         {**TINY, "query_pre_attn_scalar": 144, "attn_logit_softcapping": None,
+          "final_logit_softcapping": None}),
+        ("sliding_window", "sliding_window 16 (no shape effect)", {**TINY, "sliding_window": 16}),
+    ]
+
+    # -- gemma3_text --------------------------------------------------------
+    S["gemma3_text"] = _llama_like(TINY) + [
+        ("query_pre_attn_scalar", "query_pre_attn_scalar 168 (no shape effect)",
+         {**TINY, "query_pre_attn_scalar": 168}),
+        ("sliding", "sliding_window 16, sliding_window_pattern 2, rope_local_base_freq (no shape effect)",
+         {**TINY, "num_hidden_layers": 4, "sliding_window": 16, "sliding_window_pattern": 2,
+          "rope_local_base_freq": 10000.0, "rope_theta": 1000000.0}),
+        ("layer_types", "explicit layer_types list (no shape effect)",
+         {**TINY, "num_hidden_layers": 3,
+          "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}),
+        ("rope_linear", "rope_scaling linear factor 8 (no shape effect)",
+         {**TINY, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}),
+    ]
+
+    # -- phi3 ---------------------------------------------------------------
+    # Phi3Config defaults pad_token_id to 32000, which must lie inside the
+    # vocabulary, so the small-vocab variants set it explicitly.
+    p3 = {**TINY, "pad_token_id": 0}
+    S["phi3"] = _llama_like(p3, attention_bias=False) + [
+        ("sliding_window", "sliding_window 2047 and original_max_position_embeddings (no shape effect)",
+         {**p3, "sliding_window": 2047, "original_max_position_embeddings": 128}),
+        ("partial_rotary", "partial_rotary_factor 0.5 (no shape effect)",
+         {**p3, "partial_rotary_factor": 0.5}),
+        ("vocab_32064", "published vocab 32064 with default pad_token_id, tiny otherwise",
+         {**TINY, "vocab_size": 32064}),
+    ]
+
+    # -- olmo2 --------------------------------------------------------------
+    S["olmo2"] = _llama_like(TINY) + []
+
+    # -- starcoder2 ---------------------------------------------------------
+    S["starcoder2"] = _llama_like(TINY, attention_bias=False) + [
+        ("no_bias", "use_bias false", {**TINY, "use_bias": False}),
+        ("no_bias_gqa", "use_bias false with GQA 8/2",
+         {**TINY, "use_bias": False, "num_attention_heads": 8, "num_key_value_heads": 2}),
+        ("sliding_window", "sliding_window 4096 (no shape effect)", {**TINY, "sliding_window": 4096}),
+    ]
+
+    # -- deepseek_v3 --------------------------------------------------------
+    ds = {"hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+          "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+          "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+          "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1,
+          "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
+          "qk_nope_head_dim": 16, "v_head_dim": 16, "vocab_size": 1000,
+          "max_position_embeddings": 256}
+    S["deepseek_v3"] = [
+        ("defaults", "class defaults, only model_type given (DeepSeek-V3 sizes)", {}),
+        ("tiny", "tiny MLA + MoE: 4 layers, first 1 dense, 8 routed + 1 shared expert", ds),
+        ("q_lora_null", "q_lora_rank null: plain q_proj instead of q_a/q_b", {**ds, "q_lora_rank": None}),
+        ("no_shared", "n_shared_experts 0", {**ds, "n_shared_experts": 0}),
+        ("shared_2", "n_shared_experts 2", {**ds, "n_shared_experts": 2}),
+        ("all_moe", "first_k_dense_replace 0: every layer MoE", {**ds, "first_k_dense_replace": 0}),
+        ("all_dense", "first_k_dense_replace = num_hidden_layers: every layer dense",
+         {**ds, "first_k_dense_replace": 4}),
+        ("moe_layer_freq_2", "moe_layer_freq 2 (ignored by transformers: still MoE from layer 1 on)",
+         {**ds, "moe_layer_freq": 2}),
+        ("norm_topk_false", "norm_topk_prob false, scoring/topk keys (no shape effect)",
+         {**ds, "norm_topk_prob": False, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+          "routed_scaling_factor": 2.5}),
+        ("mtp_layers", "num_nextn_predict_layers 2 (MTP modules are not built by transformers)",
+         {**ds, "num_nextn_predict_layers": 2}),
+        ("odd_dims", "odd MLA dims: rope 6, nope 10, v_head 12, kv_lora 20, q_lora 24; hidden 72",
+         {**ds, "hidden_size": 72, "qk_rope_head_dim": 6, "qk_nope_head_dim": 10, "v_head_dim": 12,
+          "kv_lora_rank": 20, "q_lora_rank": 24, "intermediate_size": 250, "moe_intermediate_size": 30,
+          "vocab_size": 1003}),
+        ("attention_bias", "attention_bias true (biases on q_a_proj, kv_a_proj_with_mqa, o_proj)",
+         {**ds, "attention_bias": True}),
+        ("tied", "tie_word_embeddings true", {**ds, "tie_word_embeddings": True}),
+        ("experts_16_top4", "16 routed experts, top-4, 4 groups / topk_group 2",
+         {**ds, "n_routed_experts": 16, "num_experts_per_tok": 4, "n_group": 4, "topk_group": 2}),
+        ("gqa_kv_heads", "num_key_value_heads 1 (no shape effect for MLA)", {**ds, "num_key_value_heads": 1}),
+    ]
+
+    # -- extra model types (fewer variants each) ----------------------------
+    S["phi"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "class defaults with tiny size keys", dict(TINY)),
+        ("qk_layernorm", "qk_layernorm true", {**TINY, "qk_layernorm": True}),
+        ("gqa", "GQA 8/2", {**TINY, "num_attention_heads": 8, "num_key_value_heads": 2}),
+        ("tied", "tie_word_embeddings true", {**TINY, "tie_word_embeddings": True}),
+        ("partial_rotary", "partial_rotary_factor 0.4 (no shape effect)",
+         {**TINY, "partial_rotary_factor": 0.4}),
+    ]
+    f = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}
+    S["falcon"] = [
+        ("defaults", "class defaults, only model_type given (falcon-7b-like, MQA)", {}),
+        ("tiny", "tiny sizes, multi_query default", f),
+        ("mha", "multi_query false", {**f, "multi_query": False}),
+        ("new_arch", "new_decoder_architecture true, num_kv_heads 2",
+         {**f, "new_decoder_architecture": True, "num_kv_heads": 2}),
+        ("new_arch_one_ln", "new_decoder_architecture with num_ln_in_parallel_attn 1",
+         {**f, "new_decoder_architecture": True, "num_kv_heads": 2, "num_ln_in_parallel_attn": 1}),
+        ("bias", "bias true", {**f, "bias": True}),
+        ("sequential", "parallel_attn false", {**f, "parallel_attn": False}),
+        ("alibi", "alibi true", {**f, "alibi": True}),
+        ("ffn_hidden", "ffn_hidden_size 200", {**f, "ffn_hidden_size": 200}),
+        ("untied", "tie_word_embeddings false", {**f, "tie_word_embeddings": False}),
+    ]
+    S["gpt_bigcode"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes (multi_query default true)", g),
+        ("mha", "multi_query false", {**g, "multi_query": False}),
+        ("n_inner", "n_inner 200", {**g, "n_inner": 200}),
+        ("untied", "tie_word_embeddings false", {**g, "tie_word_embeddings": False}),
+    ]
+    gj = {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "vocab_size": 1000, "rotary_dim": 8}
+    S["gptj"] = [
+        ("defaults", "class defaults, only model_type given (GPT-J-6B sizes)", {}),
+        ("tiny", "tiny sizes", gj),
+        ("n_inner", "n_inner 200", {**gj, "n_inner": 200}),
+        ("tied", "tie_word_embeddings true", {**gj, "tie_word_embeddings": True}),
+    ]
+    o = {"hidden_size": 64, "ffn_dim": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "vocab_size": 1000, "max_position_embeddings": 128, "word_embed_proj_dim": 64}
+    S["opt"] = [
+        ("defaults", "class defaults, only model_type given (opt-125m sizes)", {}),
+        ("tiny", "tiny sizes", o),
+        ("proj", "word_embed_proj_dim 32 != hidden_size (project_in/project_out)",
+         {**o, "word_embed_proj_dim": 32}),
+        ("post_ln", "do_layer_norm_before false (no final_layer_norm)", {**o, "do_layer_norm_before": False}),
+        ("no_bias", "enable_bias false", {**o, "enable_bias": False}),
+        ("no_affine", "layer_norm_elementwise_affine false", {**o, "layer_norm_elementwise_affine": False}),
+        ("untied", "tie_word_embeddings false", {**o, "tie_word_embeddings": False}),
+    ]
+    S["olmo"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", dict(TINY)),
+        ("gqa", "GQA 8/2", {**TINY, "num_attention_heads": 8, "num_key_value_heads": 2}),
+        ("attention_bias", "attention_bias true", {**TINY, "attention_bias": True}),
+        ("tied", "tie_word_embeddings true", {**TINY, "tie_word_embeddings": True}),
+        ("clip_qkv", "clip_qkv 8 (no shape effect)", {**TINY, "clip_qkv": 8.0}),
+    ]
+    S["cohere"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", dict(TINY)),
+        ("qk_norm", "use_qk_norm true", {**TINY, "use_qk_norm": True}),
+        ("qk_norm_gqa", "use_qk_norm true with GQA 8/2",
+         {**TINY, "use_qk_norm": True, "num_attention_heads": 8, "num_key_value_heads": 2}),
+        ("attention_bias", "attention_bias true", {**TINY, "attention_bias": True}),
+        ("untied", "tie_word_embeddings false", {**TINY, "tie_word_embeddings": False}),
+    ]
+    S["granite"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", dict(TINY)),
+        ("gqa", "GQA 8/2", {**TINY, "num_attention_heads": 8, "num_key_value_heads": 2}),
+        ("biases", "attention_bias and mlp_bias true", {**TINY, "attention_bias": True, "mlp_bias": True}),
+        ("tied", "tie_word_embeddings true", {**TINY, "tie_word_embeddings": True}),
+        ("multipliers", "embedding/residual/attention multipliers and logits_scaling (no shape effect)",
+         {**TINY, "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+          "attention_multiplier": 0.015625, "logits_scaling": 8.0}),
+    ]
+    S["stablelm"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", dict(TINY)),
+        ("qkv_bias", "use_qkv_bias true", {**TINY, "use_qkv_bias": True}),
+        ("qk_layernorm", "qk_layernorm true (per-head layer norms)", {**TINY, "qk_layernorm": True}),
+        ("parallel_residual", "use_parallel_residual true (no post_attention_layernorm)",
+         {**TINY, "use_parallel_residual": True}),
+        ("gqa", "GQA 8/2", {**TINY, "num_attention_heads": 8, "num_key_value_heads": 2}),
+        ("tied", "tie_word_embeddings true", {**TINY, "tie_word_embeddings": True}),
+    ]
+    d2 = {**ds, "n_shared_experts": 2, "topk_method": "greedy", "n_group": None, "topk_group": None}
+    S["deepseek_v2"] = [
+        ("defaults_topk", "class defaults except num_experts_per_tok 6 (its default is null)",
+         {"num_experts_per_tok": 6}),
+        ("tiny", "tiny MLA + MoE, 2 shared experts", d2),
+        ("lite", "q_lora_rank null (V2-Lite style)", {**d2, "q_lora_rank": None}),
+        ("all_moe", "first_k_dense_replace 0", {**d2, "first_k_dense_replace": 0}),
+        ("no_shared", "n_shared_experts 0", {**d2, "n_shared_experts": 0}),
+        ("tied", "tie_word_embeddings true", {**d2, "tie_word_embeddings": True}),
+    ]
+    m = {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 128, "vocab_size": 1000}
+    S["mpt"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", m),
+        ("bias", "no_bias false (ignored by transformers: MPT linears never have biases)",
+         {**m, "no_bias": False}),
+        ("expansion_3", "expansion_ratio 3 (ignored by transformers: MLP is always 4 * d_model)",
+         {**m, "expansion_ratio": 3}),
+        ("untied", "tie_word_embeddings false", {**m, "tie_word_embeddings": False}),
+    ]
+    b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
+    S["bloom"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", b),
+        ("deeper", "5 layers, hidden 96", {**b, "n_layer": 5, "hidden_size": 96}),
+        ("untied", "tie_word_embeddings false", {**b, "tie_word_embeddings": False}),
+    ]
+    return S
+
+
+# ---------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------
+
+def _quiet():
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def measure(raw: dict):
+    """Load `raw` as a config.json would be loaded and count the parameters."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "config.json"), "w") as fh:
+            json.dump(raw, fh)
+        cfg = AutoConfig.from_pretrained(tmp)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    total = sum(p.numel() for p in model.parameters())
+    tensors = [{"name": name, "shape": list(p.shape)} for name, p in model.named_parameters()]
+    return total, tensors
+
+
+def render(doc: dict) -> str:
+    """2-space indented, key-sorted JSON with one tensor per line."""
+    doc = dict(doc)
+    tensors = doc.pop("tensors", None)
+    if tensors is not None:
+        doc["tensors"] = "@@TENSORS@@"
+    text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True)
+    if tensors is not None:
+        rows = ",\n".join(
+            "    " + json.dumps({"name": t["name"], "shape": t["shape"]}) for t in tensors)
+        text = text.replace('"@@TENSORS@@"', "[\n" + rows + "\n  ]" if rows else "[]")
+    return text + "\n"
+
+
+def all_cases():
+    """Yield (id, model_type, source, raw) for every configuration."""
+    for path in sorted(PRESETS_DIR.glob("*.json")):
+        raw = json.loads(path.read_text())
+        yield f"preset__{path.stem}", raw["model_type"], f"preset {path.stem}", raw
+    for model_type, variants in synthetic_configs().items():
+        seen = set()
+        for variant, desc, raw in variants:
+            assert variant not in seen, (model_type, variant)
+            seen.add(variant)
+            yield (f"{model_type}__{variant}", model_type, f"synthetic: {desc}",
+                   {"model_type": model_type, **raw})
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="only ids containing this substring (other fixtures are kept)")
+    ap.add_argument("--check", action="store_true", help="compare with existing fixtures, write nothing")
+    args = ap.parse_args(argv)
+
+    _quiet()
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+
+    versions = {"transformers_version": transformers.__version__,
+                "torch_version": torch.__version__}
+    cases = [c for c in all_cases() if not args.only or args.only in c[0]]
+    FIXTURES_DIR.mkdir(parents=True, exist_ok=True)
+    if not args.check and not args.only:
+        for old in FIXTURES_DIR.glob("*.json"):
+            old.unlink()
+
+    failures, mismatches = [], []
+    start = time.time()
+    for case_id, model_type, source, raw in cases:
+        try:
+            total, tensors = measure(raw)
+        except Exception as exc:  # report and continue
+            failures.append((case_id, f"{type(exc).__name__}: {exc}"))
+            print(f"FAIL  {case_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        doc = {"id": case_id, "model_type": model_type, "source": source, "config": raw,
+               "total": total, "tensor_count": len(tensors), **versions}
+        if len(tensors) <= MAX_LISTED_TENSORS:
+            doc["tensors"] = tensors
+        out = FIXTURES_DIR / f"{case_id}.json"
+        if args.check:
+            old = json.loads(out.read_text()) if out.exists() else None
+            if old is None or old.get("total") != total or old.get("tensors") != doc.get("tensors"):
+                mismatches.append(case_id)
+                print(f"DIFF  {case_id}: {old and old.get('total')} -> {total}", file=sys.stderr)
+        else:
+            out.write_text(render(doc))
+        print(f"{case_id:48s} {total:>20,d} {len(tensors):>6d}")
+
+    print(f"\n{len(cases) - len(failures)} measured, {len(failures)} failed, "
+          f"{len(mismatches)} differ, {time.time() - start:.1f}s "
+          f"(transformers {versions['transformers_version']}, torch {versions['torch_version']})")
+    return 1 if failures or mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

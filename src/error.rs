@@ -45,6 +45,25 @@ pub enum Error {
         accepted: String,
     },
 
+    /// A file that cannot be read or does not hold what it should: a
+    /// truncated or malformed safetensors header, a broken index, a missing
+    /// shard, unreadable JSON. `path` names the file.
+    #[error("`{path}`: {problem}")]
+    File { path: String, problem: String },
+
+    /// A config.json key whose value cannot describe a model.
+    #[error("config.json key `{key}`: {problem}")]
+    InvalidConfig { key: String, problem: String },
+
+    /// A config.json whose `model_type` trainmem does not know.
+    #[error(
+        "unsupported model_type `{model_type}` (supported: {supported}); for another architecture, point --model at its .safetensors file or index, or give --params"
+    )]
+    UnsupportedModelType {
+        model_type: String,
+        supported: String,
+    },
+
     /// Arithmetic on bytes or counts that would not fit in 64 bits.
     #[error(
         "{what} overflows 64-bit arithmetic (more than 18.4 exabytes or elements); no real training run is that large"

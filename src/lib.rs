@@ -15,16 +15,21 @@
 //! # Ok::<(), trainmem::Error>(())
 //! ```
 
+pub mod architecture;
 pub mod catalogue;
+pub mod checkpoint;
 pub mod cli;
 pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod estimate;
+pub mod input;
 pub mod model;
 pub mod optimizer;
+pub mod parallel;
 pub mod precision;
 pub mod render;
+pub mod serve;
 pub mod units;
 
 pub use device::DeviceSpec;

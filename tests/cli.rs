@@ -230,7 +230,7 @@ fn every_error_is_one_line_and_exit_two() {
         ("unknown_command", &["estimat"]),
         ("fit_without_capacity", &["fit"]),
         ("empty_list_item", &["compare", "--params", "1B,,2B"]),
-        ("unknown_in_list", &["compare", "--optimizers", "sgd,adan"]),
+        ("unknown_in_list", &["compare", "--optimizers", "sgd,adamx"]),
         ("bad_swap", &["compare", "--swap", "adam"]),
     ];
     for (name, args) in cases {

@@ -3,7 +3,17 @@
 use proptest::prelude::*;
 use trainmem::optimizer::OPTIMIZERS;
 use trainmem::precision::PRECISIONS;
-use trainmem::{Bytes, Count, Model, Setup, estimate, max_parameters};
+use trainmem::{Bytes, Count, Error, Estimate, Model, Setup, estimate, max_parameters};
+
+/// The estimate of a flat model, or `None` when its state does not fit
+/// 64-bit arithmetic (Shampoo keeps an N × N preconditioner of a flat vector).
+fn priced(parameters: u64, setup: &Setup) -> Option<Estimate> {
+    match estimate(&Model::flat(Count(parameters)), setup) {
+        Ok(e) => Some(e),
+        Err(Error::Overflow { .. }) => None,
+        Err(other) => panic!("{other}"),
+    }
+}
 
 fn setups() -> impl Strategy<Value = Setup> {
     (0..OPTIMIZERS.len(), 0..PRECISIONS.len())
@@ -14,14 +24,14 @@ proptest! {
     #[test]
     fn memory_grows_with_parameters(setup in setups(), a in 1u64..1_000_000_000_000, b in 1u64..1_000_000_000_000) {
         let (small, large) = (a.min(b), a.max(b));
-        let small = estimate(&Model::flat(Count(small)), &setup).unwrap();
-        let large = estimate(&Model::flat(Count(large)), &setup).unwrap();
-        prop_assert!(small.memory.total <= large.memory.total);
+        if let (Some(small), Some(large)) = (priced(small, &setup), priced(large, &setup)) {
+            prop_assert!(small.memory.total <= large.memory.total);
+        }
     }
 
     #[test]
     fn total_is_the_sum_of_its_parts(setup in setups(), n in 1u64..100_000_000_000_000) {
-        let e = estimate(&Model::flat(Count(n)), &setup).unwrap();
+        let Some(e) = priced(n, &setup) else { return Ok(()) };
         let m = e.memory;
         prop_assert_eq!(m.total.0, m.weights.0 + m.master_weights.0 + m.gradients.0 + m.optimizer_states.0 + m.activations.0);
         prop_assert_eq!(e.gradient_optimizer_slice.bytes.0, m.gradients.0 + m.optimizer_states.0);
@@ -29,6 +39,10 @@ proptest! {
 
     #[test]
     fn fit_is_the_exact_boundary(setup in setups(), capacity in 1u64..2_000_000_000_000_000) {
+        // Shape-aware rules are not monotone in a flat vector's length (the
+        // 8-bit threshold, torchao's block divisibility): bisection's
+        // exactness is claimed for the elementwise rules.
+        prop_assume!(setup.optimizer.flat_assumption.is_none());
         let max = max_parameters(&setup, Bytes(capacity)).unwrap();
         if max.0 > 0 {
             prop_assert!(estimate(&Model::flat(max), &setup).unwrap().memory.total.0 <= capacity);

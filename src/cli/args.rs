@@ -19,11 +19,25 @@ Examples:
   trainmem                                          the textbook report: SGD, momentum, RMSProp, Adam at 124M, 1.5B, 7B
   trainmem estimate --params 7B --optimizer adamw --precision mixed-bf16 --device h100-80gb
   trainmem estimate --params 13B --optimizer adam --precision bf16 --format json
+  trainmem estimate --model llama-3.1-8b --optimizer adamw --precision mixed-bf16
   trainmem fit --optimizer adam --precision fp32 --capacity 80GB
   trainmem compare --params 1B,13B,70B --precision mixed-bf16 --device h200
-  trainmem optimizers | precisions | devices       the catalogues
+  trainmem params llama-2-7b                        exact parameter tensors of a preset, config.json or safetensors
+  trainmem models | optimizers | precisions | devices   the catalogues
 
 Sizes: 80GB = 80 × 10^9 bytes, 80GiB = 80 × 2^30 bytes. Counts: 124M, 1.5B, 7B, 1T, 13e9, 6738415616.";
+
+const MODEL_HELP: &str = "\
+MODEL is any of:
+  a preset name          trainmem params llama-2-7b            (list: trainmem models)
+  a config.json          trainmem params path/to/config.json
+  a model folder         trainmem params path/to/Llama-2-7b-hf  (config.json and/or safetensors)
+  a .safetensors file    trainmem params model.safetensors      (header only, never the data)
+  a sharded index        trainmem params model.safetensors.index.json
+
+A config.json is counted as transformers builds AutoModelForCausalLM for its model_type:
+sum(p.numel() for p in model.parameters()), tied weights once. A checkpoint is counted
+from its headers.";
 
 /// The whole command line.
 #[derive(Debug, Parser)]
@@ -57,6 +71,16 @@ pub enum Command {
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
     #[command(after_help = EXAMPLES)]
     Fit(FitArgs),
+    /// The exact parameter tensors of a model: a preset, config.json, folder or safetensors.
+    #[command(after_help = MODEL_HELP)]
+    Params(ParamsArgs),
+    /// Draw the comparison as an SVG chart: a memory breakdown or memory against model size.
+    #[command(after_help = PLOT_HELP)]
+    Plot(PlotArgs),
+    /// Serve a local web page that computes with the same engine.
+    Serve(ServeArgs),
+    /// List the preset models with their exact parameter counts.
+    Models(OutputArgs),
     /// List the optimizers and the state each keeps.
     Optimizers(OutputArgs),
     /// List the precision recipes and their bytes.
@@ -113,17 +137,94 @@ pub struct TrainingArgs {
     /// mixed-fp16, amp-bf16, amp-fp16.
     #[arg(long, value_name = "NAME", default_value = "fp32")]
     pub precision: String,
+
+    /// An option of the optimizer that changes its state, as KEY=VALUE (repeatable):
+    /// `rank=128` for galore-adamw, `beta1=0.9` for adafactor-hf, `fused=true`.
+    /// `trainmem optimizers` lists each optimizer's options.
+    #[arg(long = "optimizer-option", value_name = "KEY=VALUE")]
+    pub optimizer_options: Vec<String>,
+
+    /// Accumulate gradients in this dtype instead of the recipe's (fp32 with
+    /// mixed-bf16 is Megatron's 18 bytes/param with Adam).
+    #[arg(long, value_name = "DTYPE")]
+    pub grad_dtype: Option<String>,
+
+    /// Keep the master weights in this dtype, or `none` for no master copy.
+    #[arg(long, value_name = "DTYPE")]
+    pub master_dtype: Option<String>,
+
+    /// Keep optimizer states in this dtype instead of the updated copy's.
+    #[arg(long, value_name = "DTYPE")]
+    pub state_dtype: Option<String>,
+}
+
+/// How training is spread over accelerators.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ParallelArgs {
+    /// Accelerators in all (data × tensor × pipeline parallel).
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub gpus: u64,
+
+    /// Machines the GPUs sit in (host memory is reported per node).
+    #[arg(long, value_name = "M", default_value = "1")]
+    pub nodes: u64,
+
+    /// ZeRO stage: 0 plain data parallel, 1 shards optimizer states and master
+    /// weights, 2 also gradients, 3 also weights.
+    #[arg(long, value_name = "STAGE", conflicts_with = "fsdp")]
+    pub zero: Option<String>,
+
+    /// FSDP sharding strategy instead of --zero: no-shard, shard-grad-op,
+    /// full-shard or hybrid-shard (implies --framework fsdp2).
+    #[arg(long, value_name = "STRATEGY")]
+    pub fsdp: Option<String>,
+
+    /// Keep in host memory: none, optimizer (states and master weights), or
+    /// optimizer+params (ZeRO-3 only).
+    #[arg(long, value_name = "WHAT", default_value = "none")]
+    pub offload: String,
+
+    /// Tensor-parallel degree.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub tp: u64,
+
+    /// Pipeline-parallel stages.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub pp: u64,
+
+    /// Expert-parallel degree for MoE models.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub ep: u64,
+
+    /// Whose bookkeeping: deepspeed (default), megatron (fp32 gradient buffers)
+    /// or fsdp2 (sharded parameters in their original dtype; default with --fsdp).
+    #[arg(long, value_name = "NAME")]
+    pub framework: Option<String>,
 }
 
 /// `trainmem estimate`.
 #[derive(Debug, Args, Clone)]
 pub struct EstimateArgs {
-    /// Parameter count: 124M, 1.5B, 7B, 1T, 13e9 or 6738415616.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub params: String,
+    /// Parameter count: 124M, 1.5B, 7B, 1T, 13e9 or 6738415616 (one flat tensor).
+    #[arg(
+        long,
+        value_name = "N",
+        allow_hyphen_values = true,
+        required_unless_present = "model",
+        conflicts_with = "model"
+    )]
+    pub params: Option<String>,
+
+    /// A model: a preset (`trainmem models`), a config.json, a model folder, a
+    /// .safetensors file or a model.safetensors.index.json.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
 
     #[command(flatten)]
     pub training: TrainingArgs,
+
+    #[command(flatten)]
+    pub parallel: ParallelArgs,
 
     #[command(flatten)]
     pub capacity: CapacityArgs,
@@ -145,6 +246,56 @@ pub struct FitArgs {
     pub report: ReportArgs,
 }
 
+/// `trainmem params`.
+#[derive(Debug, Args, Clone)]
+pub struct ParamsArgs {
+    /// A preset name, a config.json, a model folder, a .safetensors file or an index.
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+
+    /// List every tensor: name, shape, role, parameters.
+    #[arg(long)]
+    pub tensors: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+const PLOT_HELP: &str = "\
+Examples:
+  trainmem plot --output chart.svg                          the textbook comparison as stacked bars at 7B
+  trainmem plot --output scaling.svg --kind scaling         memory against model size, with the 80 GB line
+  trainmem plot --output qwen.svg --model qwen2.5-7b --optimizers all --precision mixed-bf16 --device h100";
+
+/// `trainmem plot`: the compare flags, plus where and what to draw.
+#[derive(Debug, Args, Clone)]
+pub struct PlotArgs {
+    /// The SVG file to write.
+    #[arg(long, value_name = "FILE.svg")]
+    pub output: String,
+
+    /// breakdown: stacked bars per optimizer with the capacity line; scaling:
+    /// memory against model size per optimizer, crossing the capacity line at
+    /// each optimizer's threshold.
+    #[arg(long, value_name = "KIND", default_value = "breakdown")]
+    pub kind: String,
+
+    #[command(flatten)]
+    pub compare: CompareArgs,
+}
+
+/// `trainmem serve`.
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// The port to listen on.
+    #[arg(long, default_value = "8080")]
+    pub port: u16,
+
+    /// The address to listen on; loopback unless you mean to share it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+}
+
 /// `trainmem compare` (and `trainmem` with no command).
 #[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
@@ -156,6 +307,11 @@ pub struct CompareArgs {
         allow_hyphen_values = true
     )]
     pub params: String,
+
+    /// Compare on one model instead of --params sizes: a preset, a config.json,
+    /// a model folder, a .safetensors file or an index.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
 
     /// Optimizers to compare, comma-separated, or `all`.
     #[arg(
@@ -186,14 +342,9 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FROM,TO", default_value = "adam,sgd-momentum")]
     pub swap: String,
 
-    /// The model size at which the swap is priced.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value = "1.5B",
-        allow_hyphen_values = true
-    )]
-    pub swap_at: String,
+    /// The model size at which the swap is priced [default: 1.5B, or the --model].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub swap_at: Option<String>,
 
     /// Sizes of the M = P × V × B examples (seed 000).
     #[arg(
@@ -207,6 +358,9 @@ pub struct CompareArgs {
     /// Precision of the M = P × V × B examples (seed 000 uses B = 2 bytes).
     #[arg(long, value_name = "NAME", default_value = "bf16")]
     pub slice_precision: String,
+
+    #[command(flatten)]
+    pub parallel: ParallelArgs,
 
     #[command(flatten)]
     pub report: ReportArgs,

@@ -1,18 +1,22 @@
 //! The command line: raw arguments, their resolution, and one function per command.
 
 mod args;
+mod plot;
 mod resolve;
+mod serve;
 
 pub use args::Cli;
 
-use args::{Command, CompareArgs, EstimateArgs, FitArgs};
+use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs};
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Fit, Textbook, TextbookRequest, estimate};
+use crate::input::{PRESETS, load_model, preset_model};
 use crate::model::Model;
+use crate::parallel::Parallelism;
 use crate::precision::Precision;
-use crate::render::{self, Format};
-use crate::units::Count;
+use crate::render::{self, Format, ModelListing};
 
 /// Runs the parsed command line and returns the report for stdout.
 pub fn run(cli: Cli) -> Result<String> {
@@ -21,18 +25,39 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Compare(args)) => compare(&args),
         Some(Command::Estimate(args)) => estimate_command(&args),
         Some(Command::Fit(args)) => fit(&args),
+        Some(Command::Params(args)) => params(&args),
+        Some(Command::Plot(args)) => plot::run(&args),
+        Some(Command::Serve(args)) => serve::run(&args),
+        Some(Command::Models(args)) => models(Format::parse(&args.format)?),
         Some(Command::Optimizers(args)) => Ok(render::optimizers(Format::parse(&args.format)?)),
         Some(Command::Precisions(args)) => Ok(render::precisions(Format::parse(&args.format)?)),
         Some(Command::Devices(args)) => Ok(render::devices(Format::parse(&args.format)?)),
     }
 }
 
+/// The model of `--params N` or `--model MODEL`.
+fn model_of(params: Option<&str>, model: Option<&str>) -> Result<Model> {
+    match (params, model) {
+        (_, Some(spec)) => load_model(spec),
+        (Some(count), None) => Ok(Model::flat(count.parse()?)),
+        (None, None) => Err(Error::Missing {
+            what: "model",
+            accepted: "give --params N (such as 7B) or --model MODEL (a preset, config.json, folder or safetensors)"
+                .to_string(),
+        }),
+    }
+}
+
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
-    let parameters: Count = args.params.parse()?;
-    let setup = resolve::setup(&args.training, resolve::capacity(&args.capacity)?)?;
-    let e = estimate(&Model::flat(parameters), &setup)?;
-    Ok(render::estimate(&e, format, units))
+    let parallelism = resolve::parallelism(&args.parallel)?;
+    let setup = resolve::setup(
+        &args.training,
+        resolve::capacity(&args.capacity)?,
+        parallelism,
+    )?;
+    let model = model_of(args.params.as_deref(), args.model.as_deref())?;
+    Ok(render::estimate(&estimate(&model, &setup)?, format, units))
 }
 
 fn fit(args: &FitArgs) -> Result<String> {
@@ -42,26 +67,74 @@ fn fit(args: &FitArgs) -> Result<String> {
         accepted: "fit needs --capacity SIZE (such as 80GB) or --device NAME (such as h100-80gb)"
             .to_string(),
     })?;
-    let setup = resolve::setup(&args.training, None)?;
+    let setup = resolve::setup(&args.training, None, Parallelism::SINGLE)?;
     Ok(render::fit(&Fit::new(&setup, capacity)?, format, units))
 }
 
+fn params(args: &ParamsArgs) -> Result<String> {
+    let format = Format::parse(&args.output.format)?;
+    render::params(&load_model(&args.model)?, format, args.tensors)
+}
+
+fn models(format: Format) -> Result<String> {
+    let listings = PRESETS
+        .iter()
+        .map(|preset| {
+            let model = preset_model(preset)?;
+            let parameters = model.total_parameters()?;
+            Ok(ModelListing {
+                name: preset.name,
+                model_type: model.model_type.clone(),
+                parameters,
+                tensors: model.tensors.len(),
+                bf16_weights: DType::Bf16.size_of(parameters)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(render::models(&listings, format))
+}
+
 fn compare(args: &CompareArgs) -> Result<String> {
+    let (format, units) = resolve::report(&args.report, args.capacity.as_deref())?;
+    Ok(render::textbook(
+        &Textbook::new(&textbook_request(args)?)?,
+        format,
+        units,
+    ))
+}
+
+/// What the compare flags ask for: optimizers, models, precision, capacity
+/// (80 GB unless told otherwise), the swap and the slice examples.
+fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     let capacity_text = args.capacity.as_deref().or(if args.device.is_none() {
         Some("80GB")
     } else {
         None
     });
-    let (format, units) = resolve::report(&args.report, args.capacity.as_deref())?;
     let (from, to) = resolve::swap(&args.swap)?;
-    let request = TextbookRequest {
+    let models = match &args.model {
+        Some(spec) => vec![load_model(spec)?],
+        None => resolve::counts(&args.params)?
+            .into_iter()
+            .map(Model::flat)
+            .collect(),
+    };
+    let swap_model = match (&args.swap_at, &args.model) {
+        (Some(size), _) => Model::flat(size.parse()?),
+        (None, Some(_)) => models[0].clone(),
+        (None, None) => Model::flat("1.5B".parse()?),
+    };
+    let parallelism = resolve::parallelism(&args.parallel)?;
+    Ok(TextbookRequest {
         optimizers: resolve::optimizers(&args.optimizers)?,
-        sizes: resolve::counts(&args.params)?,
-        precision: *Precision::find(&args.precision)?,
+        models,
+        precision: parallelism
+            .framework
+            .adjust(*Precision::find(&args.precision)?),
+        parallelism,
         capacity: resolve::capacity_of(capacity_text, args.device.as_deref())?,
-        swap: Some((from, to, args.swap_at.parse()?)),
+        swap: Some((from, to, swap_model)),
         slice_sizes: resolve::counts(&args.slice_params)?,
         slice_precision: *Precision::find(&args.slice_precision)?,
-    };
-    Ok(render::textbook(&Textbook::new(&request)?, format, units))
+    })
 }

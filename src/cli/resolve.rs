@@ -1,19 +1,72 @@
 //! Raw command-line strings resolved, once, into validated domain values.
 
-use super::args::{CapacityArgs, ReportArgs, TrainingArgs};
+use super::args::{CapacityArgs, ParallelArgs, ReportArgs, TrainingArgs};
 use crate::device::DeviceSpec;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Capacity, Setup};
-use crate::optimizer::{OPTIMIZERS, Optimizer};
+use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
+use crate::parallel::{Framework, Offload, Parallelism, ZeroStage};
 use crate::precision::Precision;
 use crate::render::Format;
 use crate::units::{Bytes, Count, UnitSystem};
 
-/// The optimizer and precision of `--optimizer` and `--precision`.
-pub fn setup(training: &TrainingArgs, capacity: Option<Capacity>) -> Result<Setup> {
+/// The optimizer, its options and the precision of `--optimizer`,
+/// `--optimizer-option`, `--precision` and the dtype overrides.
+/// The recipe is first kept the way `parallelism`'s framework keeps it, then
+/// the explicit dtype flags override it.
+pub fn setup(
+    training: &TrainingArgs,
+    capacity: Option<Capacity>,
+    parallelism: Parallelism,
+) -> Result<Setup> {
     let optimizer = Optimizer::find(&training.optimizer)?;
-    let precision = *Precision::find(&training.precision)?;
-    Ok(Setup::new(optimizer, precision).with_capacity(capacity))
+    let mut precision = parallelism
+        .framework
+        .adjust(*Precision::find(&training.precision)?);
+    if let Some(name) = &training.grad_dtype {
+        precision.gradients = DType::from_name(name)?;
+    }
+    if let Some(name) = &training.master_dtype {
+        precision.master_weights = match name.trim().to_ascii_lowercase().as_str() {
+            "none" => None,
+            _ => Some(DType::from_name(name)?),
+        };
+    }
+    if let Some(name) = &training.state_dtype {
+        precision.optimizer_states = Some(DType::from_name(name)?);
+    }
+    let mut setup = Setup::new(optimizer, precision).with_capacity(capacity);
+    setup.options = Options::resolve(optimizer, &training.optimizer_options)?;
+    setup.parallelism = parallelism;
+    Ok(setup)
+}
+
+/// The parallel layout of `--gpus`, `--zero`/`--fsdp`, `--offload`, `--tp`,
+/// `--pp`, `--ep` and `--framework`.
+pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
+    let (zero, hybrid) = match (&args.zero, &args.fsdp) {
+        (_, Some(strategy)) => ZeroStage::from_fsdp(strategy)?,
+        (Some(stage), None) => (ZeroStage::parse(stage)?, false),
+        (None, None) => (ZeroStage::None, false),
+    };
+    let framework = match (&args.framework, &args.fsdp) {
+        (Some(name), _) => Framework::parse(name)?,
+        (None, Some(_)) => Framework::Fsdp2,
+        (None, None) => Framework::DeepSpeed,
+    };
+    Parallelism {
+        gpus: args.gpus,
+        nodes: args.nodes,
+        zero,
+        hybrid,
+        offload: Offload::parse(&args.offload)?,
+        tensor: args.tp,
+        pipeline: args.pp,
+        expert: args.ep,
+        framework,
+    }
+    .validated()
 }
 
 /// The capacity of `--capacity SIZE` or `--device NAME`, if either is given.

@@ -5,9 +5,10 @@
 use serde::Serialize;
 
 use super::{Capacity, Estimate, Setup, estimate, max_parameters};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::optimizer::Optimizer;
+use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::{ByteUnit, Bytes, Count, UnitSystem};
 
@@ -18,14 +19,27 @@ pub struct Comparison {
     pub precision: Precision,
     /// The accelerator the rows are checked against.
     pub capacity: Option<Capacity>,
-    /// Model sizes, the columns.
+    /// Model sizes (total parameters), the columns.
     pub sizes: Vec<Count>,
-    /// One row per optimizer.
+    /// What each column is called: `7B`, or a model's name.
+    pub labels: Vec<String>,
+    /// One row per optimizer, cheapest first on the last model.
     pub rows: Vec<Row>,
+    /// Optimizers left out, with why.
+    pub skipped: Vec<Skipped>,
     /// What replacing one optimizer by another saves.
     pub swap: Option<Swap>,
     /// The seed's sanity checks, computed.
     pub checks: Vec<Check>,
+}
+
+/// An optimizer the comparison could not price.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// Its name.
+    pub optimizer: &'static str,
+    /// The error that priced it out.
+    pub reason: String,
 }
 
 /// One optimizer across the sizes.
@@ -68,18 +82,43 @@ pub struct Check {
 }
 
 impl Comparison {
-    /// Prices every optimizer at every size, finds each one's threshold, the
-    /// swap saving (`swap` = from, to, size) and runs the checks.
+    /// Prices every optimizer on every model, finds each one's threshold, the
+    /// swap saving (`swap` = from, to, model) and runs the checks.
     pub fn new(
         optimizers: &[&'static Optimizer],
-        sizes: &[Count],
+        models: &[Model],
         precision: Precision,
         capacity: Option<Capacity>,
-        swap: Option<(&'static Optimizer, &'static Optimizer, Count)>,
+        parallelism: Parallelism,
+        swap: Option<(&'static Optimizer, &'static Optimizer, &Model)>,
     ) -> Result<Comparison> {
-        let rows = price(optimizers, sizes, precision, capacity.as_ref())?;
+        let sizes = models
+            .iter()
+            .map(Model::total_parameters)
+            .collect::<Result<Vec<_>>>()?;
+        let labels = models
+            .iter()
+            .zip(&sizes)
+            .map(|(m, size)| {
+                if m.shapes_known {
+                    m.name.clone()
+                } else {
+                    size.short()
+                }
+            })
+            .collect();
+        let (mut rows, skipped) = price(
+            optimizers,
+            models,
+            precision,
+            capacity.as_ref(),
+            parallelism,
+        )?;
+        // Ranked by memory on the last (largest) model, cheapest first; the
+        // sort is stable, so equal rows keep the order they were asked in.
+        rows.sort_by_key(|row| row.estimates.last().map(|e| e.memory.total));
         let swap = swap
-            .map(|(from, to, parameters)| Swap::new(from, to, parameters, precision))
+            .map(|(from, to, model)| Swap::new(from, to, model, precision, parallelism))
             .transpose()?;
         let alternative = if precision.name == "fp32" {
             "fp16"
@@ -87,63 +126,95 @@ impl Comparison {
             "fp32"
         };
         let alternative = *Precision::find(alternative)?;
-        let other_rows = price(optimizers, sizes, alternative, None)?;
+        let (other_rows, _) = price(optimizers, models, alternative, None, parallelism)?;
+        let other_rows: Vec<Row> = rows
+            .iter()
+            .filter_map(|row| {
+                other_rows
+                    .iter()
+                    .find(|o| o.optimizer == row.optimizer)
+                    .cloned()
+            })
+            .collect();
         let checks = vec![
             precision_independence(&rows, &other_rows, alternative),
             adam_twice_sgd(&rows),
-            proportional_to_parameters(&rows, sizes),
+            proportional_to_parameters(&rows, &sizes),
         ];
         Ok(Comparison {
             precision,
             capacity,
-            sizes: sizes.to_vec(),
+            sizes,
+            labels,
             rows,
+            skipped,
             swap,
             checks,
         })
     }
 }
 
+/// Every optimizer on every model; an optimizer whose state overflows 64-bit
+/// arithmetic on some model (Shampoo's N × N preconditioner of a flat
+/// vector) is left out with the reason, not allowed to sink the comparison.
 fn price(
     optimizers: &[&'static Optimizer],
-    sizes: &[Count],
+    models: &[Model],
     precision: Precision,
     capacity: Option<&Capacity>,
-) -> Result<Vec<Row>> {
-    optimizers
-        .iter()
-        .map(|optimizer| {
-            let setup = Setup::new(optimizer, precision).with_capacity(capacity.cloned());
-            let estimates = sizes
-                .iter()
-                .map(|size| estimate(&Model::flat(*size), &setup))
-                .collect::<Result<Vec<_>>>()?;
-            let max_parameters = capacity
-                .map(|c| max_parameters(&setup, c.bytes))
-                .transpose()?;
-            Ok(Row {
-                optimizer,
-                estimates,
-                max_parameters,
-            })
-        })
-        .collect()
+    parallelism: Parallelism,
+) -> Result<(Vec<Row>, Vec<Skipped>)> {
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    for optimizer in optimizers {
+        let mut setup = Setup::new(optimizer, precision).with_capacity(capacity.cloned());
+        setup.parallelism = parallelism;
+        let estimates = models
+            .iter()
+            .map(|model| estimate(model, &setup))
+            .collect::<Result<Vec<_>>>();
+        let estimates = match estimates {
+            Ok(estimates) => estimates,
+            Err(error @ Error::Overflow { .. }) => {
+                skipped.push(Skipped {
+                    optimizer: optimizer.name,
+                    reason: error.to_string(),
+                });
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
+        let max_parameters = capacity
+            .map(|c| max_parameters(&setup, c.bytes))
+            .transpose()?;
+        rows.push(Row {
+            optimizer,
+            estimates,
+            max_parameters,
+        });
+    }
+    Ok((rows, skipped))
 }
 
 impl Swap {
     fn new(
         from: &'static Optimizer,
         to: &'static Optimizer,
-        parameters: Count,
+        model: &Model,
         precision: Precision,
+        parallelism: Parallelism,
     ) -> Result<Swap> {
-        let model = Model::flat(parameters);
-        let before = estimate(&model, &Setup::new(from, precision))?;
-        let after = estimate(&model, &Setup::new(to, precision))?;
+        let setup = |optimizer| {
+            let mut setup = Setup::new(optimizer, precision);
+            setup.parallelism = parallelism;
+            setup
+        };
+        let before = estimate(model, &setup(from))?;
+        let after = estimate(model, &setup(to))?;
         Ok(Swap {
             from,
             to,
-            parameters,
+            parameters: before.parameters.total,
             from_total: before.memory.total,
             from_slice: before.gradient_optimizer_slice.bytes,
             saved: Bytes(before.memory.total.0.saturating_sub(after.memory.total.0)),
@@ -174,8 +245,8 @@ fn precision_independence(rows: &[Row], other: &[Row], alternative: Precision) -
                 a.precision.name,
                 b.memory.total,
                 b.precision.name,
-                a.copies.total,
-                b.copies.total
+                crate::units::format_float(a.copies.total),
+                crate::units::format_float(b.copies.total)
             ),
             _ => String::new(),
         },
@@ -275,9 +346,9 @@ mod tests {
     use crate::optimizer::TEXTBOOK;
 
     fn textbook() -> Comparison {
-        let sizes: Vec<Count> = ["124M", "1.5B", "7B"]
+        let models: Vec<Model> = ["124M", "1.5B", "7B"]
             .iter()
-            .map(|s| s.parse().unwrap())
+            .map(|s| Model::flat(s.parse().unwrap()))
             .collect();
         let capacity = Capacity {
             bytes: "80GB".parse().unwrap(),
@@ -287,10 +358,11 @@ mod tests {
         let momentum = Optimizer::find("momentum").unwrap();
         Comparison::new(
             TEXTBOOK,
-            &sizes,
+            &models,
             *Precision::find("fp32").unwrap(),
             Some(capacity),
-            Some((adam, momentum, "1.5B".parse().unwrap())),
+            Parallelism::SINGLE,
+            Some((adam, momentum, &Model::flat("1.5B".parse().unwrap()))),
         )
         .unwrap()
     }
@@ -326,11 +398,13 @@ mod tests {
     #[test]
     fn a_broken_ratio_is_reported() {
         let sizes = [Count(1000), Count(2000)];
+        let models = sizes.map(Model::flat);
         let mut comparison = Comparison::new(
             TEXTBOOK,
-            &sizes,
+            &models,
             *Precision::find("fp32").unwrap(),
             None,
+            Parallelism::SINGLE,
             None,
         )
         .unwrap();

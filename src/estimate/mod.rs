@@ -3,6 +3,7 @@
 //! Pure arithmetic on the model's inventory: no I/O, no command line.
 
 mod comparison;
+mod device;
 mod fit;
 mod memory;
 mod setup;
@@ -20,9 +21,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::model::Model;
-use crate::optimizer::Location;
+use crate::model::{CheckpointSummary, Model};
+use crate::optimizer::{GlobalContext, Location, Options, StateTensor};
+use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::{Bytes, Count};
 
@@ -33,6 +36,8 @@ pub struct Estimate {
     pub model: ModelSummary,
     /// The optimizer's name.
     pub optimizer: &'static str,
+    /// The optimizer's options, defaults included.
+    pub options: Options,
     /// The precision recipe: the dtype of each piece.
     pub precision: Precision,
     /// Parameter counts.
@@ -41,6 +46,11 @@ pub struct Estimate {
     pub memory: Memory,
     /// Memory on the host (torch's `step` counters live there).
     pub host: Memory,
+    /// Memory allocated and freed within a step, per accelerator: part of the
+    /// step's peak, not of the persistent total.
+    pub transients: Transients,
+    /// How training is spread, and which accelerator `memory` describes.
+    pub parallelism: ParallelismSummary,
     /// Whether `memory.activations` was estimated (not yet: always false).
     pub activations_estimated: bool,
     /// The seed's M = P x V x B.
@@ -55,6 +65,31 @@ pub struct Estimate {
     pub notes: Vec<String>,
 }
 
+/// The parallel layout of an estimate and the accelerator it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ParallelismSummary {
+    /// GPUs, nodes, ZeRO stage, offload, tp, pp, ep, framework.
+    #[serde(flatten)]
+    pub layout: Parallelism,
+    /// Data-parallel degree: gpus / (tp × pp).
+    pub data_parallel: u64,
+    /// The pipeline stage of the most loaded accelerator (0 without pipelining).
+    pub pipeline_stage: u64,
+    /// Parameters that accelerator holds before data-parallel sharding.
+    pub local_parameters: Count,
+}
+
+/// Temporary memory of a training step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Transients {
+    /// The optimizer step's temporaries (Adam's foreach `sqrt` buffer, ...).
+    pub optimizer_step: Bytes,
+    /// ZeRO-3 / FSDP: one layer's weights gathered whole, with its full
+    /// gradient before the reduce-scatter (DeepSpeed's estimator counts the
+    /// largest layer the same way).
+    pub parameter_gather: Bytes,
+}
+
 /// The model as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModelSummary {
@@ -66,6 +101,10 @@ pub struct ModelSummary {
     pub shapes_known: bool,
     /// How many parameter tensors the inventory holds.
     pub tensors: usize,
+    /// The HuggingFace `model_type`, when read from a config.json.
+    pub model_type: Option<String>,
+    /// The checkpoint on disk, when read from one: what loading it costs.
+    pub checkpoint: Option<CheckpointSummary>,
 }
 
 /// Parameter counts of an estimate.
@@ -93,6 +132,17 @@ pub struct Copies {
     pub total: f64,
 }
 
+/// Bytes and element counts of each piece, summed over tensors.
+#[derive(Default)]
+struct Tally {
+    weights: Bytes,
+    master_weights: Bytes,
+    gradients: Bytes,
+    optimizer_states: Bytes,
+    host_optimizer_states: Bytes,
+    elements: Elements,
+}
+
 /// Element counts of each piece, summed over tensors.
 #[derive(Default)]
 struct Elements {
@@ -100,89 +150,119 @@ struct Elements {
     master_weights: u64,
     gradients: u64,
     optimizer_states: u64,
+    trainable: u64,
+    largest_trainable: u64,
+    trainable_tensors: usize,
     slice_by_width: BTreeMap<u64, u64>,
+}
+
+const WHAT: &str = "the training memory";
+
+fn add_bytes(sum: &mut Bytes, more: Bytes) -> Result<()> {
+    *sum = sum.add(more, WHAT)?;
+    Ok(())
+}
+
+fn add_elements(sum: &mut u64, more: u64) -> Result<()> {
+    *sum = sum.checked_add(more).ok_or_else(|| Error::overflow(WHAT))?;
+    Ok(())
+}
+
+impl Tally {
+    /// Adds the gradient of `n` elements, which joins the slice.
+    fn add_gradient(&mut self, n: Count, dtype: DType) -> Result<()> {
+        add_bytes(&mut self.gradients, dtype.size_of(n)?)?;
+        add_elements(&mut self.elements.gradients, n.0)?;
+        let width = self
+            .elements
+            .slice_by_width
+            .entry(dtype.bytes())
+            .or_default();
+        add_elements(width, n.0)
+    }
+
+    /// Adds one state tensor where it lives; device states join the slice.
+    fn add_state(&mut self, state: &StateTensor) -> Result<()> {
+        let elements = state.shape.elements();
+        let bytes = state.dtype.size_of(elements)?;
+        match state.location {
+            Location::Host => add_bytes(&mut self.host_optimizer_states, bytes),
+            Location::Device => {
+                add_bytes(&mut self.optimizer_states, bytes)?;
+                add_elements(&mut self.elements.optimizer_states, elements.0)?;
+                let width = self
+                    .elements
+                    .slice_by_width
+                    .entry(state.dtype.bytes())
+                    .or_default();
+                add_elements(width, elements.0)
+            }
+        }
+    }
 }
 
 /// Prices the memory of training `model` under `setup`.
 ///
 /// Per tensor of n elements: weights n x |weight dtype|; if trainable, a master
 /// copy n x |master dtype| (mixed precision only), a gradient n x |gradient
-/// dtype|, and the states the optimizer's rule gives for the updated copy.
+/// dtype|, and the states the optimizer's rule gives in the state dtype; then
+/// the optimizer's global state and the temporaries of its step.
 pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
     let precision = &setup.precision;
-    let overflow = || Error::overflow(format!("the training memory of {}", model.name));
-    let add = |sum: &mut Bytes, more: Bytes| -> Result<()> {
-        *sum = sum.add(more, "the training memory")?;
-        Ok(())
-    };
-    let (mut weights, mut master, mut gradients, mut states, mut host_states) = (
-        Bytes::ZERO,
-        Bytes::ZERO,
-        Bytes::ZERO,
-        Bytes::ZERO,
-        Bytes::ZERO,
-    );
-    let mut elements = Elements::default();
+    let state_dtype = precision.optimizer_dtype();
+    let mut tally = Tally::default();
 
     for tensor in &model.tensors {
         let n = tensor.shape.elements();
-        add(&mut weights, precision.weights.size_of(n)?)?;
-        elements.weights = elements.weights.checked_add(n.0).ok_or_else(overflow)?;
+        add_bytes(&mut tally.weights, precision.weights.size_of(n)?)?;
+        add_elements(&mut tally.elements.weights, n.0)?;
         if !tensor.trainable {
             continue;
         }
+        let elements = &mut tally.elements;
+        add_elements(&mut elements.trainable, n.0)?;
+        elements.largest_trainable = elements.largest_trainable.max(n.0);
+        elements.trainable_tensors += 1;
         if let Some(master_dtype) = precision.master_weights {
-            add(&mut master, master_dtype.size_of(n)?)?;
-            elements.master_weights = elements
-                .master_weights
-                .checked_add(n.0)
-                .ok_or_else(overflow)?;
+            add_bytes(&mut tally.master_weights, master_dtype.size_of(n)?)?;
+            add_elements(&mut tally.elements.master_weights, n.0)?;
         }
-        add(&mut gradients, precision.gradients.size_of(n)?)?;
-        elements.gradients = elements.gradients.checked_add(n.0).ok_or_else(overflow)?;
-        let width = elements
-            .slice_by_width
-            .entry(precision.gradients.bytes())
-            .or_default();
-        *width = width.checked_add(n.0).ok_or_else(overflow)?;
-
+        if !setup.optimizer.fused_backward {
+            tally.add_gradient(n, precision.gradients)?;
+        }
         for state in setup
             .optimizer
-            .states(tensor, precision.optimizer_dtype())?
+            .states(tensor, state_dtype, &setup.options)?
         {
-            let state_elements = state.shape.elements();
-            let bytes = state.dtype.size_of(state_elements)?;
-            match state.location {
-                Location::Host => add(&mut host_states, bytes)?,
-                Location::Device => {
-                    add(&mut states, bytes)?;
-                    elements.optimizer_states = elements
-                        .optimizer_states
-                        .checked_add(state_elements.0)
-                        .ok_or_else(overflow)?;
-                    let width = elements
-                        .slice_by_width
-                        .entry(state.dtype.bytes())
-                        .or_default();
-                    *width = width.checked_add(state_elements.0).ok_or_else(overflow)?;
-                }
-            }
+            tally.add_state(&state)?;
         }
     }
 
-    let memory = Memory::new(weights, master, gradients, states, Bytes::ZERO)?;
-    let host = Memory::new(
-        Bytes::ZERO,
-        Bytes::ZERO,
-        Bytes::ZERO,
-        host_states,
-        Bytes::ZERO,
-    )?;
+    if setup.optimizer.fused_backward {
+        // The update runs inside backward: one gradient at a time, the largest.
+        tally.add_gradient(Count(tally.elements.largest_trainable), precision.gradients)?;
+    }
+    let group = GlobalContext {
+        elements: Count(tally.elements.trainable),
+        largest: Count(tally.elements.largest_trainable),
+        tensors: tally.elements.trainable_tensors,
+        dtype: state_dtype,
+        options: &setup.options,
+    };
+    for state in setup.optimizer.global_states(&group)? {
+        tally.add_state(&state)?;
+    }
+    // The whole model on one accelerator describes the method (slice and
+    // copies); the most loaded accelerator of the real layout is what fits.
+    let device = device::per_device(model, setup)?;
+    let (memory, host) = (device.memory, device.host);
     let parameters = Parameters {
         total: model.total_parameters()?,
         trainable: model.trainable_parameters()?,
     };
-    let slice_bytes = gradients.add(states, "the gradient-and-optimizer slice")?;
+    let slice_bytes = tally
+        .gradients
+        .add(tally.optimizer_states, "the gradient-and-optimizer slice")?;
     let fits = setup.capacity.as_ref().map(|c| memory.total <= c.bytes);
     Ok(Estimate {
         model: ModelSummary {
@@ -190,22 +270,37 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
             source: model.source.clone(),
             shapes_known: model.shapes_known,
             tensors: model.tensors.len(),
+            model_type: model.model_type.clone(),
+            checkpoint: model.checkpoint.clone(),
         },
         optimizer: setup.optimizer.name,
+        options: setup.options.clone(),
         precision: *precision,
         parameters,
         memory,
         host,
+        transients: device.transients,
+        parallelism: ParallelismSummary {
+            layout: setup.parallelism,
+            data_parallel: setup.parallelism.data(),
+            pipeline_stage: device.stage,
+            local_parameters: device.local_parameters,
+        },
         activations_estimated: false,
         gradient_optimizer_slice: Slice::new(
             parameters.trainable,
             slice_bytes,
-            &elements.slice_by_width,
+            &tally.elements.slice_by_width,
         ),
-        copies: copies(&elements, parameters.total),
+        copies: copies(&tally.elements, parameters.total),
         capacity: setup.capacity.clone(),
         fits,
-        notes: notes(setup, host_states),
+        notes: model
+            .notes
+            .iter()
+            .cloned()
+            .chain(notes(model, setup, tally.host_optimizer_states))
+            .collect(),
     })
 }
 
@@ -231,9 +326,28 @@ fn copies(elements: &Elements, parameters: Count) -> Copies {
     }
 }
 
-fn notes(setup: &Setup, host_states: Bytes) -> Vec<String> {
+fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
     let mut notes = vec!["activations are not estimated yet: memory.activations is 0".to_string()];
-    if host_states > Bytes::ZERO {
+    if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {
+        notes.push(format!(
+            "{} is shape-aware and --params gives no shapes: {assumption}; give --model for the exact figure",
+            setup.optimizer.name
+        ));
+    }
+    let parallel = &setup.parallelism;
+    if parallel.zero.shards_weights() && !model.shapes_known {
+        notes.push("--params gives no layers: the gathered-layer temporary of ZeRO-3 is not known (give --model)".to_string());
+    }
+    if parallel.zero.shards_optimizer()
+        && parallel.framework != crate::parallel::Framework::Fsdp2
+        && setup.optimizer.flat_assumption.is_some()
+    {
+        notes.push(format!(
+            "{:?} steps the optimizer on one flat partition per rank: {} sees 1-D vectors, not the tensors' shapes",
+            parallel.framework, setup.optimizer.name
+        ));
+    }
+    if host_states > Bytes::ZERO && parallel.offload == crate::parallel::Offload::None {
         notes.push(format!(
             "{}'s `step` counters ({}) are 0-d fp32 tensors that torch keeps on the host unless the optimizer is fused or capturable",
             setup.optimizer.name,

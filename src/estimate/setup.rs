@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use crate::optimizer::Optimizer;
+use crate::optimizer::{Optimizer, Options};
+use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::Bytes;
 
@@ -11,10 +12,14 @@ use crate::units::Bytes;
 pub struct Setup {
     /// The optimizer and its state rule.
     pub optimizer: &'static Optimizer,
+    /// The optimizer's resolved options (`--optimizer-option`).
+    pub options: Options,
     /// The dtypes of weights, gradients, master copy and states.
     pub precision: Precision,
     /// The memory of one accelerator, if the question is "does it fit".
     pub capacity: Option<Capacity>,
+    /// How training is spread over accelerators.
+    pub parallelism: Parallelism,
 }
 
 /// The memory of one accelerator, and what the user called it.
@@ -27,12 +32,14 @@ pub struct Capacity {
 }
 
 impl Setup {
-    /// A setup with no capacity to check against.
+    /// A setup with the optimizer's default options and no capacity to check against.
     pub fn new(optimizer: &'static Optimizer, precision: Precision) -> Setup {
         Setup {
             optimizer,
+            options: optimizer.default_options(),
             precision,
             capacity: None,
+            parallelism: Parallelism::SINGLE,
         }
     }
 

@@ -6,6 +6,7 @@ use super::{Capacity, Comparison, Estimate, Setup, estimate};
 use crate::error::Result;
 use crate::model::Model;
 use crate::optimizer::Optimizer;
+use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::Count;
 
@@ -25,14 +26,16 @@ pub struct Textbook {
 pub struct TextbookRequest {
     /// The methods compared (seed 001: SGD, momentum, RMSProp, Adam).
     pub optimizers: Vec<&'static Optimizer>,
-    /// The sizes priced (seed 001: 124M, 1.5B, 7B).
-    pub sizes: Vec<Count>,
+    /// The models priced (seed 001: flat models of 124M, 1.5B, 7B).
+    pub models: Vec<Model>,
     /// The precision of the comparison (seed 001: fp32).
     pub precision: Precision,
     /// The accelerator (seed 001: 80 GB).
     pub capacity: Option<Capacity>,
+    /// How training is spread (seed 001: one accelerator).
+    pub parallelism: Parallelism,
     /// The swap priced (seed 001: Adam to SGD+momentum at 1.5B).
-    pub swap: Option<(&'static Optimizer, &'static Optimizer, Count)>,
+    pub swap: Option<(&'static Optimizer, &'static Optimizer, Model)>,
     /// Sizes of the M = P x V x B examples (seed 000: 13B and 1B).
     pub slice_sizes: Vec<Count>,
     /// Precision of those examples (seed 000: B = 2 bytes, pure bf16).
@@ -44,10 +47,14 @@ impl Textbook {
     pub fn new(request: &TextbookRequest) -> Result<Textbook> {
         let comparison = Comparison::new(
             &request.optimizers,
-            &request.sizes,
+            &request.models,
             request.precision,
             request.capacity.clone(),
-            request.swap,
+            request.parallelism,
+            request
+                .swap
+                .as_ref()
+                .map(|(from, to, model)| (*from, *to, model)),
         )?;
         let adam = Optimizer::find("adam")?;
         let slice_optimizer = match request.optimizers.iter().find(|o| o.name == adam.name) {

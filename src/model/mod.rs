@@ -12,8 +12,9 @@ pub use tensor::{Role, Tensor};
 
 use serde::Serialize;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::units::Count;
+use crate::units::{Bytes, Count};
 
 /// The parameter tensors a training run holds, and where they came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,8 +25,40 @@ pub struct Model {
     pub source: String,
     /// Whether the shapes are real or one flat vector stands for the model.
     pub shapes_known: bool,
+    /// The HuggingFace `model_type`, when read from a config.json.
+    pub model_type: Option<String>,
+    /// What the checkpoint files hold, when the model was read from them.
+    pub checkpoint: Option<CheckpointSummary>,
+    /// What the reader assumed or noticed, for the report.
+    pub notes: Vec<String>,
     /// Every parameter tensor, tied weights once.
     pub tensors: Vec<Tensor>,
+}
+
+/// How many tensors and parameters play one role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RoleCount {
+    /// The role.
+    pub role: Role,
+    /// Tensors in it.
+    pub tensors: usize,
+    /// Parameters in it.
+    pub parameters: Count,
+}
+
+/// The checkpoint on disk: what loading it costs, in the dtypes it is stored in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointSummary {
+    /// How many files were read (one, or every shard).
+    pub files: usize,
+    /// Tensors in the checkpoint.
+    pub tensors: usize,
+    /// Elements in the checkpoint.
+    pub parameters: Count,
+    /// Bytes of tensor data, as stored.
+    pub data_bytes: Bytes,
+    /// The stored dtypes, with the bytes of each.
+    pub dtypes: Vec<(DType, Bytes)>,
 }
 
 impl Model {
@@ -36,11 +69,31 @@ impl Model {
             name: format!("{} parameters", parameters.short()),
             source: "--params".to_string(),
             shapes_known: false,
+            model_type: None,
+            checkpoint: None,
+            notes: Vec::new(),
             tensors: vec![Tensor::new(
                 "parameters",
                 Shape::vector(parameters.0),
                 Role::Other,
             )],
+        }
+    }
+
+    /// A model read from real shapes: a preset, a config.json or a checkpoint.
+    pub fn from_tensors(
+        name: impl Into<String>,
+        source: impl Into<String>,
+        tensors: Vec<Tensor>,
+    ) -> Model {
+        Model {
+            name: name.into(),
+            source: source.into(),
+            shapes_known: true,
+            model_type: None,
+            checkpoint: None,
+            notes: Vec::new(),
+            tensors,
         }
     }
 
@@ -52,6 +105,22 @@ impl Model {
     /// Parameters that receive gradients.
     pub fn trainable_parameters(&self) -> Result<Count> {
         self.count_where(|t| t.trainable)
+    }
+
+    /// Tensors and parameters per role, in [`Role::ALL`] order, roles with
+    /// no tensor left out.
+    pub fn by_role(&self) -> Result<Vec<RoleCount>> {
+        Role::ALL
+            .iter()
+            .map(|role| {
+                Ok(RoleCount {
+                    role: *role,
+                    tensors: self.tensors.iter().filter(|t| t.role == *role).count(),
+                    parameters: self.count_where(|t| t.role == *role)?,
+                })
+            })
+            .filter(|count| !matches!(count, Ok(RoleCount { tensors: 0, .. })))
+            .collect()
     }
 
     fn count_where(&self, keep: impl Fn(&Tensor) -> bool) -> Result<Count> {
@@ -81,12 +150,11 @@ mod tests {
     fn frozen_tensors_count_in_total_only() {
         let mut frozen = Tensor::new("b", Shape::new(vec![3, 4]).unwrap(), Role::Mlp);
         frozen.trainable = false;
-        let model = Model {
-            name: "m".into(),
-            source: "test".into(),
-            shapes_known: true,
-            tensors: vec![Tensor::new("a", Shape::vector(10), Role::Norm), frozen],
-        };
+        let model = Model::from_tensors(
+            "m",
+            "test",
+            vec![Tensor::new("a", Shape::vector(10), Role::Norm), frozen],
+        );
         assert_eq!(model.total_parameters().unwrap(), Count(22));
         assert_eq!(model.trainable_parameters().unwrap(), Count(10));
     }

@@ -45,6 +45,68 @@ impl Role {
     }
 }
 
+impl Role {
+    /// Every role, in the order reports list them.
+    pub const ALL: [Role; 8] = [
+        Role::Embedding,
+        Role::Attention,
+        Role::Mlp,
+        Role::Experts,
+        Role::Router,
+        Role::Norm,
+        Role::OutputHead,
+        Role::Other,
+    ];
+
+    /// The role a checkpoint tensor plays, guessed from its name the way
+    /// HuggingFace models name their modules (`model.embed_tokens.weight`,
+    /// `model.layers.0.mlp.experts.3.w1.weight`, `lm_head.weight`, ...).
+    pub fn from_name(name: &str) -> Role {
+        let name = name.to_ascii_lowercase();
+        let has = |parts: &[&str]| parts.iter().any(|p| name.contains(p));
+        if has(&["lm_head", "embed_out", "output.weight"]) && !has(&["layers.", ".h."]) {
+            Role::OutputHead
+        } else if has(&["embed", "wte", "wpe", "word_embeddings", "tok_embeddings"]) {
+            Role::Embedding
+        } else if has(&["norm", "ln_", "layernorm", "ln_f"]) {
+            Role::Norm
+        } else if has(&["experts"]) {
+            Role::Experts
+        } else if has(&[
+            "router",
+            "mlp.gate.",
+            "block_sparse_moe.gate",
+            "shared_expert_gate",
+        ]) {
+            Role::Router
+        } else if has(&[
+            "attn",
+            "attention",
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "qkv",
+        ]) {
+            Role::Attention
+        } else if has(&[
+            "mlp",
+            "ffn",
+            "feed_forward",
+            "fc1",
+            "fc2",
+            "c_fc",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]) {
+            Role::Mlp
+        } else {
+            Role::Other
+        }
+    }
+}
+
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -76,6 +138,37 @@ impl Tensor {
             role,
             trainable: true,
             stored_dtype: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_from_huggingface_names() {
+        let cases = [
+            ("model.embed_tokens.weight", Role::Embedding),
+            ("transformer.wte.weight", Role::Embedding),
+            ("lm_head.weight", Role::OutputHead),
+            ("model.layers.0.self_attn.q_proj.weight", Role::Attention),
+            ("transformer.h.0.attn.c_attn.weight", Role::Attention),
+            ("model.layers.0.mlp.gate_proj.weight", Role::Mlp),
+            ("transformer.h.0.mlp.c_fc.bias", Role::Mlp),
+            (
+                "model.layers.0.block_sparse_moe.experts.3.w1.weight",
+                Role::Experts,
+            ),
+            ("model.layers.0.block_sparse_moe.gate.weight", Role::Router),
+            ("model.layers.0.mlp.gate.weight", Role::Router),
+            ("model.layers.0.input_layernorm.weight", Role::Norm),
+            ("model.norm.weight", Role::Norm),
+            ("transformer.ln_f.weight", Role::Norm),
+            ("something.else", Role::Other),
+        ];
+        for (name, role) in cases {
+            assert_eq!(Role::from_name(name), role, "{name}");
         }
     }
 }

@@ -4,12 +4,30 @@
 //! The seed texts count "values per parameter" (V = 1 for SGD, 2 for
 //! momentum, 3 for Adam, gradient included); here each optimizer instead
 //! lists its state tensors, so shape-aware optimizers are only more rules.
+//! `tests/optimizers.rs` checks every rule against one real `step()`
+//! measured by `tools/measure_optimizers.py`.
+//!
+//! `catalogue.rs` lists every optimizer as data; the rules that are more than
+//! copies of the parameter live by family: `factored.rs` (Adafactor, CAME,
+//! AdaLomo), `quantized.rs` (bitsandbytes, torchao), `preconditioned.rs`
+//! (Shampoo, SOAP), `lowrank.rs` (GaLore), `quasi_newton.rs` (L-BFGS),
+//! `adam_mini.rs`, `muon.rs` and `layerwise.rs` (LAMB's norms).
 
+mod adam_mini;
 mod catalogue;
+mod factored;
+mod layerwise;
+mod lowrank;
+mod muon;
+mod options;
+mod preconditioned;
+mod quantized;
+mod quasi_newton;
 mod state;
 
 pub use catalogue::{OPTIMIZERS, TEXTBOOK};
-pub use state::{Location, StateSpec, StateTensor};
+pub use options::{OptionKind, OptionSpec, Options};
+pub use state::{Location, StateContext, StateSpec, StateTensor};
 
 use serde::Serialize;
 
@@ -17,9 +35,11 @@ use crate::catalogue::Named;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::model::Tensor;
+use crate::units::{Bytes, Count};
 
-/// One optimizer of the catalogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// One optimizer of the catalogue. Two optimizers are equal when their
+/// names are: names are unique in the catalogue.
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct Optimizer {
     /// The name used on the command line: `sgd-momentum`.
     pub name: &'static str,
@@ -29,30 +49,158 @@ pub struct Optimizer {
     pub title: &'static str,
     /// What it keeps, in one line.
     pub summary: &'static str,
-    /// The reference implementation this rule follows.
+    /// The reference implementation this rule follows (package and file).
     pub source: &'static str,
+    /// Options that change the state, with the reference defaults.
+    pub options: &'static [OptionSpec],
+    /// For a shape-aware optimizer, what a bare `--params N` (one flat
+    /// vector, no shapes) assumes; `None` when shapes do not matter.
+    pub flat_assumption: Option<&'static str>,
     /// The rule from a parameter tensor to its states.
     #[serde(skip)]
     pub rule: Rule,
+    /// State kept once for the whole optimizer, not per tensor.
+    #[serde(skip)]
+    pub global: Option<GlobalRule>,
+    /// Whether the update runs inside backward, one tensor at a time (LOMO,
+    /// AdaLomo): gradients are then never all stored, only the largest one
+    /// at a time.
+    pub fused_backward: bool,
+    /// Temporary memory of one `step()`, freed when it returns.
+    pub step_temporaries: Temporaries,
 }
 
 /// How an optimizer's states follow from a parameter tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Rule {
-    /// Every state is either a copy shaped like the parameter or a scalar.
+    /// Every state is a copy shaped like the parameter or a scalar counter.
     PerTensor(&'static [StateSpec]),
+    /// Anything else: factored statistics, quantized blocks, preconditioners.
+    Custom(fn(&StateContext) -> Result<Vec<StateTensor>>),
+}
+
+/// State of the whole optimizer, from what all trainable tensors add up to.
+pub type GlobalRule = fn(&GlobalContext) -> Result<Vec<StateTensor>>;
+
+/// What a [`GlobalRule`] or [`Temporaries`] sees: the trainable tensors as a whole.
+#[derive(Debug, Clone, Copy)]
+pub struct GlobalContext<'a> {
+    /// Elements of all trainable tensors.
+    pub elements: Count,
+    /// Elements of the largest trainable tensor.
+    pub largest: Count,
+    /// How many trainable tensors there are.
+    pub tensors: usize,
+    /// The dtype states are kept in (the updated copy's, unless overridden).
+    pub dtype: DType,
+    /// The resolved options.
+    pub options: &'a Options,
+}
+
+/// The temporary memory one `step()` allocates and frees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Temporaries {
+    /// No temporaries beyond a few scalars.
+    None,
+    /// This many parameter-sized buffers of all trainable tensors at once, in
+    /// the state dtype (torch's `foreach` implementations work on whole lists).
+    GroupCopies(u64),
+    /// This many buffers the size of the largest tensor, in the state dtype
+    /// (per-tensor loops free each temporary before the next tensor).
+    LargestTensorCopies(u64),
+    /// fp32 buffers the size of the largest tensor, for per-tensor loops that
+    /// compute in fp32 whatever the parameter dtype (transformers' Adafactor,
+    /// CAME, LOMO): `working` buffers always, plus `upcast` copies (the
+    /// gradient's or the parameter's `.float()`) when the state dtype is
+    /// narrower than fp32, where `.float()` allocates.
+    LargestTensorFp32 {
+        /// fp32 intermediates of the update.
+        working: u64,
+        /// `.float()` copies made only for 16-bit and 8-bit states.
+        upcast: u64,
+    },
+}
+
+impl Temporaries {
+    /// The bytes of these temporaries.
+    pub fn bytes(self, context: &GlobalContext) -> Result<Bytes> {
+        let (copies, elements, dtype) = match self {
+            Temporaries::None => return Ok(Bytes::ZERO),
+            Temporaries::GroupCopies(copies) => (copies, context.elements, context.dtype),
+            Temporaries::LargestTensorCopies(copies) => (copies, context.largest, context.dtype),
+            Temporaries::LargestTensorFp32 { working, upcast } => {
+                let narrow = context.dtype.bits() < DType::Fp32.bits();
+                let copies = if narrow {
+                    working.saturating_add(upcast)
+                } else {
+                    working
+                };
+                (copies, context.largest, DType::Fp32)
+            }
+        };
+        dtype
+            .size_of(elements)?
+            .times(copies, "the optimizer step's temporaries")
+    }
 }
 
 impl Optimizer {
-    /// The state tensors kept for `tensor` when the optimizer updates a copy
-    /// of it in `dtype` (the master copy under mixed precision).
-    pub fn states(&self, tensor: &Tensor, dtype: DType) -> Result<Vec<StateTensor>> {
+    /// The state tensors kept for `tensor` when its states are kept in `dtype`
+    /// (the dtype of the copy the optimizer updates, unless overridden).
+    pub fn states(
+        &self,
+        tensor: &Tensor,
+        dtype: DType,
+        options: &Options,
+    ) -> Result<Vec<StateTensor>> {
+        let context = StateContext {
+            tensor,
+            dtype,
+            options,
+        };
         match self.rule {
-            Rule::PerTensor(specs) => Ok(specs
+            Rule::PerTensor(specs) => specs
                 .iter()
-                .map(|spec| spec.state_for(tensor, dtype))
-                .collect()),
+                .filter_map(|spec| spec.state_for(&context).transpose())
+                .collect(),
+            Rule::Custom(rule) => rule(&context),
         }
+    }
+
+    /// The state kept once for the whole optimizer.
+    pub fn global_states(&self, context: &GlobalContext) -> Result<Vec<StateTensor>> {
+        self.global.map_or(Ok(Vec::new()), |rule| rule(context))
+    }
+
+    /// All the state (per tensor and global, wherever it lives) kept when
+    /// `tensor` is the only trainable tensor, in `dtype`, with default options.
+    pub fn state_bytes(&self, tensor: &Tensor, dtype: DType) -> Result<Bytes> {
+        let options = self.default_options();
+        let elements = tensor.shape.elements();
+        let context = GlobalContext {
+            elements,
+            largest: elements,
+            tensors: 1,
+            dtype,
+            options: &options,
+        };
+        let states = self.states(tensor, dtype, &options)?;
+        let global = self.global_states(&context)?;
+        Bytes::sum(
+            states
+                .iter()
+                .chain(&global)
+                .map(|s| s.dtype.size_of(s.shape.elements()))
+                .collect::<Result<Vec<_>>>()?,
+            "the optimizer's state",
+        )
+    }
+
+    /// The options at their reference defaults.
+    pub fn default_options(&self) -> Options {
+        // Defaults are the catalogue's own text and always resolve.
+        Options::resolve(self, &[]).unwrap_or_default()
     }
 
     /// Looks an optimizer up by name or alias.
@@ -60,6 +208,14 @@ impl Optimizer {
         crate::catalogue::find("optimizer", name, OPTIMIZERS)
     }
 }
+
+impl PartialEq for Optimizer {
+    fn eq(&self, other: &Optimizer) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Optimizer {}
 
 impl Named for Optimizer {
     fn name(&self) -> &'static str {

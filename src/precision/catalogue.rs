@@ -12,6 +12,7 @@ pub const PRECISIONS: &[Precision] = &[
         weights: Fp32,
         gradients: Fp32,
         master_weights: None,
+        optimizer_states: None,
     },
     Precision {
         name: "bf16",
@@ -20,6 +21,7 @@ pub const PRECISIONS: &[Precision] = &[
         weights: Bf16,
         gradients: Bf16,
         master_weights: None,
+        optimizer_states: None,
     },
     Precision {
         name: "fp16",
@@ -28,6 +30,7 @@ pub const PRECISIONS: &[Precision] = &[
         weights: Fp16,
         gradients: Fp16,
         master_weights: None,
+        optimizer_states: None,
     },
     Precision {
         name: "mixed-bf16",
@@ -36,6 +39,7 @@ pub const PRECISIONS: &[Precision] = &[
         weights: Bf16,
         gradients: Bf16,
         master_weights: Some(Fp32),
+        optimizer_states: None,
     },
     Precision {
         name: "mixed-fp16",
@@ -44,6 +48,7 @@ pub const PRECISIONS: &[Precision] = &[
         weights: Fp16,
         gradients: Fp16,
         master_weights: Some(Fp32),
+        optimizer_states: None,
     },
     Precision {
         name: "amp-bf16",
@@ -52,6 +57,7 @@ pub const PRECISIONS: &[Precision] = &[
         weights: Fp32,
         gradients: Fp32,
         master_weights: None,
+        optimizer_states: None,
     },
     Precision {
         name: "amp-fp16",
@@ -60,6 +66,7 @@ pub const PRECISIONS: &[Precision] = &[
         weights: Fp32,
         gradients: Fp32,
         master_weights: None,
+        optimizer_states: None,
     },
 ];
 

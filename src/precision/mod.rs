@@ -25,6 +25,9 @@ pub struct Precision {
     pub gradients: DType,
     /// The dtype of a separate master copy of the weights, if any.
     pub master_weights: Option<DType>,
+    /// The dtype of optimizer states when it is not that of the updated copy
+    /// (`--state-dtype`); `None` in every catalogue recipe.
+    pub optimizer_states: Option<DType>,
 }
 
 impl Precision {
@@ -36,7 +39,9 @@ impl Precision {
     /// The dtype of the copy the optimizer updates, and so of its states:
     /// torch creates state with `zeros_like(p)` of that copy.
     pub fn optimizer_dtype(&self) -> DType {
-        self.master_weights.unwrap_or(self.weights)
+        self.optimizer_states
+            .or(self.master_weights)
+            .unwrap_or(self.weights)
     }
 }
 

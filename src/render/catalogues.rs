@@ -2,10 +2,9 @@
 
 use super::{Format, Table, json};
 use crate::device::DEVICES;
-use crate::model::Model;
-use crate::optimizer::{Location, OPTIMIZERS};
+use crate::optimizer::OPTIMIZERS;
 use crate::precision::PRECISIONS;
-use crate::units::{ByteUnit, Bytes, Count, UnitSystem};
+use crate::units::{ByteUnit, Bytes, UnitSystem, format_ratio};
 
 fn write(table: &Table, format: Format, json_text: impl FnOnce() -> String) -> String {
     match format {
@@ -16,29 +15,62 @@ fn write(table: &Table, format: Format, json_text: impl FnOnce() -> String) -> S
     }
 }
 
-/// `trainmem optimizers`.
+/// `trainmem optimizers`: every rule, its state in bytes per parameter for a
+/// 4096 × 4096 matrix in fp32 and in bf16 (shape-aware rules differ on
+/// other shapes), its options and its reference implementation.
 pub fn optimizers(format: Format) -> String {
-    let probe = Model::flat(Count(1));
-    let mut table = Table::new(&["name", "aliases", "states", ">state values/param", "source"]);
+    let probe = crate::model::Tensor::new(
+        "model.layers.0.mlp.up_proj.weight",
+        crate::model::Shape::new(vec![PROBE_SIDE, PROBE_SIDE])
+            .unwrap_or_else(|_| crate::model::Shape::vector(1)),
+        crate::model::Role::Mlp,
+    );
+    let per_parameter = |optimizer: &crate::optimizer::Optimizer, dtype| {
+        optimizer
+            .state_bytes(&probe, dtype)
+            .map_or("-".to_string(), |b| {
+                format_ratio(b.0, PROBE_SIDE * PROBE_SIDE)
+            })
+    };
+    let mut table = Table::new(&[
+        "name",
+        "states",
+        ">B/param fp32",
+        ">B/param bf16",
+        "shape-aware",
+        "options (defaults)",
+        "source",
+    ]);
     for optimizer in OPTIMIZERS {
-        let states = optimizer
-            .states(&probe.tensors[0], crate::DType::Fp32)
-            .unwrap_or_default();
-        let device_values: u64 = states
+        let options: Vec<String> = optimizer
+            .options
             .iter()
-            .filter(|s| s.location == Location::Device)
-            .map(|s| s.shape.elements().0)
-            .sum();
+            .map(|o| format!("{}={}", o.key, o.default))
+            .collect();
+        let mut name = optimizer.name.to_string();
+        if !optimizer.aliases.is_empty() {
+            name += &format!(" ({})", optimizer.aliases.join(", "));
+        }
         table.row([
-            optimizer.name.to_string(),
-            optimizer.aliases.join(", "),
+            name,
             optimizer.summary.to_string(),
-            device_values.to_string(),
+            per_parameter(optimizer, crate::DType::Fp32),
+            per_parameter(optimizer, crate::DType::Bf16),
+            if optimizer.flat_assumption.is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+            options.join(" "),
             optimizer.source.to_string(),
         ]);
     }
     write(&table, format, || json(OPTIMIZERS))
 }
+
+/// The side of the square matrix `trainmem optimizers` prices.
+const PROBE_SIDE: u64 = 4096;
 
 /// `trainmem precisions`.
 pub fn precisions(format: Format) -> String {

@@ -2,7 +2,8 @@
 
 use super::{Format, Table, json};
 use crate::estimate::Estimate;
-use crate::units::{ByteUnit, Bytes, UnitSystem, format_ratio};
+use crate::parallel::{Offload, ZeroStage};
+use crate::units::{ByteUnit, Bytes, UnitSystem, format_float, format_ratio};
 
 /// The report of `trainmem estimate`.
 pub fn estimate(e: &Estimate, format: Format, units: UnitSystem) -> String {
@@ -31,16 +32,72 @@ pub fn estimate(e: &Estimate, format: Format, units: UnitSystem) -> String {
 }
 
 fn heading(e: &Estimate) -> String {
-    format!(
+    let mut heading = format!(
         "trainmem estimate: {} ({}), {}, {}",
         e.model.name, e.model.source, e.optimizer, e.precision.name
-    )
+    );
+    if let Some(layout) = layout(e) {
+        heading += &format!(", {layout}");
+    }
+    heading
 }
 
-/// The pieces with dtype, bytes per parameter and size; with `raw`, sizes are
-/// plain integer bytes (for CSV).
+/// `64 GPUs: data 64 × tensor 1 × pipeline 1, ZeRO-1 (deepspeed)`, or
+/// nothing for one accelerator.
+fn layout(e: &Estimate) -> Option<String> {
+    let p = &e.parallelism.layout;
+    if p.gpus == 1 && p.zero == ZeroStage::None && p.offload == Offload::None {
+        return None;
+    }
+    let zero = match p.zero {
+        ZeroStage::None => "no sharding".to_string(),
+        stage => format!(
+            "ZeRO-{}{}",
+            stage as u8,
+            if p.hybrid { " within each node" } else { "" }
+        ),
+    };
+    let offload = match p.offload {
+        Offload::None => String::new(),
+        Offload::Optimizer => ", optimizer offloaded".to_string(),
+        Offload::OptimizerAndParams => ", optimizer and parameters offloaded".to_string(),
+    };
+    let experts = if p.expert > 1 {
+        format!(" (experts over {})", p.expert)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{} GPU{} on {} node{}: data {} × tensor {} × pipeline {}{experts}, {zero}{offload} ({:?})",
+        p.gpus,
+        if p.gpus == 1 { "" } else { "s" },
+        p.nodes,
+        if p.nodes == 1 { "" } else { "s" },
+        e.parallelism.data_parallel,
+        p.tensor,
+        p.pipeline,
+        p.framework
+    )
+    .to_lowercase()
+    .replace("zero-", "ZeRO-"))
+}
+
+/// The pieces with dtype, bytes per parameter and size per accelerator (and
+/// on the host when anything lives there); with `raw`, sizes are plain
+/// integer bytes (for CSV).
 fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
-    let unit = ByteUnit::for_column(e.memory.pieces().iter().map(|(_, b)| *b), units);
+    // A host column when something was offloaded; torch's few-byte `step`
+    // counters alone get a line of their own.
+    let with_host = e.parallelism.layout.offload != Offload::None;
+    let host_sizes = if with_host { e.host.total } else { Bytes::ZERO };
+    let unit = ByteUnit::for_column(
+        e.memory
+            .pieces()
+            .iter()
+            .map(|(_, b)| *b)
+            .chain([e.memory.total, host_sizes]),
+        units,
+    );
     let size = |b: Bytes| {
         if raw {
             b.0.to_string()
@@ -60,25 +117,52 @@ fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
         precision.optimizer_dtype().to_string(),
         "-".to_string(),
     ];
-    let mut table = Table::new(&[
+    let mut headers = vec![
         "piece",
         "dtype",
         ">bytes/param",
         if raw { ">bytes" } else { ">memory" },
-    ]);
-    for ((name, bytes), dtype) in e.memory.pieces().into_iter().zip(dtypes) {
-        if name == "activations" && !e.activations_estimated {
-            table.row([name, "-", "-", if raw { "" } else { "not estimated" }]);
-        } else {
-            table.row([name.to_string(), dtype, per_parameter(bytes), size(bytes)]);
-        }
+    ];
+    if with_host {
+        headers.push(if raw { ">host_bytes" } else { ">host" });
     }
-    table.row([
+    let mut table = Table::new(&headers);
+    for (((name, bytes), (_, host)), dtype) in e
+        .memory
+        .pieces()
+        .into_iter()
+        .zip(e.host.pieces())
+        .zip(dtypes)
+    {
+        let mut row = if name == "activations" && !e.activations_estimated {
+            vec![
+                name.to_string(),
+                "-".into(),
+                "-".into(),
+                if raw {
+                    String::new()
+                } else {
+                    "not estimated".into()
+                },
+            ]
+        } else {
+            vec![name.to_string(), dtype, per_parameter(bytes), size(bytes)]
+        };
+        if with_host {
+            row.push(size(host));
+        }
+        table.row(row);
+    }
+    let mut total = vec![
         "total".to_string(),
         String::new(),
         per_parameter(e.memory.total),
         size(e.memory.total),
-    ]);
+    ];
+    if with_host {
+        total.push(size(e.host.total));
+    }
+    table.row(total);
     table
 }
 
@@ -92,23 +176,66 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             e.parameters.trainable.grouped()
         ),
         format!(
-            "gradient + optimizer slice: M = P × V × B = {} = {}",
+            "gradient + optimizer slice: M = P × V × B = {} = {}{}",
             slice.equation(),
-            slice.bytes.display(units)
+            slice.bytes.display(units),
+            if layout(e).is_some() {
+                " (whole model, one device)"
+            } else {
+                ""
+            }
         ),
         format!(
             "copies of the parameter vector: {} (weights {}, master {}, gradients {}, optimizer states {})",
-            copies.total,
-            copies.weights,
-            copies.master_weights,
-            copies.gradients,
-            copies.optimizer_states
+            format_float(copies.total),
+            format_float(copies.weights),
+            format_float(copies.master_weights),
+            format_float(copies.gradients),
+            format_float(copies.optimizer_states)
         ),
     ];
-    if e.host.total > Bytes::ZERO {
+    if layout(e).is_some() {
+        let p = &e.parallelism;
         lines.push(format!(
-            "host memory: {} (optimizer step counters)",
+            "memory is per accelerator: the most loaded one{} holds {} parameters before sharding",
+            if p.layout.pipeline > 1 {
+                format!(
+                    " (pipeline stage {} of {})",
+                    p.pipeline_stage, p.layout.pipeline
+                )
+            } else {
+                String::new()
+            },
+            p.local_parameters.grouped()
+        ));
+    }
+    let processes = (e.parallelism.layout.gpus / e.parallelism.layout.nodes).max(1);
+    if e.parallelism.layout.offload != Offload::None {
+        lines.push(format!("host memory is per node ({processes} processes)"));
+    } else if e.host.total > Bytes::ZERO {
+        lines.push(format!(
+            "host memory: {} per node (optimizer step counters)",
             e.host.total.display(units)
+        ));
+    }
+    let transients = &e.transients;
+    if transients.optimizer_step > Bytes::ZERO || transients.parameter_gather > Bytes::ZERO {
+        let mut parts = Vec::new();
+        if transients.optimizer_step > Bytes::ZERO {
+            parts.push(format!(
+                "optimizer step {}",
+                transients.optimizer_step.display(units)
+            ));
+        }
+        if transients.parameter_gather > Bytes::ZERO {
+            parts.push(format!(
+                "gathered layer {}",
+                transients.parameter_gather.display(units)
+            ));
+        }
+        lines.push(format!(
+            "step temporaries (not in the total): {}",
+            parts.join(", ")
         ));
     }
     if let Some(capacity) = &e.capacity {

@@ -5,12 +5,15 @@
 mod catalogues;
 mod estimate;
 mod fit;
+mod params;
+pub mod svg;
 mod table;
 mod textbook;
 
 pub use catalogues::{devices, optimizers, precisions};
 pub use estimate::estimate;
 pub use fit::fit;
+pub use params::{ModelListing, models, params};
 pub use table::Table;
 pub use textbook::textbook;
 

@@ -4,7 +4,7 @@ use super::{Format, Table, json};
 use crate::estimate::{Comparison, Estimate, Textbook};
 use crate::model::Model;
 use crate::optimizer::Location;
-use crate::units::{ByteUnit, Count, UnitSystem, format_ratio};
+use crate::units::{ByteUnit, Count, UnitSystem, format_float, format_percent, format_ratio};
 
 /// One titled part of the report.
 struct Section {
@@ -104,25 +104,25 @@ fn copies(book: &Textbook) -> Section {
         let Some(e) = row.estimates.first() else {
             continue;
         };
-        let names: Vec<&str> = row
+        let names: Vec<String> = row
             .optimizer
-            .states(&probe.tensors[0], e.precision.optimizer_dtype())
+            .states(&probe.tensors[0], e.precision.optimizer_dtype(), &e.options)
             .unwrap_or_default()
             .iter()
             .filter(|s| s.location == Location::Device)
-            .map(|s| s.name)
+            .map(|s| s.name.to_string())
             .collect();
         table.row([
             row.optimizer.title.to_string(),
-            (e.copies.weights + e.copies.master_weights).to_string(),
-            e.copies.gradients.to_string(),
-            e.copies.optimizer_states.to_string(),
+            format_float(e.copies.weights + e.copies.master_weights),
+            format_float(e.copies.gradients),
+            format_float(e.copies.optimizer_states),
             if names.is_empty() {
                 "none".to_string()
             } else {
                 names.join(", ")
             },
-            e.copies.total.to_string(),
+            format_float(e.copies.total),
         ]);
     }
     let mixed = &book.mixed_adam;
@@ -133,20 +133,26 @@ fn copies(book: &Textbook) -> Section {
         table: Some(table),
         lines: vec![format!(
             "Mixed precision, exactly: Adam under mixed-fp16 keeps {} values per parameter (fp16 weight and gradient, fp32 master copy, fp32 exp_avg and exp_avg_sq) = {} bytes; the seed's \"six\" holds only if gradients are also kept in fp32 (Megatron's main_grad: 18 bytes).",
-            mixed.copies.total, per_parameter
+            format_float(mixed.copies.total),
+            per_parameter
         )],
     }
 }
 
 /// Step 2: every method priced at every size.
 fn priced(comparison: &Comparison, units: UnitSystem) -> Section {
+    let lines = comparison
+        .skipped
+        .iter()
+        .map(|s| format!("left out: {}: {}", s.optimizer, s.reason))
+        .collect();
     Section {
         title: format!(
             "Step 2 - priced: weights + gradients + optimizer states, {}",
             comparison.precision.name
         ),
         table: Some(grid(comparison, false, units)),
-        lines: Vec::new(),
+        lines,
     }
 }
 
@@ -164,13 +170,19 @@ fn grid(comparison: &Comparison, raw: bool, units: UnitSystem) -> Table {
     } else {
         "method".to_string()
     }];
-    headers.extend(comparison.sizes.iter().map(|s| {
-        if raw {
-            format!(">bytes_at_{}", s.0)
-        } else {
-            format!(">{}", s.short())
-        }
-    }));
+    headers.extend(
+        comparison
+            .sizes
+            .iter()
+            .zip(&comparison.labels)
+            .map(|(s, label)| {
+                if raw {
+                    format!(">bytes_at_{}", s.0)
+                } else {
+                    format!(">{label}")
+                }
+            }),
+    );
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let mut table = Table::new(&headers);
     for row in &comparison.rows {
@@ -194,10 +206,10 @@ fn grid(comparison: &Comparison, raw: bool, units: UnitSystem) -> Table {
 /// Step 3: where it stops being a preference.
 fn fits(comparison: &Comparison, units: UnitSystem) -> Option<Section> {
     let capacity = comparison.capacity.as_ref()?;
-    let largest = *comparison.sizes.last()?;
+    let largest = comparison.labels.last()?;
     let mut table = Table::new(&[
         "method",
-        &format!(">at {}", largest.short()),
+        &format!(">at {largest}"),
         "fits?",
         ">largest model that fits",
     ]);
@@ -280,14 +292,8 @@ fn shares(comparison: &Comparison) -> Section {
         let total = e.memory.total.0;
         table.row([
             row.optimizer.title.to_string(),
-            format!(
-                "{}%",
-                format_ratio(e.memory.optimizer_states.0 * 100, total)
-            ),
-            format!(
-                "{}%",
-                format_ratio(e.gradient_optimizer_slice.bytes.0 * 100, total)
-            ),
+            format_percent(e.memory.optimizer_states.0, total),
+            format_percent(e.gradient_optimizer_slice.bytes.0, total),
         ]);
     }
     Section {
@@ -309,12 +315,12 @@ fn swap(comparison: &Comparison, units: UnitSystem) -> Option<Section> {
         ),
         table: None,
         lines: vec![format!(
-            "saves {}: {}% of {}'s {} total, {}% of its {} gradient + optimizer slice",
+            "saves {}: {} of {}'s {} total, {} of its {} gradient + optimizer slice",
             swap.saved.display(units),
-            format_ratio(swap.saved.0 * 100, swap.from_total.0),
+            format_percent(swap.saved.0, swap.from_total.0),
             swap.from.title,
             swap.from_total.display(units),
-            format_ratio(swap.saved.0 * 100, swap.from_slice.0),
+            format_percent(swap.saved.0, swap.from_slice.0),
             swap.from_slice.display(units),
         )],
     })

@@ -122,28 +122,20 @@ impl ByteUnit {
             .unwrap_or(UNITS[0])
     }
 
-    /// One unit for a column of sizes: the smallest unit of `system` in which
-    /// the largest size has at most four digits before the point, as long as
-    /// the smallest nonzero size still shows as at least 0.1 of it (so a
-    /// column holds `0.99 GB` and `112 GB`, not `992 MB` and `0.11 TB`).
+    /// One unit for a column of sizes: the largest unit of `system` in which
+    /// the smallest nonzero size still shows as at least 0.1 (so a column
+    /// holds `0.99 GB` and `112 GB`, not `992 MB` and `0.11 TB`).
     pub fn for_column(sizes: impl IntoIterator<Item = Bytes>, system: UnitSystem) -> ByteUnit {
-        let (mut smallest, mut largest) = (u64::MAX, 0u64);
-        for size in sizes.into_iter().filter(|b| b.0 > 0) {
-            smallest = smallest.min(size.0);
-            largest = largest.max(size.0);
-        }
-        if largest == 0 {
-            return ByteUnit::for_size(Bytes::ZERO, system);
-        }
-        let candidates: Vec<ByteUnit> = UNITS
+        let smallest = sizes
+            .into_iter()
+            .filter(|b| b.0 > 0)
+            .min()
+            .unwrap_or(Bytes::ZERO);
+        UNITS
             .iter()
-            .filter(|u| u.system == system && u128::from(smallest) * 10 >= u128::from(u.bytes))
-            .copied()
-            .collect();
-        candidates
-            .iter()
-            .find(|u| u128::from(largest) < u128::from(u.bytes) * 10_000)
-            .or(candidates.last())
+            .rfind(|u| {
+                u.system == system && u128::from(smallest.0.max(1)) * 10 >= u128::from(u.bytes)
+            })
             .copied()
             .unwrap_or(UNITS[0])
     }
@@ -235,6 +227,7 @@ mod tests {
         assert_eq!(gb(&[992_000_000, 112_000_000_000]), "GB");
         assert_eq!(gb(&[8_000_000_000, 1_120_000_000_000]), "GB");
         assert_eq!(gb(&[1_000, 2_000_000]), "kB");
+        assert_eq!(gb(&[810_000_000_000, 6_480_000_000_000]), "TB");
         assert_eq!(gb(&[0, 5]), "B");
         assert_eq!(gb(&[]), "B");
     }

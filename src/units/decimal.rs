@@ -103,9 +103,38 @@ pub fn format_two_decimals(numerator: u128, denominator: u128) -> String {
     }
 }
 
-/// A ratio for display, with two decimals: `format_ratio(1, 3)` is `0.33`.
+/// A ratio for display, with two decimals: `format_ratio(1, 3)` is `0.33`;
+/// a nonzero ratio too small to show is `<0.01`, never `0`.
 pub fn format_ratio(numerator: u64, denominator: u64) -> String {
-    format_two_decimals(u128::from(numerator), u128::from(denominator))
+    let text = format_two_decimals(u128::from(numerator), u128::from(denominator));
+    if text == "0" && numerator > 0 && denominator > 0 {
+        "<0.01".to_string()
+    } else {
+        text
+    }
+}
+
+/// A float ratio (copies per parameter) with at most two decimals: `4`,
+/// `4.02`; a nonzero value too small to show is `<0.01`.
+pub fn format_float(value: f64) -> String {
+    let hundredths = (value * 100.0).round();
+    let text = format_two_decimals(hundredths.max(0.0) as u128, 100);
+    if text == "0" && value > 0.0 {
+        "<0.01".to_string()
+    } else {
+        text
+    }
+}
+
+/// A share in percent with two decimals: `format_percent(1, 3)` is `33.33%`;
+/// a nonzero share too small to show is `<0.01%`.
+pub fn format_percent(part: u64, whole: u64) -> String {
+    let text = format_two_decimals(u128::from(part) * 100, u128::from(whole));
+    if text == "0" && part > 0 {
+        "<0.01%".to_string()
+    } else {
+        format!("{text}%")
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +189,21 @@ mod tests {
             Err(false)
         );
         assert!(Decimal::parse(&"9".repeat(60)).is_err());
+    }
+
+    #[test]
+    fn floats() {
+        assert_eq!(format_float(4.0), "4");
+        assert_eq!(format_float(1.003906762), "1");
+        assert_eq!(format_float(4.015625), "4.02");
+        assert_eq!(format_float(0.001), "<0.01");
+    }
+
+    #[test]
+    fn percents() {
+        assert_eq!(format_percent(1, 3), "33.33%");
+        assert_eq!(format_percent(1, 1_000_000), "<0.01%");
+        assert_eq!(format_percent(0, 5), "0%");
     }
 
     #[test]

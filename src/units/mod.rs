@@ -9,4 +9,4 @@ mod decimal;
 
 pub use bytes::{ByteUnit, Bytes, UnitSystem};
 pub use count::Count;
-pub use decimal::{format_ratio, format_two_decimals};
+pub use decimal::{format_float, format_percent, format_ratio, format_two_decimals};

@@ -1,0 +1,317 @@
+//! Typed, checked access to the keys of a config.json.
+//!
+//! Every value is untrusted: a size must be a whole number no larger than
+//! [`MAX_SIZE`], a flag must be `true`, `false` or `null`. A key that is
+//! absent takes the default of the transformers config class, which each
+//! architecture passes in; the architecture files name where it comes from.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The largest size accepted for any single config value (a dimension, a
+/// count of heads, layers or experts): 2^32 - 1. No real model comes near it,
+/// and the product of two such sizes still fits in 64 bits.
+pub const MAX_SIZE: u64 = u32::MAX as u64;
+
+/// How much of an offending value an error message quotes.
+const QUOTED_CHARACTERS: usize = 40;
+
+/// A config.json object, read key by key.
+pub struct Config<'a> {
+    keys: &'a Map<String, Value>,
+}
+
+impl<'a> Config<'a> {
+    /// The config.json content; it must be a JSON object.
+    pub fn new(value: &'a Value) -> Result<Config<'a>> {
+        match value {
+            Value::Object(keys) => Ok(Config { keys }),
+            other => Err(Error::InvalidConfig {
+                key: "model_type".to_string(),
+                problem: format!(
+                    "the file holds {} instead of an object; accepted: an object such as {{\"model_type\": \"llama\", ...}}",
+                    describe(other)
+                ),
+            }),
+        }
+    }
+
+    /// The `model_type` string, if the file has one.
+    pub fn model_type(&self) -> Option<&'a str> {
+        self.keys.get("model_type").and_then(Value::as_str)
+    }
+
+    /// A size that the config class declares as `int = default`: absent takes
+    /// `default`; `null` is refused like any other non-number.
+    pub fn size(&self, key: &str, default: u64) -> Result<u64> {
+        match self.keys.get(key) {
+            None => Ok(default),
+            Some(value) => size_value(key, value),
+        }
+    }
+
+    /// A size that the config class declares as `int | None = default`:
+    /// absent takes `default`, `null` is `None`.
+    pub fn optional_size(&self, key: &str, default: Option<u64>) -> Result<Option<u64>> {
+        match self.keys.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(value) => size_value(key, value).map(Some),
+        }
+    }
+
+    /// A size known under several keys (transformers' `attribute_map`
+    /// aliases, legacy names): the first key present in the file wins, so
+    /// list them in the order transformers lets them override each other.
+    pub fn size_of_first(&self, keys: &[&str], default: u64) -> Result<u64> {
+        match keys
+            .iter()
+            .find_map(|key| self.keys.get(*key).map(|value| (*key, value)))
+        {
+            None => Ok(default),
+            Some((key, value)) => size_value(key, value),
+        }
+    }
+
+    /// `head_dim` when the file gives one, else `hidden_size /
+    /// num_attention_heads` rounded down: transformers' attention classes
+    /// read `getattr(config, "head_dim", hidden_size // num_attention_heads)`
+    /// for config classes that do not declare `head_dim` themselves.
+    pub fn head_dim_or_ratio(&self, hidden: u64, heads: u64, heads_key: &str) -> Result<u64> {
+        match self.optional_size("head_dim", None)? {
+            Some(head_dim) => Ok(head_dim),
+            None => ratio(hidden, heads, heads_key),
+        }
+    }
+
+    /// A boolean switch: absent takes `default`; `null` counts as false, as
+    /// Python's `if config.key:` treats `None`.
+    pub fn flag(&self, key: &str, default: bool) -> Result<bool> {
+        match self.keys.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(false),
+            Some(Value::Bool(flag)) => Ok(*flag),
+            Some(other) => Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: format!(
+                    "{} is {}; accepted: `true` or `false`",
+                    quote(other),
+                    describe(other)
+                ),
+            }),
+        }
+    }
+
+    /// A list of sizes (layer indices such as `mlp_only_layers`); absent or
+    /// `null` is the empty list.
+    pub fn size_list(&self, key: &str) -> Result<Vec<u64>> {
+        match self.keys.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items.iter().map(|item| size_value(key, item)).collect(),
+            Some(other) => Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: format!(
+                    "{} is {}; accepted: a list of whole numbers such as `[0, 3]`",
+                    quote(other),
+                    describe(other)
+                ),
+            }),
+        }
+    }
+}
+
+/// `numerator / denominator` rounded down, as Python's `//`; a zero
+/// denominator is an error naming `denominator_key`.
+pub fn ratio(numerator: u64, denominator: u64, denominator_key: &str) -> Result<u64> {
+    numerator
+        .checked_div(denominator)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: denominator_key.to_string(),
+            problem: "`0` cannot divide the hidden size; accepted: a positive whole number"
+                .to_string(),
+        })
+}
+
+/// `numerator / denominator` when it divides exactly, as the attention
+/// classes that raise `ValueError` otherwise (GPT-2, BLOOM, Falcon, OPT,
+/// StableLM) require.
+pub fn exact_ratio(numerator: u64, denominator: u64, denominator_key: &str) -> Result<u64> {
+    let quotient = ratio(numerator, denominator, denominator_key)?;
+    if quotient.checked_mul(denominator) == Some(numerator) {
+        Ok(quotient)
+    } else {
+        Err(Error::InvalidConfig {
+            key: denominator_key.to_string(),
+            problem: format!(
+                "`{denominator}` does not divide the hidden size `{numerator}`; accepted: a divisor of the hidden size"
+            ),
+        })
+    }
+}
+
+/// Reads one size, refusing anything but a whole number in `0..=MAX_SIZE`.
+fn size_value(key: &str, value: &Value) -> Result<u64> {
+    let accepted = format!("accepted: a whole number from 0 to {MAX_SIZE}");
+    let problem = match value {
+        Value::Number(number) => match number.as_u64() {
+            Some(size) if size <= MAX_SIZE => return Ok(size),
+            Some(_) => format!("{} is too large; {accepted}", quote(value)),
+            None if number.is_i64() => format!("{} is negative; {accepted}", quote(value)),
+            None => format!("{} is not a whole number; {accepted}", quote(value)),
+        },
+        other => format!("{} is {}; {accepted}", quote(other), describe(other)),
+    };
+    Err(Error::InvalidConfig {
+        key: key.to_string(),
+        problem,
+    })
+}
+
+/// The value in backticks, shortened when long.
+fn quote(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(QUOTED_CHARACTERS) {
+        Some((cut, _)) => format!("`{}...`", &text[..cut]),
+        None => format!("`{text}`"),
+    }
+}
+
+/// The JSON kind of a value, for messages.
+fn describe(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn problem(result: Result<impl std::fmt::Debug>) -> (String, String) {
+        match result {
+            Err(Error::InvalidConfig { key, problem }) => (key, problem),
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sizes_take_defaults_and_refuse_non_integers() {
+        let value = json!({
+            "hidden_size": 64, "text": "4096", "negative": -1, "float": 64.5,
+            "whole_float": 64.0, "huge": 5_000_000_000u64, "nothing": null,
+        });
+        let config = Config::new(&value).unwrap();
+        assert_eq!(config.size("hidden_size", 1).unwrap(), 64);
+        assert_eq!(config.size("absent", 7).unwrap(), 7);
+        let (key, message) = problem(config.size("text", 1));
+        assert_eq!(key, "text");
+        assert_eq!(
+            message,
+            "`\"4096\"` is a string; accepted: a whole number from 0 to 4294967295"
+        );
+        assert!(
+            problem(config.size("negative", 1))
+                .1
+                .starts_with("`-1` is negative")
+        );
+        assert!(
+            problem(config.size("float", 1))
+                .1
+                .starts_with("`64.5` is not a whole number")
+        );
+        assert!(
+            problem(config.size("whole_float", 1))
+                .1
+                .starts_with("`64.0` is not a whole number")
+        );
+        assert!(
+            problem(config.size("huge", 1))
+                .1
+                .starts_with("`5000000000` is too large")
+        );
+        assert!(
+            problem(config.size("nothing", 1))
+                .1
+                .starts_with("`null` is null")
+        );
+    }
+
+    #[test]
+    fn optional_sizes_distinguish_absent_from_null() {
+        let value = json!({"num_key_value_heads": null, "head_dim": 24});
+        let config = Config::new(&value).unwrap();
+        assert_eq!(
+            config
+                .optional_size("num_key_value_heads", Some(32))
+                .unwrap(),
+            None
+        );
+        assert_eq!(config.optional_size("absent", Some(32)).unwrap(), Some(32));
+        assert_eq!(
+            config
+                .head_dim_or_ratio(64, 4, "num_attention_heads")
+                .unwrap(),
+            24
+        );
+    }
+
+    #[test]
+    fn first_present_alias_wins() {
+        let value = json!({"n_embd": 64, "hidden_size": 72});
+        let config = Config::new(&value).unwrap();
+        assert_eq!(
+            config
+                .size_of_first(&["hidden_size", "n_embd"], 768)
+                .unwrap(),
+            72
+        );
+        assert_eq!(
+            config.size_of_first(&["absent", "n_embd"], 768).unwrap(),
+            64
+        );
+        assert_eq!(config.size_of_first(&["absent"], 768).unwrap(), 768);
+    }
+
+    #[test]
+    fn flags_accept_booleans_and_null_only() {
+        let value = json!({"on": true, "off": null, "text": "true"});
+        let config = Config::new(&value).unwrap();
+        assert!(config.flag("on", false).unwrap());
+        assert!(!config.flag("off", true).unwrap());
+        assert!(config.flag("absent", true).unwrap());
+        let (key, message) = problem(config.flag("text", false));
+        assert_eq!(key, "text");
+        assert_eq!(
+            message,
+            "`\"true\"` is a string; accepted: `true` or `false`"
+        );
+    }
+
+    #[test]
+    fn lists_and_ratios_are_checked() {
+        let value = json!({"layers": [0, 3], "bad": [0, "1"], "long": "x".repeat(100)});
+        let config = Config::new(&value).unwrap();
+        assert_eq!(config.size_list("layers").unwrap(), vec![0, 3]);
+        assert!(config.size_list("absent").unwrap().is_empty());
+        assert!(config.size_list("bad").is_err());
+        assert!(problem(config.size("long", 0)).1.contains("...`"));
+        assert_eq!(ratio(64, 4, "n_head").unwrap(), 16);
+        assert_eq!(problem(ratio(64, 0, "n_head")).0, "n_head");
+        assert_eq!(exact_ratio(72, 6, "n_head").unwrap(), 12);
+        assert!(exact_ratio(72, 7, "n_head").is_err());
+    }
+
+    #[test]
+    fn a_non_object_file_is_refused() {
+        assert!(Config::new(&json!([1, 2])).is_err());
+        assert!(Config::new(&json!("llama")).is_err());
+    }
+}

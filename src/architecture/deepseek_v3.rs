@@ -1,0 +1,62 @@
+//! DeepSeek-V3, following transformers'
+//! `models/deepseek_v3/configuration_deepseek_v3.py` (`DeepseekV3Config`)
+//! and `modeling_deepseek_v3.py` (`DeepseekV3ForCausalLM`).
+
+use super::attention::{Attention, LatentAttention};
+use super::blueprint::{Blueprint, PRE_NORMS};
+use super::config::Config;
+use super::decoder::{Decoder, Placement};
+use super::feed_forward::{Experts, FeedForward, SharedExperts};
+use super::params::{Norm, product};
+use crate::error::Result;
+
+/// `DeepseekV3ForCausalLM`: multi-head latent attention in every layer; a
+/// dense MLP in the first `first_k_dense_replace` layers and a mixture of
+/// experts after (`moe_layer_freq` is not read). Each MoE layer holds
+/// `n_routed_experts` experts (its alias `num_local_experts` overrides it),
+/// a router, and `shared_experts`: one MLP `n_shared_experts x
+/// moe_intermediate_size` wide, present even when that is 0. The router's
+/// `e_score_correction_bias` is a buffer, not a parameter; the multi-token
+/// prediction layers (`num_nextn_predict_layers`) are not built.
+pub fn describe(config: &Config) -> Result<Decoder> {
+    let moe_intermediate = config.size("moe_intermediate_size", 2048)?;
+    let attention_bias = config.flag("attention_bias", false)?;
+    let moe = FeedForward::Experts(Experts {
+        count: config.size_of_first(&["num_local_experts", "n_routed_experts"], 256)?,
+        intermediate: moe_intermediate,
+        shared: Some(SharedExperts {
+            module: "shared_experts",
+            intermediate: product(&[moe_intermediate, config.size("n_shared_experts", 1)?])?,
+            bias: false,
+            gate: false,
+        }),
+    });
+    Blueprint {
+        vocab: config.size("vocab_size", 129280)?,
+        hidden: config.size("hidden_size", 7168)?,
+        layers: config.size("num_hidden_layers", 61)?,
+        attention: Attention::Latent(LatentAttention {
+            heads: config.size("num_attention_heads", 128)?,
+            q_lora_rank: config.optional_size("q_lora_rank", Some(1536))?,
+            kv_lora_rank: config.size("kv_lora_rank", 512)?,
+            qk_nope_head_dim: config.size("qk_nope_head_dim", 128)?,
+            qk_rope_head_dim: config.size("qk_rope_head_dim", 64)?,
+            v_head_dim: config.size("v_head_dim", 128)?,
+            bias: attention_bias,
+        }),
+        feed_forward: FeedForward::Gated {
+            intermediate: config.size("intermediate_size", 18432)?,
+            bias: false,
+        },
+        sparse: Some((
+            moe,
+            Placement::From(config.size("first_k_dense_replace", 3)?),
+        )),
+        layer_norms: PRE_NORMS,
+        norm: Norm::Weight,
+        final_norm: "model.norm",
+        tied: config.flag("tie_word_embeddings", false)?,
+        head_bias: false,
+    }
+    .decoder()
+}

@@ -1,0 +1,47 @@
+//! Mixtral, following transformers' `models/mixtral/configuration_mixtral.py`
+//! (`MixtralConfig`) and `modeling_mixtral.py` (`MixtralForCausalLM`).
+
+use super::attention::{Attention, Projections, QkNorm};
+use super::blueprint::{Blueprint, PRE_NORMS};
+use super::config::Config;
+use super::decoder::Decoder;
+use super::feed_forward::{Experts, FeedForward};
+use super::params::Norm;
+use crate::error::Result;
+
+/// `MixtralForCausalLM`: Mistral attention and a mixture of experts in
+/// every layer, each expert `intermediate_size` wide. The expert count is
+/// `num_local_experts` (default 8), overridden by its `attribute_map` alias
+/// `num_experts`, which transformers sets after the declared fields.
+pub fn describe(config: &Config) -> Result<Decoder> {
+    let hidden = config.size("hidden_size", 4096)?;
+    let heads = config.size("num_attention_heads", 32)?;
+    Blueprint {
+        vocab: config.size("vocab_size", 32000)?,
+        hidden,
+        layers: config.size("num_hidden_layers", 32)?,
+        attention: Attention::Separate(Projections {
+            heads,
+            kv_heads: config
+                .optional_size("num_key_value_heads", Some(8))?
+                .unwrap_or(heads),
+            head_dim: config.head_dim_or_ratio(hidden, heads, "num_attention_heads")?,
+            qkv_bias: false,
+            output_bias: false,
+            output: "o_proj",
+            qk_norm: QkNorm::None,
+        }),
+        feed_forward: FeedForward::Experts(Experts {
+            count: config.size_of_first(&["num_experts", "num_local_experts"], 8)?,
+            intermediate: config.size("intermediate_size", 14336)?,
+            shared: None,
+        }),
+        sparse: None,
+        layer_norms: PRE_NORMS,
+        norm: Norm::Weight,
+        final_norm: "model.norm",
+        tied: config.flag("tie_word_embeddings", false)?,
+        head_bias: false,
+    }
+    .decoder()
+}

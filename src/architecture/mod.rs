@@ -1,0 +1,306 @@
+//! Architectures: from a HuggingFace `config.json` to the exact parameter
+//! tensors that transformers' `AutoModelForCausalLM` creates for it.
+//!
+//! Each supported `model_type` is one file here. Keys missing from the file
+//! take the transformers config class default, as `AutoConfig` would.
+//! `tests/architectures.rs` compares every fixture measured by
+//! `tools/measure_params.py` tensor by tensor.
+//!
+//! Most architectures are llama-style decoders and fill in a
+//! [`Blueprint`](blueprint::Blueprint): an attention block, a feed-forward
+//! block, norms, biases and tying, all as data. The GPT-2 lineage (GPT-2,
+//! GPTBigCode, GPT-NeoX, GPT-J, BLOOM, Falcon, MPT, OPT) names its modules
+//! differently and lists its layer with the same [`Params`](params::Params)
+//! builder. Either way the result is a [`Decoder`](decoder::Decoder), which
+//! bounds the tensor count before building the inventory.
+
+mod attention;
+mod blueprint;
+mod config;
+mod decoder;
+mod feed_forward;
+mod params;
+
+mod bloom;
+mod cohere;
+mod deepseek_v2;
+mod deepseek_v3;
+mod falcon;
+mod gemma;
+mod gemma2;
+mod gemma3_text;
+mod gpt2;
+mod gpt_bigcode;
+mod gpt_neox;
+mod gptj;
+mod granite;
+mod llama;
+mod mistral;
+mod mixtral;
+mod mpt;
+mod olmo;
+mod olmo2;
+mod opt;
+mod phi;
+mod phi3;
+mod qwen2;
+mod qwen2_moe;
+mod qwen3;
+mod qwen3_moe;
+mod stablelm;
+mod starcoder2;
+
+use serde_json::Value;
+
+use self::config::Config;
+use self::decoder::Decoder;
+use crate::error::{Error, Result};
+use crate::model::Tensor;
+
+/// Reads a config into the model's layout.
+type Describe = fn(&Config) -> Result<Decoder>;
+
+/// Every supported `model_type` and the file that reads it, alphabetically.
+const ARCHITECTURES: &[(&str, Describe)] = &[
+    ("bloom", bloom::describe),
+    ("cohere", cohere::describe),
+    ("deepseek_v2", deepseek_v2::describe),
+    ("deepseek_v3", deepseek_v3::describe),
+    ("falcon", falcon::describe),
+    ("gemma", gemma::describe),
+    ("gemma2", gemma2::describe),
+    ("gemma3_text", gemma3_text::describe),
+    ("gpt2", gpt2::describe),
+    ("gpt_bigcode", gpt_bigcode::describe),
+    ("gpt_neox", gpt_neox::describe),
+    ("gptj", gptj::describe),
+    ("granite", granite::describe),
+    ("llama", llama::describe),
+    ("mistral", mistral::describe),
+    ("mixtral", mixtral::describe),
+    ("mpt", mpt::describe),
+    ("olmo", olmo::describe),
+    ("olmo2", olmo2::describe),
+    ("opt", opt::describe),
+    ("phi", phi::describe),
+    ("phi3", phi3::describe),
+    ("qwen2", qwen2::describe),
+    ("qwen2_moe", qwen2_moe::describe),
+    ("qwen3", qwen3::describe),
+    ("qwen3_moe", qwen3_moe::describe),
+    ("stablelm", stablelm::describe),
+    ("starcoder2", starcoder2::describe),
+];
+
+/// The model_types trainmem can read from a config.json.
+pub fn supported() -> Vec<&'static str> {
+    ARCHITECTURES
+        .iter()
+        .map(|(model_type, _)| *model_type)
+        .collect()
+}
+
+/// The parameter tensors (names, shapes, roles; tied weights once) that
+/// transformers creates for the causal LM described by `config`, the parsed
+/// content of a config.json.
+pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
+    let config = Config::new(config)?;
+    let model_type = config.model_type().unwrap_or("");
+    let describe = ARCHITECTURES
+        .iter()
+        .find(|(known, _)| *known == model_type)
+        .map(|(_, describe)| describe)
+        .ok_or_else(|| Error::UnsupportedModelType {
+            model_type: model_type.to_string(),
+            supported: supported().join(", "),
+        })?;
+    describe(&config)?.into_tensors()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::Role;
+
+    fn invalid(config: Value) -> (String, String) {
+        match tensors_from_config(&config) {
+            Err(Error::InvalidConfig { key, problem }) => (key, problem),
+            other => panic!("expected InvalidConfig for {config}, got {other:?}"),
+        }
+    }
+
+    fn role_of(tensors: &[Tensor], name: &str) -> Role {
+        tensors
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no tensor `{name}`"))
+            .role
+    }
+
+    #[test]
+    fn supported_is_sorted_and_unique() {
+        let names = supported();
+        assert_eq!(names.len(), 28);
+        assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn a_size_given_as_a_string_is_refused_with_its_key() {
+        let (key, problem) = invalid(json!({"model_type": "llama", "hidden_size": "4096"}));
+        assert_eq!(key, "hidden_size");
+        assert_eq!(
+            problem,
+            "`\"4096\"` is a string; accepted: a whole number from 0 to 4294967295"
+        );
+    }
+
+    #[test]
+    fn negative_float_and_too_large_sizes_are_refused() {
+        let (key, problem) = invalid(json!({"model_type": "mistral", "num_attention_heads": -8}));
+        assert_eq!(key, "num_attention_heads");
+        assert!(problem.starts_with("`-8` is negative"), "{problem}");
+        let (key, problem) = invalid(json!({"model_type": "gpt2", "n_embd": 768.5}));
+        assert_eq!(key, "n_embd");
+        assert!(
+            problem.starts_with("`768.5` is not a whole number"),
+            "{problem}"
+        );
+        let (key, problem) = invalid(json!({"model_type": "qwen3", "num_hidden_layers": 1e12}));
+        assert_eq!(key, "num_hidden_layers");
+        assert!(problem.contains("not a whole number"), "{problem}");
+        let (key, problem) =
+            invalid(json!({"model_type": "llama", "vocab_size": 1_000_000_000_000u64}));
+        assert_eq!(key, "vocab_size");
+        assert!(problem.contains("too large"), "{problem}");
+    }
+
+    #[test]
+    fn a_huge_layer_count_is_refused_before_allocating() {
+        for layers in [1_000_000u64, 4_000_000_000] {
+            let (key, problem) =
+                invalid(json!({"model_type": "llama", "num_hidden_layers": layers}));
+            assert_eq!(key, "num_hidden_layers");
+            assert!(
+                problem.contains("more than 5000000 parameter tensors"),
+                "{problem}"
+            );
+        }
+        let (key, _) = invalid(json!({"model_type": "gpt2", "n_layer": 4_000_000_000u64}));
+        assert_eq!(key, "n_layer");
+    }
+
+    #[test]
+    fn zero_heads_and_bad_flags_are_errors_not_panics() {
+        let (key, _) = invalid(json!({"model_type": "llama", "num_attention_heads": 0}));
+        assert_eq!(key, "num_attention_heads");
+        let (key, _) = invalid(json!({"model_type": "gpt2", "n_head": 0}));
+        assert_eq!(key, "n_head");
+        let (key, _) = invalid(json!({"model_type": "qwen2_moe", "decoder_sparse_step": 0}));
+        assert_eq!(key, "decoder_sparse_step");
+        let (key, _) = invalid(json!({"model_type": "llama", "tie_word_embeddings": "yes"}));
+        assert_eq!(key, "tie_word_embeddings");
+        let (key, _) = invalid(json!({"model_type": "qwen3_moe", "mlp_only_layers": "0"}));
+        assert_eq!(key, "mlp_only_layers");
+        assert!(tensors_from_config(&json!(["llama"])).is_err());
+    }
+
+    #[test]
+    fn unknown_or_missing_model_type_is_unsupported() {
+        for (config, expected) in [
+            (json!({"model_type": "llama4_unknown"}), "llama4_unknown"),
+            (json!({"hidden_size": 64}), ""),
+            (json!({"model_type": 7}), ""),
+        ] {
+            match tensors_from_config(&config) {
+                Err(Error::UnsupportedModelType {
+                    model_type,
+                    supported,
+                }) => {
+                    assert_eq!(model_type, expected);
+                    assert!(supported.contains("deepseek_v3"), "{supported}");
+                }
+                other => panic!("expected UnsupportedModelType, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn moe_tensors_get_expert_router_and_mlp_roles() {
+        let config = json!({
+            "model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+            "vocab_size": 1000, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 96,
+            "num_experts": 4, "decoder_sparse_step": 2,
+        });
+        let tensors = tensors_from_config(&config).unwrap();
+        let layer = "model.layers.1.mlp";
+        assert_eq!(
+            role_of(&tensors, &format!("{layer}.experts.gate_up_proj")),
+            Role::Experts
+        );
+        assert_eq!(
+            role_of(&tensors, &format!("{layer}.experts.down_proj")),
+            Role::Experts
+        );
+        assert_eq!(
+            role_of(&tensors, &format!("{layer}.gate.weight")),
+            Role::Router
+        );
+        assert_eq!(
+            role_of(&tensors, &format!("{layer}.shared_expert_gate.weight")),
+            Role::Router
+        );
+        assert_eq!(
+            role_of(&tensors, &format!("{layer}.shared_expert.up_proj.weight")),
+            Role::Mlp
+        );
+        assert_eq!(
+            role_of(&tensors, "model.layers.0.mlp.up_proj.weight"),
+            Role::Mlp
+        );
+        assert_eq!(
+            role_of(&tensors, "model.layers.0.self_attn.q_proj.bias"),
+            Role::Attention
+        );
+        assert_eq!(
+            role_of(&tensors, "model.embed_tokens.weight"),
+            Role::Embedding
+        );
+        assert_eq!(role_of(&tensors, "lm_head.weight"), Role::OutputHead);
+    }
+
+    #[test]
+    fn norms_inside_attention_and_position_embeddings_get_their_roles() {
+        let qwen3 =
+            tensors_from_config(&json!({"model_type": "qwen3", "num_hidden_layers": 1})).unwrap();
+        assert_eq!(
+            role_of(&qwen3, "model.layers.0.self_attn.q_norm.weight"),
+            Role::Norm
+        );
+        assert_eq!(
+            role_of(&qwen3, "model.layers.0.input_layernorm.weight"),
+            Role::Norm
+        );
+        let deepseek =
+            tensors_from_config(&json!({"model_type": "deepseek_v3", "num_hidden_layers": 1}))
+                .unwrap();
+        assert_eq!(
+            role_of(&deepseek, "model.layers.0.self_attn.kv_a_layernorm.weight"),
+            Role::Norm
+        );
+        assert_eq!(
+            role_of(&deepseek, "model.layers.0.self_attn.kv_b_proj.weight"),
+            Role::Attention
+        );
+        let gpt2 = tensors_from_config(&json!({"model_type": "gpt2", "n_layer": 1})).unwrap();
+        assert_eq!(role_of(&gpt2, "transformer.wpe.weight"), Role::Embedding);
+        assert_eq!(role_of(&gpt2, "transformer.h.0.mlp.c_fc.weight"), Role::Mlp);
+        assert!(
+            gpt2.iter().all(|t| t.role != Role::OutputHead),
+            "gpt2 ties lm_head by default"
+        );
+        assert!(gpt2.iter().all(|t| t.trainable && t.stored_dtype.is_none()));
+    }
+}

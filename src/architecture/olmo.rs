@@ -1,0 +1,45 @@
+//! OLMo, following transformers' `models/olmo/configuration_olmo.py`
+//! (`OlmoConfig`) and `modeling_olmo.py` (`OlmoForCausalLM`).
+
+use super::attention::{Attention, Projections, QkNorm};
+use super::blueprint::{Blueprint, PRE_NORMS};
+use super::config::Config;
+use super::decoder::Decoder;
+use super::feed_forward::FeedForward;
+use super::params::Norm;
+use crate::error::Result;
+
+/// `OlmoForCausalLM`: Llama whose norms (`OlmoLayerNorm`) have no
+/// parameters at all.
+pub fn describe(config: &Config) -> Result<Decoder> {
+    let hidden = config.size("hidden_size", 4096)?;
+    let heads = config.size("num_attention_heads", 32)?;
+    let attention_bias = config.flag("attention_bias", false)?;
+    Blueprint {
+        vocab: config.size("vocab_size", 50304)?,
+        hidden,
+        layers: config.size("num_hidden_layers", 32)?,
+        attention: Attention::Separate(Projections {
+            heads,
+            kv_heads: config
+                .optional_size("num_key_value_heads", None)?
+                .unwrap_or(heads),
+            head_dim: config.head_dim_or_ratio(hidden, heads, "num_attention_heads")?,
+            qkv_bias: attention_bias,
+            output_bias: attention_bias,
+            output: "o_proj",
+            qk_norm: QkNorm::None,
+        }),
+        feed_forward: FeedForward::Gated {
+            intermediate: config.size("intermediate_size", 11008)?,
+            bias: false,
+        },
+        sparse: None,
+        layer_norms: PRE_NORMS,
+        norm: Norm::Parameterless,
+        final_norm: "model.norm",
+        tied: config.flag("tie_word_embeddings", false)?,
+        head_bias: false,
+    }
+    .decoder()
+}

@@ -1,0 +1,45 @@
+//! Qwen2, following transformers' `models/qwen2/configuration_qwen2.py`
+//! (`Qwen2Config`) and `modeling_qwen2.py` (`Qwen2ForCausalLM`).
+
+use super::attention::{Attention, Projections, QkNorm};
+use super::blueprint::{Blueprint, PRE_NORMS};
+use super::config::Config;
+use super::decoder::Decoder;
+use super::feed_forward::FeedForward;
+use super::params::Norm;
+use crate::error::Result;
+
+/// `Qwen2ForCausalLM`: q, k and v always have biases (`attention_bias` is
+/// not read), o never; `num_key_value_heads` defaults to 32 when absent and
+/// to `num_attention_heads` when `null`.
+pub fn describe(config: &Config) -> Result<Decoder> {
+    let hidden = config.size("hidden_size", 4096)?;
+    let heads = config.size("num_attention_heads", 32)?;
+    Blueprint {
+        vocab: config.size("vocab_size", 151936)?,
+        hidden,
+        layers: config.size("num_hidden_layers", 32)?,
+        attention: Attention::Separate(Projections {
+            heads,
+            kv_heads: config
+                .optional_size("num_key_value_heads", Some(32))?
+                .unwrap_or(heads),
+            head_dim: config.head_dim_or_ratio(hidden, heads, "num_attention_heads")?,
+            qkv_bias: true,
+            output_bias: false,
+            output: "o_proj",
+            qk_norm: QkNorm::None,
+        }),
+        feed_forward: FeedForward::Gated {
+            intermediate: config.size("intermediate_size", 22016)?,
+            bias: false,
+        },
+        sparse: None,
+        layer_norms: PRE_NORMS,
+        norm: Norm::Weight,
+        final_norm: "model.norm",
+        tied: config.flag("tie_word_embeddings", false)?,
+        head_bias: false,
+    }
+    .decoder()
+}

@@ -1,0 +1,167 @@
+//! Checkpoints: tensor names, shapes and dtypes read from safetensors headers
+//! (never the tensor data), single files or sharded through an index.
+//!
+//! Both files are untrusted input: sizes are capped before anything is
+//! allocated, every problem is an [`Error::File`] naming the file, and
+//! nothing panics. [`parse_header`] and [`parse_index`] are the pure parsers
+//! (for property tests and fuzzing); [`read_safetensors`] and [`read_index`]
+//! open the files.
+
+mod header;
+mod index;
+mod raw_header;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+pub use header::{
+    Header, LENGTH_PREFIX_BYTES, MAX_HEADER_BYTES, SAFETENSORS_DTYPES, parse_header, read_header,
+};
+pub use index::{Index, MAX_INDEX_BYTES, MAX_SHARDS, is_plain_file_name, parse_index};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::model::Shape;
+use crate::units::Bytes;
+
+/// What a checkpoint's headers say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Every tensor of every shard, shard by shard (shard file names sorted),
+    /// each shard's tensors in the order of their data in the file (the
+    /// header's order for files the safetensors crate writes).
+    pub tensors: Vec<CheckpointTensor>,
+    /// The files read (one, or every shard of an index).
+    pub files: Vec<PathBuf>,
+    /// The bytes of tensor data the headers describe (what loading costs).
+    pub data_bytes: Bytes,
+}
+
+/// One tensor of a checkpoint header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointTensor {
+    /// Its name: `model.layers.0.self_attn.q_proj.weight`.
+    pub name: String,
+    /// Its shape.
+    pub shape: Shape,
+    /// The dtype it is stored in.
+    pub dtype: DType,
+}
+
+/// Reads the header of one `.safetensors` file: its length prefix and JSON
+/// header, never the tensor data. Tensors come in the order of their data.
+pub fn read_safetensors(path: &Path) -> Result<Checkpoint> {
+    let header = read_file_header(path)?;
+    Ok(Checkpoint {
+        tensors: header.tensors,
+        files: vec![path.to_path_buf()],
+        data_bytes: header.data_bytes,
+    })
+}
+
+/// Reads a `model.safetensors.index.json` and the header of every shard it
+/// names (shard file names sorted), checking that each tensor of
+/// `weight_map` is in its shard and no tensor is in two shards.
+pub fn read_index(path: &Path) -> Result<Checkpoint> {
+    let index_error = |problem: String| file_error(path, problem);
+    let (file, length) = open_regular_file(path).map_err(&index_error)?;
+    if length > MAX_INDEX_BYTES {
+        return Err(index_error(format!(
+            "the index is {length} bytes, over the {MAX_INDEX_BYTES}-byte limit for a `model.safetensors.index.json`"
+        )));
+    }
+    let mut bytes = Vec::new();
+    // `take` holds the cap even if the file grows after the length was read.
+    file.take(MAX_INDEX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| index_error(format!("cannot read the index: {}", io_problem(&e))))?;
+    let index = parse_index(&bytes).map_err(&index_error)?;
+
+    let folder = path.parent().unwrap_or(Path::new(""));
+    let mut checkpoint = Checkpoint {
+        tensors: Vec::new(),
+        files: Vec::with_capacity(index.shards.len()),
+        data_bytes: Bytes::ZERO,
+    };
+    let mut shard_of: HashMap<String, &str> = HashMap::new();
+    for (shard, names) in &index.shards {
+        let shard_path = folder.join(shard);
+        let (file, length) = open_regular_file(&shard_path).map_err(|problem| {
+            index_error(format!(
+                "shard `{shard}` named in `weight_map` cannot be read at `{}`: {problem}",
+                shard_path.display()
+            ))
+        })?;
+        let header =
+            read_header(&file, length).map_err(|problem| file_error(&shard_path, problem))?;
+        let present: HashSet<&str> = header.tensors.iter().map(|t| t.name.as_str()).collect();
+        if let Some(absent) = names.iter().find(|name| !present.contains(name.as_str())) {
+            return Err(index_error(format!(
+                "`weight_map` puts tensor `{absent}` in shard `{shard}`, but that shard's header has no tensor `{absent}`"
+            )));
+        }
+        for tensor in &header.tensors {
+            if let Some(other) = shard_of.insert(tensor.name.clone(), shard) {
+                return Err(index_error(format!(
+                    "tensor `{}` is in both shard `{other}` and shard `{shard}`; expected each tensor in one shard",
+                    tensor.name
+                )));
+            }
+        }
+        checkpoint.data_bytes = Bytes(
+            checkpoint
+                .data_bytes
+                .0
+                .checked_add(header.data_bytes.0)
+                .ok_or_else(|| {
+                    index_error(
+                        "the shards together hold more than 2^64 bytes of tensor data".to_string(),
+                    )
+                })?,
+        );
+        checkpoint.tensors.extend(header.tensors);
+        checkpoint.files.push(shard_path);
+    }
+    Ok(checkpoint)
+}
+
+/// Opens `path` and reads its safetensors header.
+fn read_file_header(path: &Path) -> Result<Header> {
+    let (file, length) = open_regular_file(path).map_err(|p| file_error(path, p))?;
+    read_header(&file, length).map_err(|p| file_error(path, p))
+}
+
+/// Opens a regular file (not a folder, pipe or device) and gives its length.
+fn open_regular_file(path: &Path) -> std::result::Result<(File, u64), String> {
+    let file = File::open(path).map_err(|e| io_problem(&e))?;
+    let metadata = file.metadata().map_err(|e| io_problem(&e))?;
+    if !metadata.is_file() {
+        return Err("not a regular file; expected a file".to_string());
+    }
+    Ok((file, metadata.len()))
+}
+
+fn file_error(path: &Path, problem: String) -> Error {
+    Error::File {
+        path: path.display().to_string(),
+        problem,
+    }
+}
+
+/// An I/O error as a lowercase phrase.
+pub(crate) fn io_problem(error: &io::Error) -> String {
+    match error.kind() {
+        io::ErrorKind::NotFound => "the file does not exist".to_string(),
+        io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => {
+            let text = error.to_string();
+            let mut chars = text.chars();
+            match chars.next() {
+                Some(first) => first.to_lowercase().chain(chars).collect(),
+                None => text,
+            }
+        }
+    }
+}

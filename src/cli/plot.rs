@@ -1,0 +1,214 @@
+//! `trainmem plot`: the comparison drawn as an SVG file.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::args::PlotArgs;
+use super::{resolve, textbook_request};
+use crate::error::{Error, Result};
+use crate::estimate::{Comparison, TextbookRequest};
+use crate::model::Model;
+use crate::optimizer::Optimizer;
+use crate::render::svg;
+use crate::units::Count;
+
+/// The left end of the scaling chart's size axis unless a model is smaller:
+/// 100M, about GPT-2 small.
+const SCALING_FROM: u64 = 100_000_000;
+/// The scaling chart runs to this multiple of the largest threshold (or model).
+const SCALING_REACH: u64 = 2;
+/// Sizes priced along the scaling chart's axis, per decade: the R10
+/// preferred numbers (ISO 3), whole numbers, so the chart is the same on
+/// every machine.
+const SCALING_STEPS: [u64; 10] = [100, 125, 160, 200, 250, 315, 400, 500, 630, 800];
+
+/// What to draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Breakdown,
+    Scaling,
+}
+
+impl Kind {
+    fn parse(name: &str) -> Result<Kind> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "breakdown" => Ok(Kind::Breakdown),
+            "scaling" => Ok(Kind::Scaling),
+            _ => Err(Error::UnknownName {
+                kind: "chart kind",
+                name: name.to_string(),
+                suggestion: None,
+                accepted: "breakdown, scaling".to_string(),
+            }),
+        }
+    }
+}
+
+/// Writes the chart and returns the line to print.
+pub fn run(args: &PlotArgs) -> Result<String> {
+    let kind = Kind::parse(&args.kind)?;
+    let (_, units) = resolve::report(&args.compare.report, args.compare.capacity.as_deref())?;
+    let request = textbook_request(&args.compare)?;
+    let compared = Comparison::new(
+        &request.optimizers,
+        &request.models,
+        request.precision,
+        request.capacity.clone(),
+        request.parallelism,
+        None,
+    )?;
+    let (chart, what) = match kind {
+        Kind::Breakdown => (
+            svg::breakdown(&compared, units),
+            format!(
+                "memory breakdown of {} optimizers at {}",
+                compared.rows.len(),
+                compared.labels.last().cloned().unwrap_or_default()
+            ),
+        ),
+        Kind::Scaling => {
+            let grid = scaling_grid(&request, &compared)?;
+            let models: Vec<(Count, String)> = compared
+                .sizes
+                .iter()
+                .copied()
+                .zip(compared.labels.iter().cloned())
+                .collect();
+            (
+                svg::scaling(&grid, &models, units),
+                format!(
+                    "memory of {} optimizers from {} to {} parameters",
+                    grid.rows.len(),
+                    grid.sizes.first().map(|s| s.short()).unwrap_or_default(),
+                    grid.sizes.last().map(|s| s.short()).unwrap_or_default()
+                ),
+            )
+        }
+    };
+    write_atomically(Path::new(&args.output), &chart)?;
+    Ok(format!("wrote {}: {what}\n", args.output))
+}
+
+/// The same optimizers, precision and capacity priced over log-spaced flat
+/// models (ten a decade), from 100M (or a decade below the smallest model) to twice the
+/// largest threshold (or model).
+fn scaling_grid(request: &TextbookRequest, compared: &Comparison) -> Result<Comparison> {
+    let smallest = compared
+        .sizes
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .unwrap_or(SCALING_FROM);
+    let from = if smallest >= SCALING_FROM {
+        SCALING_FROM
+    } else {
+        10u64.pow(smallest.max(1).ilog10())
+    };
+    let largest = compared
+        .rows
+        .iter()
+        .filter_map(|row| row.max_parameters.map(|m| m.0))
+        .chain(compared.sizes.iter().map(|s| s.0))
+        .max()
+        .unwrap_or(SCALING_FROM);
+    let to = largest
+        .saturating_mul(SCALING_REACH)
+        .max(from.saturating_mul(10));
+    let mut sizes = vec![Count(from)];
+    let mut decade = (from / 100).max(1);
+    while decade <= to / 100 {
+        sizes.extend(
+            SCALING_STEPS
+                .iter()
+                .filter_map(|step| step.checked_mul(decade))
+                .filter(|size| *size > from && *size < to)
+                .map(Count),
+        );
+        decade = match decade.checked_mul(10) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    sizes.push(Count(to));
+    let models: Vec<Model> = sizes.into_iter().map(Model::flat).collect();
+    let price = |optimizer: &'static Optimizer, count: usize| {
+        Comparison::new(
+            &[optimizer],
+            &models[..count],
+            request.precision,
+            request.capacity.clone(),
+            request.parallelism,
+            None,
+        )
+    };
+    // Each optimizer is priced as far up the grid as 64-bit bytes reach: a
+    // rule quadratic in a tensor's size (Shampoo on one flat vector)
+    // overflows long before the others, and its line then stops early.
+    let mut grid: Option<Comparison> = None;
+    let mut rows = Vec::new();
+    for optimizer in &request.optimizers {
+        let priced = match price(optimizer, models.len()) {
+            Err(Error::Overflow { .. }) => {
+                let (mut fits, mut overflows) = (0, models.len());
+                let mut best = None;
+                while overflows - fits > 1 {
+                    let middle = (fits + overflows) / 2;
+                    match price(optimizer, middle) {
+                        Ok(comparison) => (fits, best) = (middle, Some(comparison)),
+                        Err(Error::Overflow { .. }) => overflows = middle,
+                        Err(error) => return Err(error),
+                    }
+                }
+                match best {
+                    Some(comparison) => comparison,
+                    None => continue,
+                }
+            }
+            other => other?,
+        };
+        rows.extend(priced.rows.iter().cloned());
+        if grid
+            .as_ref()
+            .is_none_or(|g| g.sizes.len() < priced.sizes.len())
+        {
+            grid = Some(priced);
+        }
+    }
+    let mut grid = grid.ok_or_else(|| Error::overflow("every optimizer's memory on the chart"))?;
+    // Cheapest first at the largest size every line reaches, as compare ranks them.
+    let shared = rows.iter().map(|r| r.estimates.len()).min().unwrap_or(0);
+    rows.sort_by_key(|row| shared.checked_sub(1).map(|i| row.estimates[i].memory.total));
+    grid.rows = rows;
+    Ok(grid)
+}
+
+/// Writes `text` to a temporary file beside `path`, then renames it over
+/// `path`: a reader sees the old file or the whole new one, never half.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let failed = |problem: String| Error::File {
+        path: path.display().to_string(),
+        problem,
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| failed("not a file name; give a path such as chart.svg".to_string()))?;
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let temporary = folder.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = std::fs::File::create(&temporary)
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&temporary, path));
+    written.map_err(|error| {
+        let _ = std::fs::remove_file(&temporary);
+        failed(format!("cannot write: {error}"))
+    })
+}

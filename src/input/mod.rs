@@ -1,0 +1,276 @@
+//! Inputs: turning what a user has (a preset name, a config.json, a model
+//! folder, a .safetensors file or a sharded index) into a [`Model`].
+//!
+//! This is the only part of the library that reads files. Files are
+//! untrusted: sizes are capped before anything is allocated.
+
+mod preset;
+
+pub use preset::{PRESETS, Preset};
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::architecture;
+use crate::checkpoint::{self, Checkpoint};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::model::{CheckpointSummary, Model, Role, Tensor};
+use crate::units::{Bytes, Count};
+
+/// The largest config.json read; real ones are a few kilobytes.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// The model that `spec` names: an existing file or folder, else a preset.
+pub fn load_model(spec: &str) -> Result<Model> {
+    let path = Path::new(spec);
+    if path.is_dir() {
+        return folder(path);
+    }
+    if path.is_file() {
+        return file(path);
+    }
+    match crate::catalogue::find("model", spec, PRESETS) {
+        Ok(preset) => preset_model(preset),
+        Err(Error::UnknownName { suggestion, .. }) if !looks_like_path(spec) => {
+            Err(Error::UnknownName {
+                kind: "model",
+                name: spec.to_string(),
+                suggestion,
+                accepted: format!(
+                    "a path to a config.json, a .safetensors file, a model.safetensors.index.json or a model folder, or a preset: {}",
+                    PRESETS
+                        .iter()
+                        .map(|p| p.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+        }
+        Err(_) => Err(file_error(path, "no such file or folder")),
+    }
+}
+
+/// The model of an embedded preset.
+pub fn preset_model(preset: &Preset) -> Result<Model> {
+    let config: Value = serde_json::from_str(preset.config).map_err(|e| Error::File {
+        path: format!("preset {}", preset.name),
+        problem: format!("invalid JSON: {e}"),
+    })?;
+    let mut model = from_config(&config, preset.name, format!("preset {}", preset.name))?;
+    model
+        .notes
+        .push("preset: the published config.json, embedded in trainmem".to_string());
+    Ok(model)
+}
+
+fn looks_like_path(spec: &str) -> bool {
+    spec.contains(['/', '\\']) || spec.ends_with(".json") || spec.ends_with(".safetensors")
+}
+
+fn file_error(path: &Path, problem: impl Into<String>) -> Error {
+    Error::File {
+        path: path.display().to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// A single file: a checkpoint, an index, or a config.json.
+fn file(path: &Path) -> Result<Model> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if name.ends_with(".safetensors") {
+        from_checkpoint(checkpoint::read_safetensors(path)?, path)
+    } else if name.ends_with(".index.json") {
+        from_checkpoint(checkpoint::read_index(path)?, path)
+    } else if name.ends_with(".json") {
+        config_file(path)
+    } else {
+        Err(file_error(
+            path,
+            "not a model file: expected a config.json, a .safetensors file or a model.safetensors.index.json",
+        ))
+    }
+}
+
+/// A model folder: its config.json when transformers' architecture is known,
+/// with the checkpoint's stored size beside it; else the checkpoint alone.
+fn folder(path: &Path) -> Result<Model> {
+    let config_path = path.join("config.json");
+    let checkpoint = folder_checkpoint(path)?;
+    if config_path.is_file() {
+        match (config_file(&config_path), checkpoint) {
+            (Ok(mut model), Some(checkpoint)) => {
+                let summary = summary(&checkpoint)?;
+                let total = model.total_parameters()?;
+                if summary.parameters != total {
+                    model.notes.push(format!(
+                        "the checkpoint holds {} elements, the architecture {} parameters: training follows the architecture (buffers, extra prediction layers or duplicated tied weights live only in the checkpoint)",
+                        summary.parameters.grouped(),
+                        total.grouped()
+                    ));
+                }
+                model.checkpoint = Some(summary);
+                return Ok(model);
+            }
+            (Ok(model), None) => return Ok(model),
+            (Err(Error::File { .. }), Some(checkpoint))
+            | (Err(Error::UnsupportedModelType { .. }), Some(checkpoint)) => {
+                let mut model = from_checkpoint(checkpoint, path)?;
+                model.notes.push(
+                    "config.json could not be used (unsupported model_type or unreadable): the inventory comes from the safetensors headers"
+                        .to_string(),
+                );
+                return Ok(model);
+            }
+            (Err(error), _) => return Err(error),
+        }
+    }
+    match checkpoint {
+        Some(checkpoint) => from_checkpoint(checkpoint, path),
+        None => Err(file_error(
+            path,
+            "holds no config.json and no .safetensors files; give a model folder, a file, or a preset name",
+        )),
+    }
+}
+
+/// The checkpoint of a folder: its index if there is one, else every
+/// `.safetensors` file in name order; `None` when it has neither.
+fn folder_checkpoint(path: &Path) -> Result<Option<Checkpoint>> {
+    let entries = std::fs::read_dir(path)
+        .map_err(|e| file_error(path, format!("cannot list the folder: {e}")))?;
+    let mut indexes: Vec<PathBuf> = Vec::new();
+    let mut shards: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| file_error(path, format!("cannot list the folder: {e}")))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".safetensors.index.json") {
+            indexes.push(entry.path());
+        } else if name.ends_with(".safetensors") {
+            shards.push(entry.path());
+        }
+    }
+    indexes.sort();
+    shards.sort();
+    if let Some(index) = indexes.first() {
+        return checkpoint::read_index(index).map(Some);
+    }
+    let mut merged: Option<Checkpoint> = None;
+    for shard in shards {
+        let next = checkpoint::read_safetensors(&shard)?;
+        merged = Some(match merged {
+            None => next,
+            Some(mut all) => {
+                all.data_bytes = all.data_bytes.add(next.data_bytes, "the checkpoint size")?;
+                all.tensors.extend(next.tensors);
+                all.files.extend(next.files);
+                all
+            }
+        });
+    }
+    Ok(merged)
+}
+
+/// A config.json file, read with a size cap.
+fn config_file(path: &Path) -> Result<Model> {
+    let file =
+        std::fs::File::open(path).map_err(|e| file_error(path, format!("cannot open: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| file_error(path, format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(file_error(
+            path,
+            "larger than 16 MiB; a config.json is a few kilobytes",
+        ));
+    }
+    let config: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| file_error(path, format!("invalid JSON: {e}")))?;
+    let name = model_name(path);
+    from_config(&config, &name, path.display().to_string()).map_err(|error| match error {
+        Error::InvalidConfig { .. }
+        | Error::UnsupportedModelType { .. }
+        | Error::Overflow { .. } => file_error(path, error.to_string()),
+        other => other,
+    })
+}
+
+/// `meta-llama/Llama-2-7b-hf/config.json` is called `Llama-2-7b-hf`.
+fn model_name(path: &Path) -> String {
+    let named = if path.file_name().is_some_and(|n| n == "config.json") {
+        path.parent().and_then(Path::file_name)
+    } else {
+        path.file_stem()
+    };
+    named.map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().to_string(),
+    )
+}
+
+fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
+    if !config.is_object() {
+        return Err(Error::InvalidConfig {
+            key: "(top level)".to_string(),
+            problem: "a config.json must hold a JSON object".to_string(),
+        });
+    }
+    let tensors = architecture::tensors_from_config(config)?;
+    let mut model = Model::from_tensors(name, source, tensors);
+    model.model_type = config
+        .get("model_type")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(model)
+}
+
+/// The inventory of a checkpoint: every tensor, its role guessed from its name.
+fn from_checkpoint(checkpoint: Checkpoint, path: &Path) -> Result<Model> {
+    let summary = summary(&checkpoint)?;
+    let tensors = checkpoint
+        .tensors
+        .into_iter()
+        .map(|t| {
+            let mut tensor = Tensor::new(t.name.clone(), t.shape, Role::from_name(&t.name));
+            tensor.stored_dtype = Some(t.dtype);
+            tensor
+        })
+        .collect();
+    let mut model = Model::from_tensors(model_name(path), path.display().to_string(), tensors);
+    model.checkpoint = Some(summary);
+    model
+        .notes
+        .push("read from safetensors headers: roles are guessed from tensor names".to_string());
+    Ok(model)
+}
+
+fn summary(checkpoint: &Checkpoint) -> Result<CheckpointSummary> {
+    let mut dtypes: BTreeMap<DType, Bytes> = BTreeMap::new();
+    let mut parameters = Count(0);
+    for tensor in &checkpoint.tensors {
+        let elements = tensor.shape.elements();
+        let bytes = tensor.dtype.size_of(elements)?;
+        let entry = dtypes.entry(tensor.dtype).or_default();
+        *entry = entry.add(bytes, "the checkpoint size")?;
+        parameters = Count(
+            parameters
+                .0
+                .checked_add(elements.0)
+                .ok_or_else(|| Error::overflow("the checkpoint's element count"))?,
+        );
+    }
+    Ok(CheckpointSummary {
+        files: checkpoint.files.len(),
+        tensors: checkpoint.tensors.len(),
+        parameters,
+        data_bytes: checkpoint.data_bytes,
+        dtypes: dtypes.into_iter().collect(),
+    })
+}

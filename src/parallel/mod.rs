@@ -1,0 +1,340 @@
+//! Scale-out: data-parallel sharding (ZeRO stages, FSDP), offload to the
+//! host, and tensor, pipeline and expert parallelism.
+//!
+//! A [`Parallelism`] says how many accelerators there are and how the model
+//! is split among them; [`placement`] decides which part of each tensor the
+//! most loaded accelerator holds, and the estimate shards its pieces.
+
+mod layout;
+mod placement;
+
+pub use layout::{Layout, layer_of};
+pub use placement::{Placement, place};
+
+use serde::Serialize;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+/// How training is spread over accelerators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Parallelism {
+    /// Accelerators in all (the world size).
+    pub gpus: u64,
+    /// Machines they sit in; `gpus` is a multiple of it.
+    pub nodes: u64,
+    /// What data parallelism shards.
+    pub zero: ZeroStage,
+    /// FSDP's hybrid sharding: shard within a node, replicate across nodes.
+    pub hybrid: bool,
+    /// What lives in host memory instead.
+    pub offload: Offload,
+    /// Tensor-parallel degree.
+    pub tensor: u64,
+    /// Pipeline stages.
+    pub pipeline: u64,
+    /// Expert-parallel degree (MoE experts split across ranks).
+    pub expert: u64,
+    /// Whose bookkeeping: DeepSpeed, Megatron or FSDP2.
+    pub framework: Framework,
+}
+
+/// What ZeRO stage (or FSDP strategy) shards across data-parallel ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum ZeroStage {
+    /// Plain data parallelism (DDP, FSDP `no-shard`): every rank holds everything.
+    #[serde(rename = "0")]
+    None,
+    /// Optimizer states and master weights sharded (Megatron's distributed optimizer).
+    #[serde(rename = "1")]
+    OptimizerStates,
+    /// + gradients (FSDP `shard-grad-op`).
+    #[serde(rename = "2")]
+    Gradients,
+    /// + weights (FSDP `full-shard`).
+    #[serde(rename = "3")]
+    Weights,
+}
+
+/// What is kept in host memory instead of on the accelerator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Offload {
+    /// Nothing.
+    None,
+    /// Optimizer states and master weights (ZeRO-Offload), and with ZeRO-2
+    /// or 3 the gradient shard the host optimizer steps on.
+    Optimizer,
+    /// + the weights' shards (ZeRO-Infinity; needs ZeRO-3).
+    #[serde(rename = "optimizer+params")]
+    OptimizerAndParams,
+}
+
+/// Whose distributed bookkeeping the figures follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Framework {
+    /// DeepSpeed ZeRO: half-precision copies, fp32 master and states in flat
+    /// partitions of ceil(N / d) elements (`deepspeed/runtime/zero/stage_1_and_2.py`).
+    DeepSpeed,
+    /// Megatron-LM: gradients accumulate in fp32 `main_grad` buffers under
+    /// bf16/fp16 (18 bytes/param with Adam, 6 + 12/d with the distributed
+    /// optimizer: `docs/source/api-guide/dist_optimizer.md`).
+    Megatron,
+    /// PyTorch FSDP2 (`fully_shard`): parameters sharded in their original
+    /// dtype, dim 0 padded to ceil(dim0 / d) rows; no separate master copy.
+    Fsdp2,
+}
+
+impl ZeroStage {
+    /// Reads `0`, `1`, `2` or `3`.
+    pub fn parse(text: &str) -> Result<ZeroStage> {
+        match text.trim() {
+            "0" => Ok(ZeroStage::None),
+            "1" => Ok(ZeroStage::OptimizerStates),
+            "2" => Ok(ZeroStage::Gradients),
+            "3" => Ok(ZeroStage::Weights),
+            _ => Err(Error::UnknownName {
+                kind: "ZeRO stage",
+                name: text.to_string(),
+                suggestion: None,
+                accepted:
+                    "0 (plain data parallel), 1 (optimizer states), 2 (+ gradients), 3 (+ weights)"
+                        .to_string(),
+            }),
+        }
+    }
+
+    /// The ZeRO stage of an FSDP sharding strategy, and whether it is hybrid.
+    pub fn from_fsdp(name: &str) -> Result<(ZeroStage, bool)> {
+        match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "no-shard" => Ok((ZeroStage::None, false)),
+            "shard-grad-op" => Ok((ZeroStage::Gradients, false)),
+            "full-shard" => Ok((ZeroStage::Weights, false)),
+            "hybrid-shard" => Ok((ZeroStage::Weights, true)),
+            _ => Err(Error::UnknownName {
+                kind: "FSDP sharding strategy",
+                name: name.to_string(),
+                suggestion: None,
+                accepted: "no-shard, shard-grad-op, full-shard, hybrid-shard".to_string(),
+            }),
+        }
+    }
+
+    /// Whether optimizer states and master weights are sharded.
+    pub fn shards_optimizer(self) -> bool {
+        self >= ZeroStage::OptimizerStates
+    }
+
+    /// Whether gradients are sharded.
+    pub fn shards_gradients(self) -> bool {
+        self >= ZeroStage::Gradients
+    }
+
+    /// Whether weights are sharded.
+    pub fn shards_weights(self) -> bool {
+        self >= ZeroStage::Weights
+    }
+}
+
+impl Offload {
+    /// Reads `none`, `optimizer` or `optimizer+params`.
+    pub fn parse(text: &str) -> Result<Offload> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "none" => Ok(Offload::None),
+            "optimizer" | "cpu" => Ok(Offload::Optimizer),
+            "optimizer+params" | "params" | "all" => Ok(Offload::OptimizerAndParams),
+            _ => Err(Error::UnknownName {
+                kind: "offload",
+                name: text.to_string(),
+                suggestion: None,
+                accepted: "none, optimizer, optimizer+params".to_string(),
+            }),
+        }
+    }
+}
+
+impl Framework {
+    /// Reads `deepspeed`, `megatron` or `fsdp2` (`fsdp`).
+    pub fn parse(text: &str) -> Result<Framework> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "deepspeed" | "zero" => Ok(Framework::DeepSpeed),
+            "megatron" | "megatron-lm" => Ok(Framework::Megatron),
+            "fsdp2" | "fsdp" => Ok(Framework::Fsdp2),
+            _ => Err(Error::UnknownName {
+                kind: "framework",
+                name: text.to_string(),
+                suggestion: None,
+                accepted: "deepspeed, megatron, fsdp2".to_string(),
+            }),
+        }
+    }
+
+    /// The recipe as this framework keeps it. Megatron accumulates
+    /// gradients in fp32 under half precision; FSDP2 keeps the sharded
+    /// parameters in their original dtype (the master copy's, under mixed
+    /// precision) with gradients of the same dtype and no separate master.
+    pub fn adjust(self, precision: Precision) -> Precision {
+        match self {
+            Framework::DeepSpeed => precision,
+            Framework::Megatron => Precision {
+                gradients: match precision.master_weights {
+                    Some(_) => DType::Fp32,
+                    None => precision.gradients,
+                },
+                ..precision
+            },
+            Framework::Fsdp2 => match precision.master_weights {
+                Some(master) => Precision {
+                    weights: master,
+                    gradients: master,
+                    master_weights: None,
+                    ..precision
+                },
+                None => precision,
+            },
+        }
+    }
+}
+
+impl Parallelism {
+    /// One accelerator, nothing split.
+    pub const SINGLE: Parallelism = Parallelism {
+        gpus: 1,
+        nodes: 1,
+        zero: ZeroStage::None,
+        hybrid: false,
+        offload: Offload::None,
+        tensor: 1,
+        pipeline: 1,
+        expert: 1,
+        framework: Framework::DeepSpeed,
+    };
+
+    /// Checks that the degrees multiply up and the options combine.
+    pub fn validated(self) -> Result<Parallelism> {
+        let invalid = |value: String, reason: &str| Error::InvalidValue {
+            what: "parallel layout",
+            value,
+            reason: reason.to_string(),
+        };
+        for (name, degree) in [
+            ("--gpus", self.gpus),
+            ("--nodes", self.nodes),
+            ("--tp", self.tensor),
+            ("--pp", self.pipeline),
+            ("--ep", self.expert),
+        ] {
+            if degree == 0 {
+                return Err(invalid(format!("{name} 0"), "must be at least 1"));
+            }
+        }
+        let model_parallel = self.tensor.saturating_mul(self.pipeline);
+        if !self.gpus.is_multiple_of(model_parallel) {
+            return Err(invalid(
+                format!(
+                    "--gpus {} with --tp {} --pp {}",
+                    self.gpus, self.tensor, self.pipeline
+                ),
+                "the GPU count must be a multiple of tp × pp (data parallelism takes the rest)",
+            ));
+        }
+        if !self.gpus.is_multiple_of(self.nodes) {
+            return Err(invalid(
+                format!("--gpus {} on --nodes {}", self.gpus, self.nodes),
+                "the GPU count must be a multiple of the node count",
+            ));
+        }
+        if !self.data().is_multiple_of(self.expert) {
+            return Err(invalid(
+                format!(
+                    "--ep {} with {} data-parallel ranks",
+                    self.expert,
+                    self.data()
+                ),
+                "experts are split across data-parallel ranks: the data-parallel degree must be a multiple of ep",
+            ));
+        }
+        if self.offload == Offload::OptimizerAndParams && self.zero != ZeroStage::Weights {
+            return Err(invalid(
+                "--offload optimizer+params".to_string(),
+                "offloading parameters needs --zero 3 (or --fsdp full-shard)",
+            ));
+        }
+        Ok(self)
+    }
+
+    /// Data-parallel degree: gpus / (tp × pp).
+    pub fn data(&self) -> u64 {
+        self.gpus / (self.tensor * self.pipeline).max(1)
+    }
+
+    /// Ranks a piece is sharded over: the data-parallel ranks (within one
+    /// node for hybrid sharding), divided by ep for expert weights, which are
+    /// already split across the expert-parallel ranks.
+    pub fn shard_degree(&self, experts: bool) -> u64 {
+        let data = if self.hybrid {
+            (self.gpus / self.nodes / (self.tensor * self.pipeline)).max(1)
+        } else {
+            self.data()
+        };
+        if experts {
+            (data / self.expert).max(1)
+        } else {
+            data
+        }
+    }
+
+    /// Whether anything is split or moved.
+    pub fn is_single(&self) -> bool {
+        self.gpus == 1 && self.zero == ZeroStage::None && self.offload == Offload::None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(gpus: u64, tp: u64, pp: u64, ep: u64) -> Result<Parallelism> {
+        Parallelism {
+            gpus,
+            tensor: tp,
+            pipeline: pp,
+            expert: ep,
+            ..Parallelism::SINGLE
+        }
+        .validated()
+    }
+
+    #[test]
+    fn degrees_must_multiply_up() {
+        assert_eq!(layout(64, 8, 2, 1).unwrap().data(), 4);
+        assert!(layout(12, 8, 1, 1).is_err());
+        assert!(layout(8, 1, 1, 3).is_err());
+        assert!(layout(0, 1, 1, 1).is_err());
+        assert_eq!(layout(16, 2, 1, 4).unwrap().shard_degree(true), 2);
+    }
+
+    #[test]
+    fn fsdp_names_map_to_stages() {
+        assert_eq!(
+            ZeroStage::from_fsdp("full_shard").unwrap(),
+            (ZeroStage::Weights, false)
+        );
+        assert_eq!(
+            ZeroStage::from_fsdp("hybrid-shard").unwrap(),
+            (ZeroStage::Weights, true)
+        );
+        assert!(ZeroStage::from_fsdp("half-shard").is_err());
+    }
+
+    #[test]
+    fn frameworks_adjust_the_recipe() {
+        let mixed = *Precision::find("mixed-bf16").unwrap();
+        let megatron = Framework::Megatron.adjust(mixed);
+        assert_eq!(megatron.gradients, DType::Fp32);
+        let fsdp = Framework::Fsdp2.adjust(mixed);
+        assert_eq!((fsdp.weights, fsdp.master_weights), (DType::Fp32, None));
+    }
+}

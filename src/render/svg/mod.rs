@@ -1,0 +1,29 @@
+//! Charts as SVG, written by hand: small, deterministic, no plotting crate.
+//!
+//! Like every renderer, these only draw figures the engine computed.
+
+mod axis;
+mod breakdown;
+mod canvas;
+mod scaling;
+
+pub use breakdown::breakdown;
+pub use scaling::scaling;
+
+use crate::units::Count;
+
+/// Axes, capacity lines and labels.
+const INK: &str = "#333333";
+/// Secondary text: subtitles, guides.
+const MUTED: &str = "#666666";
+/// Grid lines.
+const GRID: &str = "#e6e6e6";
+
+/// How a chart names a model: `7B parameters`, or `llama-2-7b (6.74B parameters)`.
+fn model_label(size: Count, label: &str) -> String {
+    if label == size.short() {
+        format!("{label} parameters")
+    } else {
+        format!("{label} ({} parameters)", size.short())
+    }
+}

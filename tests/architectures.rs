@@ -1,0 +1,195 @@
+//! Every config.json fixture measured with transformers
+//! (`tools/measure_params.py`, `tests/fixtures/params/*.json`) against
+//! `trainmem::architecture::tensors_from_config`: the total number of
+//! parameters, the number of tensors and, where the fixture lists them,
+//! every tensor's name and shape.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use trainmem::architecture::{supported, tensors_from_config};
+
+/// How many differences of each kind a failure message shows.
+const SHOWN_DIFFERENCES: usize = 5;
+
+fn fixture_paths() -> Vec<PathBuf> {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/params");
+    let mut paths: Vec<PathBuf> = fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", folder.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+fn read(path: &Path) -> Value {
+    let text =
+        fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// (name, shape) pairs of a fixture's `tensors` list.
+fn expected_tensors(fixture: &Value) -> Option<BTreeMap<String, Vec<u64>>> {
+    let listed = fixture.get("tensors")?.as_array()?;
+    Some(
+        listed
+            .iter()
+            .map(|tensor| {
+                let name = tensor["name"].as_str().expect("tensor name").to_string();
+                let shape = tensor["shape"]
+                    .as_array()
+                    .expect("tensor shape")
+                    .iter()
+                    .map(|d| d.as_u64().expect("dimension"))
+                    .collect();
+                (name, shape)
+            })
+            .collect(),
+    )
+}
+
+/// The first differences between two tensor sets, one per line.
+fn differences(
+    expected: &BTreeMap<String, Vec<u64>>,
+    actual: &BTreeMap<String, Vec<u64>>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let missing: Vec<_> = expected
+        .keys()
+        .filter(|name| !actual.contains_key(*name))
+        .collect();
+    let extra: Vec<_> = actual
+        .keys()
+        .filter(|name| !expected.contains_key(*name))
+        .collect();
+    let reshaped: Vec<_> = expected
+        .iter()
+        .filter_map(|(name, shape)| {
+            let ours = actual.get(name)?;
+            (ours != shape).then(|| format!("{name}: expected {shape:?}, got {ours:?}"))
+        })
+        .collect();
+    for (label, items, count) in [
+        (
+            "missing",
+            missing.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            missing.len(),
+        ),
+        (
+            "unexpected",
+            extra.iter().map(|n| n.to_string()).collect(),
+            extra.len(),
+        ),
+        ("wrong shape", reshaped.clone(), reshaped.len()),
+    ] {
+        if count > 0 {
+            let shown: Vec<_> = items.into_iter().take(SHOWN_DIFFERENCES).collect();
+            lines.push(format!("    {count} {label}: {}", shown.join("; ")));
+        }
+    }
+    lines
+}
+
+/// Compares one fixture; returns the number of tensors compared by name,
+/// or a description of what differs.
+fn check(fixture: &Value) -> Result<usize, String> {
+    let config = &fixture["config"];
+    let tensors = tensors_from_config(config).map_err(|e| format!("    error: {e}"))?;
+    let mut problems = Vec::new();
+
+    let total: u128 = tensors
+        .iter()
+        .map(|t| u128::from(t.shape.elements().0))
+        .sum();
+    let expected_total = u128::from(fixture["total"].as_u64().expect("total"));
+    if total != expected_total {
+        problems.push(format!(
+            "    total: expected {expected_total}, got {total} (off by {})",
+            total as i128 - expected_total as i128
+        ));
+    }
+    let expected_count = fixture["tensor_count"].as_u64().expect("tensor_count") as usize;
+    if tensors.len() != expected_count {
+        problems.push(format!(
+            "    tensor count: expected {expected_count}, got {}",
+            tensors.len()
+        ));
+    }
+    let actual: BTreeMap<String, Vec<u64>> = tensors
+        .iter()
+        .map(|t| (t.name.clone(), t.shape.dims().to_vec()))
+        .collect();
+    if actual.len() != tensors.len() {
+        problems.push(format!(
+            "    {} duplicate tensor names",
+            tensors.len() - actual.len()
+        ));
+    }
+    let mut compared = 0;
+    if let Some(expected) = expected_tensors(fixture) {
+        problems.extend(differences(&expected, &actual));
+        compared = expected.len();
+    }
+    if problems.is_empty() {
+        Ok(compared)
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+#[test]
+fn every_measured_fixture_matches_transformers_exactly() {
+    let paths = fixture_paths();
+    assert!(
+        paths.len() >= 354,
+        "expected the 354 measured fixtures, found {}",
+        paths.len()
+    );
+    let mut failures = Vec::new();
+    let mut model_types = BTreeSet::new();
+    let (mut listed_fixtures, mut tensors_compared, mut parameters) = (0, 0, 0u128);
+    for path in &paths {
+        let fixture = read(path);
+        let id = fixture["id"].as_str().unwrap_or("?").to_string();
+        model_types.insert(fixture["model_type"].as_str().unwrap_or("?").to_string());
+        match check(&fixture) {
+            Ok(compared) => {
+                tensors_compared += compared;
+                listed_fixtures += usize::from(fixture.get("tensors").is_some());
+                parameters += u128::from(fixture["total"].as_u64().unwrap_or(0));
+            }
+            Err(problem) => failures.push(format!("  {id}:\n{problem}")),
+        }
+    }
+    println!(
+        "compared {} fixtures of {} model_types: totals and tensor counts of all, \
+         {tensors_compared} tensors by name and shape in the {listed_fixtures} that list them, \
+         {parameters} parameters in all",
+        paths.len(),
+        model_types.len(),
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures differ from transformers:\n{}",
+        failures.len(),
+        paths.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_fixture_model_type_is_supported() {
+    let supported = supported();
+    let missing: BTreeSet<String> = fixture_paths()
+        .iter()
+        .map(|path| read(path)["model_type"].as_str().unwrap_or("?").to_string())
+        .filter(|model_type| !supported.contains(&model_type.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fixtures of unsupported model_types: {missing:?}"
+    );
+}

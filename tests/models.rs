@@ -1,0 +1,246 @@
+//! Models from what users have: presets, config.json files, model folders,
+//! safetensors files and sharded indexes, through the real binary.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let output = Command::cargo_bin("trainmem")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let (code, stdout, stderr) = run(args);
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn total(model: &str) -> u64 {
+    json_of(&["params", model, "--format", "json"])["parameters"]["total"]
+        .as_u64()
+        .unwrap()
+}
+
+/// A fresh folder under the system temp dir, unique per test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("trainmem-models-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A valid safetensors file of zeros holding `tensors` (name, dtype, shape).
+fn write_safetensors(path: &Path, tensors: &[(&str, &str, &[u64])]) {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0u64;
+    for (name, dtype, shape) in tensors {
+        let width = match *dtype {
+            "F32" => 4,
+            "BF16" | "F16" => 2,
+            _ => 1,
+        };
+        let bytes = shape.iter().product::<u64>() * width;
+        header.insert(
+            name.to_string(),
+            json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + bytes]}),
+        );
+        offset += bytes;
+    }
+    let mut text = serde_json::to_string(&Value::Object(header)).unwrap();
+    while !text.len().is_multiple_of(8) {
+        text.push(' ');
+    }
+    let mut file = (text.len() as u64).to_le_bytes().to_vec();
+    file.extend(text.as_bytes());
+    file.resize(file.len() + offset as usize, 0);
+    std::fs::write(path, file).unwrap();
+}
+
+/// Issue 3's named presets and their exact counts.
+#[test]
+fn presets_have_exact_counts() {
+    assert_eq!(total("gpt2"), 124_439_808);
+    assert_eq!(total("llama-2-7b"), 6_738_415_616);
+    assert_eq!(total("mixtral-8x7b"), 46_702_792_704);
+}
+
+#[test]
+fn params_table_groups_by_role() {
+    let (code, stdout, _) = run(&["params", "llama-2-7b"]);
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("params_llama_2_7b", stdout);
+    let (_, stdout, _) = run(&["params", "mixtral-8x7b", "--format", "markdown"]);
+    insta::assert_snapshot!("params_mixtral_markdown", stdout);
+}
+
+#[test]
+fn params_json_lists_tensors_on_request() {
+    let without = json_of(&["params", "gpt2", "--format", "json"]);
+    assert!(without.get("tensors").is_none());
+    let with = json_of(&["params", "gpt2", "--format", "json", "--tensors"]);
+    let tensors = with["tensors"].as_array().unwrap();
+    let sum: u64 = tensors
+        .iter()
+        .map(|t| t["parameters"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, 124_439_808);
+    assert_eq!(with["model_type"], "gpt2");
+}
+
+#[test]
+fn models_lists_every_preset() {
+    let (code, stdout, _) = run(&["models"]);
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("models", stdout);
+}
+
+#[test]
+fn a_config_file_and_a_folder_count_the_same() {
+    let dir = scratch("config");
+    let config = include_str!("../presets/llama-2-7b.json");
+    std::fs::write(dir.join("config.json"), config).unwrap();
+    assert_eq!(
+        total(dir.join("config.json").to_str().unwrap()),
+        6_738_415_616
+    );
+    assert_eq!(total(dir.to_str().unwrap()), 6_738_415_616);
+}
+
+#[test]
+fn a_safetensors_file_is_counted_from_its_header() {
+    let dir = scratch("single");
+    let file = dir.join("model.safetensors");
+    write_safetensors(
+        &file,
+        &[
+            ("model.embed_tokens.weight", "BF16", &[100, 16]),
+            ("model.layers.0.self_attn.q_proj.weight", "BF16", &[16, 16]),
+            ("model.layers.0.mlp.up_proj.weight", "BF16", &[32, 16]),
+            ("model.norm.weight", "F32", &[16]),
+        ],
+    );
+    let report = json_of(&["params", file.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(report["parameters"]["total"], 1600 + 256 + 512 + 16);
+    assert_eq!(
+        report["checkpoint"]["data_bytes"],
+        (1600 + 256 + 512) * 2 + 16 * 4
+    );
+    let roles: Vec<&str> = report["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["embedding", "attention", "mlp", "norm"]);
+    // Training memory follows --precision, not the stored dtype.
+    let e = json_of(&[
+        "estimate",
+        "--model",
+        file.to_str().unwrap(),
+        "--precision",
+        "fp32",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(e["memory"]["weights"], (1600 + 256 + 512 + 16) * 4);
+}
+
+#[test]
+fn a_folder_with_config_and_shards_reports_both() {
+    let dir = scratch("folder");
+    let config = json!({
+        "model_type": "llama", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "vocab_size": 100, "tie_word_embeddings": true
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    write_safetensors(
+        &dir.join("model-00001-of-00002.safetensors"),
+        &[("model.embed_tokens.weight", "BF16", &[100, 16])],
+    );
+    write_safetensors(
+        &dir.join("model-00002-of-00002.safetensors"),
+        &[("model.norm.weight", "BF16", &[16])],
+    );
+    let index = json!({"metadata": {}, "weight_map": {
+        "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+        "model.norm.weight": "model-00002-of-00002.safetensors"
+    }});
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let report = json_of(&["params", dir.to_str().unwrap(), "--format", "json"]);
+    // The architecture: embedding 1600, per layer q,k,v,o 4*256 + gate,up,down 3*512 + 2 norms 32, final norm 16.
+    assert_eq!(report["parameters"]["total"], 1600 + 1024 + 1536 + 32 + 16);
+    assert_eq!(report["checkpoint"]["files"], 2);
+    assert_eq!(report["checkpoint"]["parameters"], 1616);
+    let index_only = json_of(&[
+        "params",
+        dir.join("model.safetensors.index.json").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(index_only["parameters"]["total"], 1616);
+}
+
+#[test]
+fn bad_models_get_one_line_errors() {
+    let dir = scratch("bad");
+    std::fs::write(dir.join("broken.json"), "{not json").unwrap();
+    std::fs::write(dir.join("array.json"), "[1, 2]").unwrap();
+    std::fs::write(
+        dir.join("unknown.json"),
+        r#"{"model_type": "transformer-xl"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("negative.json"),
+        r#"{"model_type": "llama", "hidden_size": -5}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "hello").unwrap();
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    let cases = [
+        ("unknown_preset", "llama2-7b".to_string()),
+        (
+            "missing_file",
+            dir.join("nope/config.json").display().to_string(),
+        ),
+        (
+            "invalid_json",
+            dir.join("broken.json").display().to_string(),
+        ),
+        (
+            "not_an_object",
+            dir.join("array.json").display().to_string(),
+        ),
+        (
+            "unknown_model_type",
+            dir.join("unknown.json").display().to_string(),
+        ),
+        (
+            "negative_size",
+            dir.join("negative.json").display().to_string(),
+        ),
+        (
+            "not_a_model_file",
+            dir.join("notes.txt").display().to_string(),
+        ),
+        ("empty_folder", dir.join("empty").display().to_string()),
+    ];
+    for (name, model) in cases {
+        let (code, stdout, stderr) = run(&["params", &model]);
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert!(stdout.is_empty(), "{name}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        let stderr = stderr.replace(&dir.display().to_string(), "[dir]");
+        insta::assert_snapshot!(format!("model_error_{name}"), stderr);
+    }
+}

@@ -1,0 +1,314 @@
+//! Sharding, offload and model parallelism, through the real binary.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn estimate(args: &[&str]) -> Value {
+    let mut all = vec!["estimate", "--format", "json"];
+    all.extend_from_slice(args);
+    let output = Command::cargo_bin("trainmem")
+        .unwrap()
+        .args(&all)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{all:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn int(value: &Value) -> u64 {
+    value
+        .as_u64()
+        .unwrap_or_else(|| panic!("{value} is not an integer"))
+}
+
+/// ZeRO (arXiv 1910.02054) Table 1: per-device model-state memory in GB for
+/// mixed-precision Adam (K = 12) with P_os, P_os+g, P_os+g+p over N_d ranks.
+/// The paper prints 3 significant figures (and truncates four-digit figures),
+/// so each exact figure must be within one unit of its last printed digit.
+#[test]
+fn zero_paper_table_one() {
+    let ranks = ["1", "4", "16", "64", "256", "1024"];
+    let table: [(&str, [[f64; 6]; 3]); 3] = [
+        (
+            "7.5B",
+            [
+                [120.0, 52.5, 35.6, 31.4, 30.4, 30.1],
+                [120.0, 41.3, 21.6, 16.6, 15.4, 15.1],
+                [120.0, 30.0, 7.5, 1.88, 0.47, 0.12],
+            ],
+        ),
+        (
+            "128B",
+            [
+                [2048.0, 896.0, 608.0, 536.0, 518.0, 513.0],
+                [2048.0, 704.0, 368.0, 284.0, 263.0, 257.0],
+                [2048.0, 512.0, 128.0, 32.0, 8.0, 2.0],
+            ],
+        ),
+        (
+            "1T",
+            [
+                [16000.0, 7000.0, 4750.0, 4187.0, 4046.0, 4011.0],
+                [16000.0, 5500.0, 2875.0, 2218.0, 2054.0, 2013.0],
+                [16000.0, 4000.0, 1000.0, 250.0, 62.5, 15.6],
+            ],
+        ),
+    ];
+    let mut compared = 0;
+    for (params, stages) in table {
+        for (stage, row) in stages.iter().enumerate() {
+            for (gpus, paper) in ranks.iter().zip(row) {
+                let zero = (stage + 1).to_string();
+                let e = estimate(&[
+                    "--params",
+                    params,
+                    "--optimizer",
+                    "adam",
+                    "--precision",
+                    "mixed-fp16",
+                    "--gpus",
+                    gpus,
+                    "--zero",
+                    &zero,
+                ]);
+                let gb = int(&e["memory"]["total"]) as f64 / 1e9;
+                let printed = format!("{paper}");
+                let decimals = printed.split('.').nth(1).map_or(0, str::len) as i32;
+                let unit = 10f64
+                    .powi(-decimals)
+                    .max(if decimals == 0 { 1.0 } else { 0.0 });
+                assert!(
+                    (gb - paper).abs() < unit,
+                    "{params} on {gpus} GPUs, stage {zero}: trainmem {gb} GB, paper {paper} GB"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 54);
+}
+
+/// Issue 5: 31.4 GB per accelerator for 7.5B on 64 GPUs with ZeRO-1; stage 2
+/// gives 16.6 GB and stage 3 1.88 GB (ZeRO paper, Fig. 1).
+#[test]
+fn zero_paper_figure_one_exactly() {
+    let at = |zero: &str| {
+        let e = estimate(&[
+            "--params",
+            "7.5B",
+            "--optimizer",
+            "adam",
+            "--precision",
+            "mixed-fp16",
+            "--gpus",
+            "64",
+            "--zero",
+            zero,
+        ]);
+        int(&e["memory"]["total"])
+    };
+    assert_eq!(at("0"), 120_000_000_000);
+    assert_eq!(at("1"), 31_406_250_000);
+    assert_eq!(at("2"), 16_640_625_000);
+    assert_eq!(at("3"), 1_875_000_000);
+}
+
+#[test]
+fn optimizer_offload_moves_states_to_the_host() {
+    let e = estimate(&[
+        "--params",
+        "7B",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "8",
+        "--zero",
+        "2",
+        "--offload",
+        "optimizer",
+    ]);
+    assert_eq!(int(&e["memory"]["optimizer_states"]), 0);
+    assert_eq!(int(&e["memory"]["master_weights"]), 0);
+    // 8 ranks per node, each with an eighth of fp32 master (4P) and Adam states (8P).
+    assert_eq!(int(&e["host"]["master_weights"]), 28_000_000_000);
+    assert!(int(&e["host"]["optimizer_states"]) >= 56_000_000_000);
+    assert_eq!(int(&e["memory"]["weights"]), 14_000_000_000);
+    let params = estimate(&[
+        "--params",
+        "7B",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "8",
+        "--zero",
+        "3",
+        "--offload",
+        "optimizer+params",
+    ]);
+    assert_eq!(int(&params["memory"]["total"]), 0);
+}
+
+/// Megatron: bf16 with fp32 gradient buffers is 18 bytes/param, 6 + 12/d
+/// with the distributed optimizer (`dist_optimizer.md`).
+#[test]
+fn megatron_bytes_per_parameter() {
+    let plain = estimate(&[
+        "--params",
+        "1B",
+        "--precision",
+        "mixed-bf16",
+        "--framework",
+        "megatron",
+    ]);
+    assert_eq!(int(&plain["memory"]["total"]), 18_000_000_000);
+    let distributed = estimate(&[
+        "--params",
+        "1B",
+        "--precision",
+        "mixed-bf16",
+        "--framework",
+        "megatron",
+        "--gpus",
+        "8",
+        "--zero",
+        "1",
+    ]);
+    assert_eq!(
+        int(&distributed["memory"]["total"]),
+        6_000_000_000 + 12_000_000_000 / 8
+    );
+    let explicit = estimate(&[
+        "--params",
+        "1B",
+        "--precision",
+        "mixed-bf16",
+        "--grad-dtype",
+        "fp32",
+    ]);
+    assert_eq!(int(&explicit["memory"]["total"]), 18_000_000_000);
+}
+
+/// FSDP2 keeps sharded fp32 parameters (no separate master) and pads dim 0.
+#[test]
+fn fsdp2_full_shard() {
+    let e = estimate(&[
+        "--params",
+        "1B",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "8",
+        "--fsdp",
+        "full-shard",
+    ]);
+    assert_eq!(int(&e["memory"]["master_weights"]), 0);
+    assert_eq!(int(&e["memory"]["total"]), 16_000_000_000 / 8);
+    let odd = estimate(&[
+        "--params",
+        "1000000001",
+        "--precision",
+        "fp32",
+        "--gpus",
+        "8",
+        "--fsdp",
+        "full-shard",
+    ]);
+    // ceil(1,000,000,001 / 8) = 125,000,001 elements of weights, gradients and two Adam states.
+    assert_eq!(int(&odd["memory"]["total"]), 125_000_001 * 16);
+}
+
+#[test]
+fn stages_never_increase_memory() {
+    for model in [["--params", "13B"], ["--model", "llama-2-7b"]] {
+        let mut previous = u64::MAX;
+        for zero in ["0", "1", "2", "3"] {
+            let mut args = model.to_vec();
+            args.extend(["--precision", "mixed-bf16", "--gpus", "16", "--zero", zero]);
+            let total = int(&estimate(&args)["memory"]["total"]);
+            assert!(
+                total <= previous,
+                "{model:?} stage {zero}: {total} > {previous}"
+            );
+            previous = total;
+        }
+    }
+}
+
+#[test]
+fn tensor_and_pipeline_parallel_split_a_real_model() {
+    let whole = estimate(&["--model", "llama-2-7b", "--precision", "mixed-bf16"]);
+    let tp = estimate(&[
+        "--model",
+        "llama-2-7b",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "2",
+        "--tp",
+        "2",
+    ]);
+    let pp = estimate(&[
+        "--model",
+        "llama-2-7b",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "4",
+        "--pp",
+        "4",
+    ]);
+    let total = int(&whole["parameters"]["total"]);
+    // Norms replicate under tensor parallelism: just over half.
+    let tp_local = int(&tp["parallelism"]["local_parameters"]);
+    assert!(
+        tp_local > total / 2 && tp_local < total / 2 + 1_000_000,
+        "{tp_local}"
+    );
+    // 32 layers over 4 stages; the first also holds the embedding, the last
+    // the final norm and the (untied) head: the last is the most loaded.
+    let pp_local = int(&pp["parallelism"]["local_parameters"]);
+    assert_eq!(int(&pp["parallelism"]["pipeline_stage"]), 3);
+    let layer = (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) as u64;
+    assert_eq!(pp_local, 8 * layer + 32000 * 4096 + 4096);
+}
+
+#[test]
+fn bad_layouts_are_refused() {
+    for args in [
+        ["--gpus", "12", "--tp", "8"],
+        ["--gpus", "8", "--ep", "3"],
+        ["--gpus", "0", "--tp", "1"],
+        ["--zero", "4", "--gpus", "2"],
+        ["--offload", "disk", "--gpus", "2"],
+    ] {
+        let mut all = vec!["estimate", "--params", "7B"];
+        all.extend_from_slice(&args);
+        let output = Command::cargo_bin("trainmem")
+            .unwrap()
+            .args(&all)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr).lines().count(), 1);
+    }
+    let output = Command::cargo_bin("trainmem")
+        .unwrap()
+        .args([
+            "estimate",
+            "--params",
+            "7B",
+            "--offload",
+            "optimizer+params",
+            "--zero",
+            "2",
+            "--gpus",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}

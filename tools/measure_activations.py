@@ -1,0 +1,790 @@
+#!/usr/bin/env python3
+"""Measure the activation memory that autograd keeps for backward; write test fixtures.
+
+This is the reference ("ground truth") side of trainmem's activation-memory
+model. For every configuration listed in ``specs()`` below it builds a small
+HuggingFace causal LM with random weights (no hub access: the config is a
+local dict), runs ONE training-mode forward pass with ``labels=input_ids`` and
+records exactly which tensors autograd saved for the backward pass.
+
+Run from the repository root (about 6 minutes on 2 CPU cores, ~330 fixtures)::
+
+    /work/venv/bin/python tools/measure_activations.py            # all fixtures
+    /work/venv/bin/python tools/measure_activations.py --only llama__base
+    /work/venv/bin/python tools/measure_activations.py --list     # ids only
+
+Without ``--only`` it deletes ``tests/fixtures/activations/*.json`` and
+rewrites them all; with ``--only SUBSTRING`` it (re)writes just the ids that
+contain SUBSTRING and leaves the others alone.
+
+Method
+------
+1. ``AutoConfig.for_model(model_type, **config)`` (keys left out take the
+   class defaults of the installed transformers version), then
+   ``AutoModelForCausalLM.from_config(cfg, attn_implementation=...)``, then
+   ``.to(dtype)`` (fp32 or bf16: plain low-precision training, no autocast and
+   no fp32 master weights) and ``.train()``. Every parameter requires grad
+   (full training) unless the spec freezes some.
+2. Input: random token ids ``[B, S]`` (``torch.manual_seed(seed)``), passed as
+   both ``input_ids`` and ``labels``; no ``attention_mask`` (so sdpa runs with
+   ``is_causal`` and no mask tensor, and GQA uses ``enable_gqa``), and
+   ``use_cache=False`` as ``transformers.Trainer`` does (``TrainingArguments.
+   use_cache`` defaults to False; the ``use_cache`` variants pass True, the
+   config default, and report the KV-cache storages autograd did not save as
+   ``cache_bytes``).
+3. The forward runs inside ``torch.autograd.graph.saved_tensors_hooks(pack,
+   unpack)``. ``pack`` sees every tensor an autograd node saves (including
+   ``ctx.save_for_backward`` of custom Functions); it records the tensor's
+   untyped storage (``data_ptr``, ``nbytes``), dtype, shape and the innermost
+   module running at that moment (a module-path stack kept by forward pre/post
+   hooks on every submodule). Storages that belong to parameters are excluded
+   (their pointers are collected first). ``saved_bytes`` is the sum of
+   ``untyped_storage().nbytes()`` over the UNIQUE remaining storages: views,
+   transposes and tensors saved by several nodes count once. A storage
+   counts at its full size even when only a view of it was saved (e.g. the
+   value slice of a fused qkv projection keeps the whole qkv output alive).
+   Storages whose saving node was freed before the forward returned (a branch
+   of the graph that does not lead to the loss, e.g. DeepSeek's group-limited
+   routing) are dropped (weak references; ``freed_saved_bytes``).
+4. After the forward the autograd graph is walked from ``loss.grad_fn``; every
+   ``_saved_*`` attribute of every node is read back, which names the op and
+   the argument that saved each storage (``MmBackward0.self``,
+   ``SoftmaxBackward0.result``, ...), listed in ``ops``. (Inside layers
+   checkpointed with ``use_reentrant=False`` this read-back triggers the
+   recomputation; it happens after ``live_bytes`` is taken and the recomputed
+   tensors are new storages that are ignored.)
+5. ``logits_bytes`` is the storage of the returned ``outputs.logits``;
+   ``total_bytes = saved_bytes + logits_bytes`` unless the logits storage is
+   already among the saved ones (``logits_already_saved``).
+6. Cross-check (``live_bytes``): a ``TorchDispatchMode`` keeps a weak
+   reference to the storage of every tensor produced by an op during the
+   forward; ``live_bytes`` is the sum over those still alive after the forward
+   (minus parameters), i.e. what the graph plus the returned outputs really
+   hold. It includes things no pack hook sees: the 4-byte loss, and with
+   gradient checkpointing the tensors the checkpoint keeps through Python
+   references (e.g. the ``position_embeddings`` cos/sin passed as kwargs).
+   ``live_bytes - total_bytes`` is recorded as ``live_minus_total`` and the
+   live storages that autograd did not save are listed in ``live_not_saved``
+   (shape, dtype, creating op and module).
+
+Grouping: each storage is attributed to the module path that first saved it,
+with ``layers.<i>`` written ``layers.*`` (``groups``: class, bytes, count);
+a storage saved from two or more different decoder layers (rotary cos/sin) is
+put in a ``shared: ...`` group instead, so that ``layers`` (per-layer totals)
+is uniform. Saves made by the top-level module itself are ``loss`` (log-softmax,
+targets, total_weight) or ``logits`` (e.g. final-logit softcapping).
+
+Variants: fp32/bf16; ``eager`` / ``sdpa`` (default backend selection on CPU,
+which is the flash CPU kernel ``_scaled_dot_product_flash_attention_for_cpu``
+when there is no dropout) / ``sdpa-flash`` and ``sdpa-math`` (forced with
+``torch.nn.attention.sdpa_kernel``); GQA/MQA; explicit ``head_dim``;
+tied/untied embeddings; dropout > 0; non-reentrant gradient checkpointing;
+frozen parameters; MoE experts implementation and router seeds.
+
+Caveats
+-------
+* This is CPU autograd, not verified on a GPU. ``sdpa`` on a GPU picks the
+  CUDA flash / memory-efficient / cuDNN kernels, whose auxiliary saved tensors
+  (logsumexp layout and padding, RNG state) and output layout may differ from
+  the CPU flash kernel measured here. The EFFICIENT backend does not exist on
+  CPU; the CPU flash kernel refuses dropout > 0 (sdpa with attention dropout
+  falls back to the math path, which upcasts bf16 to fp32 on CPU) and
+  q/k head dims that differ from the v head dim (DeepSeek MLA: math path).
+* CPU ``native_layer_norm`` returns mean/rstd in the input dtype (bf16: 2
+  bytes per row each); CUDA keeps them in fp32.
+* View versus copy decides what is kept, and it depends on strides: with
+  B = 1 some reshapes need no copy, so a saved view keeps a larger parent
+  storage alive (the shifted labels ``labels[..., 1:]`` keep the padded
+  [1, S + 1] labels; eager attention keeps the fused qkv output of phi3 /
+  gpt_neox, or DeepSeek's kv_b output, instead of a copy of v).
+* Dropout on CPU (``F.dropout``) multiplies by a mask in the activation dtype
+  (``MulBackward0.other``: 4 or 2 bytes per element); on CUDA ``F.dropout``
+  uses ``native_dropout``, which saves a 1-byte bool mask. The
+  ``dropout_native`` variants (eager attention only) patch ``F.dropout`` to
+  ``torch.native_dropout`` to show the GPU-style cost.
+* MoE routing is data dependent. transformers 5 defaults to the
+  ``grouped_mm`` experts implementation, whose saved tensors are
+  [T * top_k, ...] regardless of the routing; the ``experts_eager`` variants
+  loop over experts (per-expert slices: the sum is still T * top_k rows, but
+  experts that receive no token save nothing). ``tokens_per_expert`` records
+  the routing per MoE layer; two seeds show the variation (the totals do not
+  change with the routing in either implementation).
+* The CUDA caching allocator rounds every block up to 512 bytes; these
+  numbers are exact storage sizes, not allocator blocks.
+* Only the forward is measured: gradients, optimizer state and the transient
+  peak of the backward pass are not included.
+
+Fixture id: ``<model_type>__<variant>__<fp32|bf16>__<attn>__b<B>s<S>[__seed<n>]``.
+Fixture format (2-space JSON, keys sorted, one list entry per line)::
+
+    {"id": "llama__base__bf16__sdpa__b2s64", "model_type": "llama",
+     "variant": "base", "description": "...",
+     "config": {...raw dict...},
+     "dims": {"hidden_size": 64, "intermediate_size": 176, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "head_dim": 16, "vocab_size": 1000,
+              "num_hidden_layers": 2, "tie_word_embeddings": false, ...},
+     "dtype": "bf16", "attn_implementation": "eager|sdpa|sdpa-flash|sdpa-math",
+     "sdpa_backend": "flash_cpu|math|null", "batch": 2, "seq_len": 64,
+     "gradient_checkpointing": false, "dropout": {"attention_dropout": 0.1, ...},
+     "frozen": null | "all_but_embeddings", "experts_implementation": null | "...",
+     "use_cache": false, "seed": 0,
+     "saved_bytes": ..., "saved_count": ..., "freed_saved_bytes": ...,
+     "logits_bytes": ..., "logits_already_saved": false,
+     "loss_bytes": {"log_softmax": ..., "target": ..., "total_weight": 4},
+     "total_bytes": ..., "live_bytes": ..., "live_minus_total": ...,
+     "cache_bytes": ..., "live_not_saved": [...],
+     "groups": [{"group": "model.layers.*.mlp", "class": "LlamaMLP", "bytes": ..., "count": ...}],
+     "layers": [{"layer": 0, "bytes": ...}, ...],
+     "tokens_per_expert": null | [{"module": ..., "tokens_per_expert": [...]}],
+     "saved": [{"bytes": ..., "dtype": ..., "shape": [...], "module": ...,
+                "module_class": ..., "ops": [...], "group": ..., "layer": 0}, ...],
+     "saved_truncated": false, "notes": [...],
+     "torch_version": ..., "transformers_version": ...}
+
+``saved`` lists the unique storages in the order they were first saved;
+``shape`` is that of the first tensor saved on the storage (a view may be
+smaller than the storage: ``bytes`` is the storage). ``tests/fixtures/
+activations/check_formulas.py`` reproduces every fixture's ``total_bytes``,
+per-layer bytes and ``live_bytes`` from closed-form formulas.
+
+Needs: torch, transformers (CPU only, no network access).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import os
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES_DIR = REPO / "tests" / "fixtures" / "activations"
+MAX_SAVED_ENTRIES = 400
+
+# ---------------------------------------------------------------------------
+# Base configurations (small, dimensions chosen so that the terms of a formula
+# are distinguishable: h = 64, a = 4, d = 16, f = 176, V = 1000, S != d)
+# ---------------------------------------------------------------------------
+LLAMA_LIKE = {"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+              "max_position_embeddings": 256}
+
+BASES: dict[str, dict] = {
+    "llama": dict(LLAMA_LIKE),
+    "mistral": dict(LLAMA_LIKE),
+    "qwen2": dict(LLAMA_LIKE),
+    "qwen3": {**LLAMA_LIKE, "head_dim": 16},            # class default head_dim is 128
+    "gemma": {**LLAMA_LIKE, "head_dim": 16},            # class default head_dim is 256
+    "gemma2": {**LLAMA_LIKE, "head_dim": 16},
+    "gemma3_text": {**LLAMA_LIKE, "head_dim": 16},
+    "phi3": {**LLAMA_LIKE, "pad_token_id": 0},          # default pad id 32000 > vocab
+    "olmo2": dict(LLAMA_LIKE),
+    "starcoder2": dict(LLAMA_LIKE),
+    "gpt2": {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 256, "vocab_size": 1000,
+             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+    "gpt_neox": {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256},
+    "mixtral": {**LLAMA_LIKE, "intermediate_size": 48, "num_local_experts": 4,
+                "num_experts_per_tok": 2},
+    "qwen3_moe": {**LLAMA_LIKE, "head_dim": 16, "moe_intermediate_size": 48, "num_experts": 4,
+                  "num_experts_per_tok": 2},
+    "qwen2_moe": {**LLAMA_LIKE, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 96,
+                  "num_experts": 4, "num_experts_per_tok": 2},
+    "deepseek_v3": {"hidden_size": 64, "intermediate_size": 176, "moe_intermediate_size": 48,
+                    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 4,
+                    "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                    "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1,
+                    "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
+                    "qk_nope_head_dim": 16, "v_head_dim": 16, "vocab_size": 1000,
+                    "max_position_embeddings": 256},
+}
+
+# Dropout keys set to 0.1 by the "dropout" variant (those the config class knows).
+DROPOUT_KEYS = {
+    "gpt2": {"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1},
+    "gpt_neox": {"attention_dropout": 0.1, "hidden_dropout": 0.1},
+    "phi3": {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1},
+    "starcoder2": {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1},
+}
+DEFAULT_DROPOUT = {"attention_dropout": 0.1}
+
+MOE_TYPES = {"mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3"}
+
+
+def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False, frozen=None,
+         seed=0, experts=None, native_dropout=False, use_cache=False, description=""):
+    sid = f"{mt}__{variant}__{dtype}__{attn}__b{B}s{S}"
+    if seed:
+        sid += f"__seed{seed}"
+    return dict(id=sid, model_type=mt, variant=variant, config=config, dtype=dtype, attn=attn,
+                B=B, S=S, gc=gc, frozen=frozen, seed=seed, experts=experts,
+                native_dropout=native_dropout, use_cache=use_cache, description=description)
+
+
+def specs() -> list[dict]:
+    out: list[dict] = []
+    for mt, base in BASES.items():
+        # Gemma2 refuses sdpa in transformers 5 (attention logit softcapping): eager only.
+        attns = ("eager",) if mt == "gemma2" else ("eager", "sdpa")
+        dflt = attns[-1]
+
+        def add(*a, _mt=mt, _d=dflt, **k):
+            k.setdefault("attn", _d)
+            out.append(spec(_mt, *a, **k))
+
+        full = mt in ("llama", "gpt2")
+        # -- base: both dtypes and attention implementations ------------------
+        for dtype in ("fp32", "bf16"):
+            for attn in attns:
+                add("base", base, dtype=dtype, attn=attn, description="base config")
+        # The CPU flash kernel needs equal q/k and v head dims: DeepSeek MLA (q/k 24, v 16)
+        # cannot use it (default sdpa falls back to math).
+        forced = () if mt == "gemma2" else ("sdpa-math",) if mt == "deepseek_v3" else ("sdpa-flash", "sdpa-math")
+        for attn in forced:
+            add("base", base, attn=attn, description=f"base config, sdpa backend forced ({attn})")
+        if mt == "gemma2":
+            add("no_softcap", {**base, "attn_logit_softcapping": None, "final_logit_softcapping": None},
+                description="attn_logit_softcapping and final_logit_softcapping null")
+            add("no_softcap", {**base, "attn_logit_softcapping": None, "final_logit_softcapping": None},
+                dtype="fp32", description="attn_logit_softcapping and final_logit_softcapping null")
+        # -- B and S scaling ---------------------------------------------------
+        for B, S in ((1, 16), (3, 128)):
+            for attn in attns:
+                add("base", base, attn=attn, B=B, S=S, description="base config, other B and S")
+                if full:
+                    add("base", base, dtype="fp32", attn=attn, B=B, S=S,
+                        description="base config, other B and S")
+        if mt == "deepseek_v3":
+            # MLA: no GQA/head_dim knobs; vary the MLA ranks instead.
+            for attn in attns:
+                add("q_lora_null", {**base, "q_lora_rank": None}, attn=attn,
+                    description="q_lora_rank null: plain q_proj")
+                add("odd_dims", {**base, "qk_rope_head_dim": 6, "qk_nope_head_dim": 10,
+                                 "v_head_dim": 12, "kv_lora_rank": 20, "q_lora_rank": 24},
+                    attn=attn, description="other MLA dims: rope 6, nope 10, v 12, kv_lora 20, q_lora 24")
+        elif mt not in ("gpt2",):
+            hk = "num_attention_heads"
+            kvk = "num_key_value_heads"
+            if mt != "gpt_neox":
+                for kv in (2, 1):
+                    for attn in attns:
+                        add(f"kv{kv}", {**base, hk: 8, kvk: kv, "head_dim": 8}
+                            if mt in ("qwen3", "gemma", "gemma2", "gemma3_text", "qwen3_moe")
+                            else {**base, hk: 8, kvk: kv}, attn=attn,
+                            description=f"GQA: 8 query heads (d = 8), {kv} kv heads")
+                for attn in attns:
+                    add("head_dim24", {**base, "head_dim": 24}, attn=attn,
+                        description="explicit head_dim 24 (a * d = 96 != h = 64)")
+                odd = {**base, "hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2,
+                       "head_dim": 20, "intermediate_size": 250, "vocab_size": 1003}
+                if "moe_intermediate_size" in base:
+                    odd["moe_intermediate_size"] = 40
+                if mt == "mixtral":   # grouped_mm needs 16-byte strides: 250 bf16 is not
+                    odd["intermediate_size"] = 200
+                for attn in attns:
+                    add("odd", odd, attn=attn, B=3, S=16,
+                        description="odd sizes: h 72, 6 heads / 2 kv heads, head_dim 20, f 250, V 1003")
+        # -- tied / untied -----------------------------------------------------
+        tie_default = mt in ("gpt2", "gemma", "gemma2", "gemma3_text", "qwen2")
+        add("untied" if tie_default else "tied", {**base, "tie_word_embeddings": not tie_default},
+            description="tie_word_embeddings flipped from the class default")
+        # -- dropout -----------------------------------------------------------
+        if mt not in MOE_TYPES:
+            dk = DROPOUT_KEYS.get(mt, DEFAULT_DROPOUT)
+            for attn in attns:
+                add("dropout", {**base, **dk}, attn=attn,
+                    description=f"dropout 0.1 on {sorted(dk)} (CPU F.dropout: mask in activation dtype)")
+            if mt in ("llama", "gpt2"):
+                # eager only: sdpa with dropout runs the CPU math kernel, which draws its own
+                # fp32 mask (not F.dropout), so patching F.dropout changes nothing there.
+                for attn in ("eager",):
+                    add("dropout_native", {**base, **dk}, attn=attn, native_dropout=True,
+                        description="as dropout, F.dropout patched to torch.native_dropout "
+                                    "(GPU-style 1-byte bool mask)")
+        # -- larger vocab / deeper (linearity checks) ---------------------------
+        if full or mt in ("gemma2", "gpt_neox", "mixtral", "qwen3_moe"):
+            vk = "vocab_size"
+            lk = "n_layer" if mt == "gpt2" else "num_hidden_layers"
+            add("vocab4000", {**base, vk: 4000}, description="vocab 4000")
+            add("layers4", {**base, lk: 4}, description="4 layers")
+            if full:
+                add("vocab4000", {**base, vk: 4000}, dtype="fp32", description="vocab 4000")
+                add("layers4", {**base, lk: 4}, attn="eager", description="4 layers")
+        # -- gradient checkpointing --------------------------------------------
+        if full:
+            for dtype in ("fp32", "bf16"):
+                for attn in attns:
+                    add("gc", base, dtype=dtype, attn=attn, gc=True,
+                        description="gradient_checkpointing_enable(use_reentrant=False)")
+            add("gc_layers4", {**base, ("n_layer" if mt == "gpt2" else "num_hidden_layers"): 4},
+                gc=True, description="gradient checkpointing, 4 layers")
+        # -- use_cache=True (the config default; Trainer passes use_cache=False) --
+        if full:
+            add("use_cache", base, use_cache=True,
+                description="use_cache=True: the forward also returns a KV cache")
+            if mt == "llama":
+                add("use_cache", base, attn="sdpa-math", use_cache=True,
+                    description="use_cache=True with the math sdpa backend (bf16 upcast to fp32 on CPU)")
+                add("kv2_use_cache", {**base, "num_attention_heads": 8, "num_key_value_heads": 2},
+                    attn="eager", use_cache=True,
+                    description="use_cache=True with GQA 8/2 and eager attention (repeat_kv copies)")
+        # -- frozen --------------------------------------------------------------
+        if mt == "llama":
+            for dtype in ("fp32", "bf16"):
+                for attn in attns:
+                    add("frozen_but_embed", base, dtype=dtype, attn=attn, frozen="all_but_embeddings",
+                        description="every parameter frozen except model.embed_tokens.weight")
+        # -- MoE: seeds and experts implementation -------------------------------
+        if mt in MOE_TYPES:
+            add("base", base, seed=1, description="base config, second seed (other routing)")
+            for seed in (0, 1):
+                add("experts_eager", base, seed=seed, experts="eager",
+                    description="experts_implementation eager (loop over experts)")
+            add("experts_eager", base, attn="eager", experts="eager",
+                description="experts_implementation eager (loop over experts)")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Measurement
+# ---------------------------------------------------------------------------
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+LOSS_OPS = ("LogSoftmaxBackward", "NllLossBackward", "CrossEntropy")
+LAYER_RE = re.compile(r"(^|\.)(layers|h)\.(\d+)(\.|$)")
+
+
+def layer_index(path: str):
+    m = LAYER_RE.search(path)
+    return int(m.group(3)) if m else None
+
+
+def layer_pattern(path: str) -> str:
+    return LAYER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}.*{m.group(4)}", path)
+
+
+def resolve_dims(cfg) -> dict:
+    g = lambda *ks: next((getattr(cfg, k) for k in ks if getattr(cfg, k, None) is not None), None)  # noqa: E731
+    h = g("hidden_size", "n_embd")
+    a = g("num_attention_heads", "n_head")
+    d = g("head_dim") or (h // a if h and a else None)
+    f = g("intermediate_size", "n_inner", "ffn_dim")
+    if f is None and cfg.model_type == "gpt2":
+        f = 4 * h
+    dims = {"hidden_size": h, "intermediate_size": f, "num_attention_heads": a,
+            "num_key_value_heads": g("num_key_value_heads") or a, "head_dim": d,
+            "vocab_size": g("vocab_size"), "num_hidden_layers": g("num_hidden_layers", "n_layer"),
+            "tie_word_embeddings": bool(getattr(cfg, "tie_word_embeddings", False))}
+    for k in ("moe_intermediate_size", "shared_expert_intermediate_size", "num_local_experts",
+              "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+              "first_k_dense_replace", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+              "qk_nope_head_dim", "v_head_dim", "rotary_pct", "partial_rotary_factor"):
+        v = getattr(cfg, k, None)
+        if v is not None:
+            dims[k] = v
+    return dims
+
+
+def dropout_settings(cfg) -> dict:
+    out = {}
+    for k in ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+              "residual_dropout", "embedding_dropout", "mlp_dropout"):
+        v = getattr(cfg, k, None)
+        if isinstance(v, (int, float)) and v:
+            out[k] = v
+    return out
+
+
+def measure(sp: dict, torch, transformers) -> dict:
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(sp["seed"])
+    raw = {"model_type": sp["model_type"], **sp["config"]}
+    cfg = AutoConfig.for_model(sp["model_type"], **sp["config"])
+    attn = sp["attn"]
+    kwargs = {"attn_implementation": "sdpa" if attn.startswith("sdpa") else attn}
+    if sp["experts"]:
+        kwargs["experts_implementation"] = sp["experts"]
+    model = AutoModelForCausalLM.from_config(cfg, **kwargs)
+    model.to(getattr(torch, DTYPES[sp["dtype"]])).train()
+    if sp["gc"]:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if sp["frozen"] == "all_but_embeddings":
+        emb = model.get_input_embeddings().weight
+        for p in model.parameters():
+            p.requires_grad_(p is emb)
+
+    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    param_ptrs |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    classes = {name: type(mod).__name__ for name, mod in model.named_modules()}
+
+    # -- module-path stack --------------------------------------------------------
+    stack = [""]
+    handles = []
+
+    def pre(name):
+        def hook(mod, args):
+            stack.append(name)
+        return hook
+
+    def post(name):
+        def hook(mod, args, output):
+            if stack and stack[-1] == name:
+                stack.pop()
+        return hook
+
+    for name, mod in model.named_modules():
+        if name:
+            handles.append(mod.register_forward_pre_hook(pre(name)))
+            handles.append(mod.register_forward_hook(post(name), always_call=True))
+
+    # -- MoE routing: capture top_k_index given to the experts modules ------------
+    routing = []
+    for name, mod in model.named_modules():
+        if type(mod).__name__.endswith("Experts"):
+            def rhook(mod, args, kw, output, name=name):
+                idx = kw.get("top_k_index", args[1] if len(args) > 1 else None)
+                if isinstance(idx, torch.Tensor):
+                    n = getattr(mod, "num_experts", None) or int(idx.max()) + 1
+                    counts = torch.bincount(idx.reshape(-1).long(), minlength=n)[:n]
+                    routing.append({"module": name, "tokens_per_expert": counts.tolist()})
+            handles.append(mod.register_forward_hook(rhook, with_kwargs=True))
+
+    # -- pack hook ------------------------------------------------------------------
+    saved: dict[int, dict] = {}
+    order: list[int] = []
+    dead: list[dict] = []  # saved by nodes that were freed before the forward ended
+
+    def pack(t):
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+        if ptr in param_ptrs or st.nbytes() == 0 and t.numel() == 0:
+            return t
+        e = saved.get(ptr)
+        if e is None or e["ref"].expired():  # new storage (or a freed one's address reused)
+            if e is not None:
+                dead.append(e)
+                order.remove(ptr)
+            e = saved[ptr] = {"bytes": st.nbytes(), "dtype": str(t.dtype).replace("torch.", ""),
+                              "shape": list(t.shape), "module": stack[-1], "savers": set(),
+                              "ref": StorageWeakRef(st)}
+            order.append(ptr)
+        e["savers"].add(stack[-1])
+        return t
+
+    # -- live-storage tracker (cross-check) ---------------------------------------
+    live: dict[int, tuple] = {}
+
+    class Tracker(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            res = func(*args, **(kwargs or {}))
+            for r in torch.utils._pytree.tree_leaves(res):
+                if isinstance(r, torch.Tensor) and r.device.type != "meta":
+                    try:
+                        st = r.untyped_storage()
+                    except Exception:
+                        continue
+                    ptr = st.data_ptr()
+                    old = live.get(ptr)
+                    if old is None or old[0].expired():
+                        live[ptr] = (StorageWeakRef(st), st.nbytes(), str(r.dtype).replace("torch.", ""),
+                                     list(r.shape), stack[-1], func.__name__)
+            return res
+
+    ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+    backend_ctx = None
+    if attn == "sdpa-flash":
+        backend_ctx = sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+    elif attn == "sdpa-math":
+        backend_ctx = sdpa_kernel([SDPBackend.MATH])
+
+    orig_dropout = torch.nn.functional.dropout
+    if sp["native_dropout"]:
+        def native(input, p=0.5, training=True, inplace=False):
+            return torch.native_dropout(input, p, training)[0] if training and p > 0 else input
+        torch.nn.functional.dropout = native
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            if backend_ctx is not None:
+                backend_ctx.__enter__()
+            try:
+                with Tracker():
+                    out = model(input_ids=ids, labels=ids, use_cache=sp["use_cache"])
+            finally:
+                if backend_ctx is not None:
+                    backend_ctx.__exit__(None, None, None)
+    finally:
+        torch.nn.functional.dropout = orig_dropout
+        for h in handles:
+            h.remove()
+
+    # -- drop storages whose saving node died with a discarded branch of the graph ---
+    # (e.g. DeepSeek's group-limited routing: topk/scatter on a tensor that requires
+    # grad, used only for indices): autograd does not keep them.
+    gc.collect()
+    for ptr in list(order):
+        if saved[ptr]["ref"].expired():
+            dead.append(saved.pop(ptr))
+            order.remove(ptr)
+    dead_bytes = sum(e["bytes"] for e in dead)
+
+    # The input ids were created outside the forward (not tracked) but the embedding saves them.
+    ids_ptr = ids.untyped_storage().data_ptr()
+    live_bytes = saved[ids_ptr]["bytes"] if ids_ptr in saved else 0
+    unsaved_live = []
+    for ptr, (w, nb, dt, shape, mod, fname) in live.items():
+        if w.expired() or ptr in param_ptrs or ptr == ids_ptr:
+            continue
+        live_bytes += nb
+        if ptr not in saved and ptr != out.logits.untyped_storage().data_ptr():
+            unsaved_live.append({"bytes": nb, "dtype": dt, "shape": shape, "module": mod,
+                                 "op": fname})
+
+    # -- name the saving ops by walking the graph -----------------------------------
+    # (With non-reentrant checkpointing, reading a saved tensor of a node inside a
+    # checkpointed layer triggers its recomputation; the recomputed tensors are new
+    # storages, dropped right away, and this happens after live_bytes is taken.)
+    ops: dict[int, set] = {}
+    seen, todo = set(), [out.loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        nname = type(node).__name__
+        attrs = [a for a in dir(node) if a.startswith("_saved_")]
+        vals = []
+        for a in attrs:
+            try:
+                vals.append((a[7:], getattr(node, a)))
+            except Exception:
+                pass
+        if hasattr(node, "saved_tensors"):  # custom autograd.Function
+            try:
+                vals.append(("saved_tensors", node.saved_tensors))
+            except Exception:
+                pass
+        for a, v in vals:
+            for x in (v if isinstance(v, (tuple, list)) else [v]):
+                if isinstance(x, torch.Tensor):
+                    try:
+                        ops.setdefault(x.untyped_storage().data_ptr(), set()).add(f"{nname}.{a}")
+                    except Exception:
+                        pass
+        for nf, _ in node.next_functions:
+            todo.append(nf)
+
+    # -- attribute and group --------------------------------------------------------
+    entries = []
+    for ptr in order:
+        e = saved[ptr]
+        o = sorted(ops.get(ptr, ()))
+        if not o and sp["gc"] and layer_index(e["module"]) is not None:
+            o = ["_NoopSaveInputs (checkpointed layer input)"]
+        savers = e["savers"]
+        layers_seen = {layer_index(s) for s in savers} - {None}
+        mod = e["module"]
+        if len(layers_seen) >= 2:
+            group = "shared: " + ", ".join(sorted({layer_pattern(s) for s in savers}))
+            gclass = "(shared)"
+        elif mod == "":
+            is_loss = any(op.startswith(LOSS_OPS) for op in o)
+            group = "loss" if is_loss else "logits"
+            gclass = classes[""]
+        else:
+            group = layer_pattern(mod)
+            gclass = classes.get(mod, "?")
+        entries.append({"bytes": e["bytes"], "dtype": e["dtype"], "shape": e["shape"],
+                        "module": mod, "module_class": classes.get(mod, "?"), "ops": o,
+                        "group": group, "group_class": gclass,
+                        "layer": layer_index(mod) if len(layers_seen) < 2 else None})
+
+    groups: dict[tuple, dict] = {}
+    layers: dict[int, int] = {}
+    for en in entries:
+        k = (en["group"], en["group_class"])
+        g = groups.setdefault(k, {"group": k[0], "class": k[1], "bytes": 0, "count": 0})
+        g["bytes"] += en["bytes"]
+        g["count"] += 1
+        if en["layer"] is not None:
+            layers[en["layer"]] = layers.get(en["layer"], 0) + en["bytes"]
+
+    saved_bytes = sum(e["bytes"] for e in entries)
+    lst = out.logits.untyped_storage()
+    logits_saved = lst.data_ptr() in saved
+    logits_bytes = lst.nbytes()
+    loss_bytes: dict[str, int] = {}
+    for en in entries:
+        if en["group"] == "loss":
+            o = en["ops"]
+            key = ("log_softmax" if any(x.startswith("LogSoftmaxBackward") for x in o)
+                   else "target" if any(x.endswith(".target") for x in o)
+                   else "total_weight" if any(x.endswith(".total_weight") for x in o)
+                   else "other")
+            loss_bytes[key] = loss_bytes.get(key, 0) + en["bytes"]
+    total = saved_bytes + (0 if logits_saved else logits_bytes)
+
+    all_ops = set().union(*ops.values()) if ops else set()
+    if any("FlashAttentionForCpu" in x for x in all_ops):
+        backend = "flash_cpu"
+    elif any("EfficientAttention" in x for x in all_ops):
+        backend = "efficient"
+    elif attn.startswith("sdpa"):
+        backend = "math"
+    else:
+        backend = None
+
+    # KV cache returned with use_cache=True: storages it holds that autograd did not save.
+    cache_bytes = 0
+    cache = getattr(out, "past_key_values", None)
+    if sp["use_cache"] and cache is not None:
+        seen_c = set()
+        for lay in getattr(cache, "layers", []):
+            for t in (getattr(lay, "keys", None), getattr(lay, "values", None)):
+                if isinstance(t, torch.Tensor) and t.numel():
+                    st = t.untyped_storage()
+                    if st.data_ptr() not in saved and st.data_ptr() not in seen_c:
+                        seen_c.add(st.data_ptr())
+                        cache_bytes += st.nbytes()
+
+    notes = []
+    if sp["use_cache"]:
+        notes.append("use_cache=True: the returned DynamicCache keeps K and V of every layer; "
+                     "cache_bytes counts its storages that autograd did not save (in live_bytes)")
+    if sp["model_type"] in MOE_TYPES or routing:
+        notes.append(f"experts_implementation={getattr(model.config, '_experts_implementation', None)}")
+    if backend:
+        notes.append(f"sdpa backend on CPU: {backend}")
+    if sp["gc"]:
+        notes.append("non-reentrant checkpointing: the layer inputs are saved through "
+                     "_NoopSaveInputs (seen by pack); kwargs such as position_embeddings are held "
+                     "by Python references (only in live_bytes)")
+    if sp["native_dropout"]:
+        notes.append("F.dropout patched to torch.native_dropout (bool mask, as F.dropout on CUDA)")
+    elif dropout_settings(model.config):
+        notes.append("CPU F.dropout saves a mask in the activation dtype (MulBackward0.other); "
+                     "CUDA saves a 1-byte bool mask (NativeDropoutBackward0)")
+
+    entries_sorted = entries
+    truncated = False
+    if len(entries) > MAX_SAVED_ENTRIES:
+        truncated = True
+        keep = sorted(range(len(entries)), key=lambda i: -entries[i]["bytes"])[:MAX_SAVED_ENTRIES]
+        entries_sorted = [entries[i] for i in sorted(keep)]
+    for en in entries_sorted:
+        en.pop("group_class", None)
+
+    return {
+        "id": sp["id"],
+        "model_type": sp["model_type"],
+        "variant": sp["variant"],
+        "description": sp["description"],
+        "config": raw,
+        "dims": resolve_dims(model.config),
+        "dtype": sp["dtype"],
+        "attn_implementation": attn,
+        "sdpa_backend": backend,
+        "batch": sp["B"],
+        "seq_len": sp["S"],
+        "gradient_checkpointing": sp["gc"],
+        "dropout": {**dropout_settings(model.config),
+                    **({"mask": "native_dropout (bool)"} if sp["native_dropout"] else {})},
+        "frozen": sp["frozen"],
+        "experts_implementation": (getattr(model.config, "_experts_implementation", None)
+                                   if sp["model_type"] in MOE_TYPES else None),
+        "seed": sp["seed"],
+        "saved_bytes": saved_bytes,
+        "saved_count": len(entries),
+        "freed_saved_bytes": dead_bytes,
+        "logits_bytes": logits_bytes,
+        "logits_already_saved": logits_saved,
+        "loss_bytes": loss_bytes,
+        "total_bytes": total,
+        "live_bytes": live_bytes,
+        "use_cache": sp["use_cache"],
+        "cache_bytes": cache_bytes,
+        "live_minus_total": live_bytes - total,
+        "live_not_saved": unsaved_live,
+        "groups": sorted(groups.values(), key=lambda g: (g["group"], g["class"])),
+        "layers": [{"layer": i, "bytes": layers[i]} for i in sorted(layers)],
+        "tokens_per_expert": routing or None,
+        "saved": entries_sorted,
+        "saved_truncated": truncated,
+        "notes": notes,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+    }
+
+
+def dump(fx: dict) -> str:
+    """2-space JSON, keys sorted, one ``saved``/``groups``/``layers`` entry per line."""
+    compact = {k: fx[k] for k in ("saved", "groups", "layers", "tokens_per_expert",
+                                  "live_not_saved")}
+    body = {k: ("@@" + k) if k in compact and isinstance(fx[k], list) else v
+            for k, v in fx.items()}
+    text = json.dumps(body, indent=2, sort_keys=True)
+    for k, v in compact.items():
+        if not isinstance(v, list):
+            continue
+        lines = ",\n".join("    " + json.dumps(x, sort_keys=True) for x in v)
+        text = text.replace(f'"@@{k}"', "[\n" + lines + "\n  ]" if v else "[]")
+    return text + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", help="measure only the ids containing this substring")
+    ap.add_argument("--list", action="store_true", help="print the ids and exit")
+    args = ap.parse_args()
+
+    all_specs = specs()
+    ids = [s["id"] for s in all_specs]
+    assert len(ids) == len(set(ids)), "duplicate fixture ids"
+    todo = [s for s in all_specs if not args.only or args.only in s["id"]]
+    if args.list:
+        print("\n".join(s["id"] for s in todo))
+        return 0
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+    FIXTURES_DIR.mkdir(parents=True, exist_ok=True)
+    if not args.only:
+        for p in FIXTURES_DIR.glob("*.json"):
+            p.unlink()
+    t0 = time.time()
+    failed = []
+    for i, sp in enumerate(todo, 1):
+        t = time.time()
+        try:
+            fx = measure(sp, torch, transformers)
+        except Exception as e:  # keep going; report at the end
+            failed.append((sp["id"], f"{type(e).__name__}: {e}"))
+            print(f"[{i}/{len(todo)}] {sp['id']}: FAILED {type(e).__name__}: {e}", flush=True)
+            continue
+        (FIXTURES_DIR / f"{sp['id']}.json").write_text(dump(fx))
+        print(f"[{i}/{len(todo)}] {sp['id']}: total {fx['total_bytes']} "
+              f"(saved {fx['saved_bytes']}, live-total {fx['live_minus_total']}) "
+              f"{time.time() - t:.1f}s", flush=True)
+    print(f"{len(todo) - len(failed)} fixtures written in {time.time() - t0:.0f}s; "
+          f"{len(failed)} failed", flush=True)
+    for sid, err in failed:
+        print(f"  FAILED {sid}: {err}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -23,6 +23,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod estimate;
+pub mod finetune;
 pub mod input;
 pub mod model;
 pub mod optimizer;

@@ -202,6 +202,56 @@ pub struct ParallelArgs {
     pub framework: Option<String>,
 }
 
+/// Fine-tuning: LoRA adapters, frozen tensors, a quantized base.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FineTuneArgs {
+    /// LoRA rank r: adapters A (r × in) and B (out × r) on each targeted
+    /// linear, as peft creates them; the base is frozen.
+    #[arg(long, value_name = "R")]
+    pub lora_rank: Option<u64>,
+
+    /// Linear modules that get adapters: `all-linear` (every linear but the
+    /// output head, as peft) or names such as `q_proj,v_proj`.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "all-linear",
+        requires = "lora_rank"
+    )]
+    pub lora_targets: String,
+
+    /// Which biases train with LoRA: none, all or lora-only.
+    #[arg(
+        long,
+        value_name = "WHICH",
+        default_value = "none",
+        requires = "lora_rank"
+    )]
+    pub lora_bias: String,
+
+    /// Modules trained in full beside the adapters (peft's modules_to_save), such as `lm_head`.
+    #[arg(long, value_name = "LIST", requires = "lora_rank")]
+    pub lora_modules_to_save: Option<String>,
+
+    /// DoRA: a magnitude vector per targeted linear.
+    #[arg(long, requires = "lora_rank")]
+    pub lora_dora: bool,
+
+    /// Freeze tensors whose name matches (substring, or glob with `*`), for
+    /// full fine-tuning with parts frozen; repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub freeze: Vec<String>,
+
+    /// Store the frozen base's linear weights quantized as bitsandbytes does:
+    /// nf4, fp4 (QLoRA) or int8; needs --lora-rank.
+    #[arg(long, value_name = "KIND")]
+    pub quantize: Option<String>,
+
+    /// Double quantization of the 4-bit absmax (on with the bare flag).
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on", default_value = "off")]
+    pub double_quant: String,
+}
+
 /// `trainmem estimate`.
 #[derive(Debug, Args, Clone)]
 pub struct EstimateArgs {
@@ -225,6 +275,9 @@ pub struct EstimateArgs {
 
     #[command(flatten)]
     pub parallel: ParallelArgs,
+
+    #[command(flatten)]
+    pub finetune: FineTuneArgs,
 
     #[command(flatten)]
     pub capacity: CapacityArgs,

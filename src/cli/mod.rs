@@ -56,7 +56,8 @@ fn estimate_command(args: &EstimateArgs) -> Result<String> {
         resolve::capacity(&args.capacity)?,
         parallelism,
     )?;
-    let model = model_of(args.params.as_deref(), args.model.as_deref())?;
+    let model = resolve::finetune(&args.finetune)?
+        .apply(model_of(args.params.as_deref(), args.model.as_deref())?)?;
     Ok(render::estimate(&estimate(&model, &setup)?, format, units))
 }
 

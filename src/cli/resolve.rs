@@ -1,10 +1,11 @@
 //! Raw command-line strings resolved, once, into validated domain values.
 
-use super::args::{CapacityArgs, ParallelArgs, ReportArgs, TrainingArgs};
+use super::args::{CapacityArgs, FineTuneArgs, ParallelArgs, ReportArgs, TrainingArgs};
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Capacity, Setup};
+use crate::finetune::{Bias, FineTune, Lora, Quantization, Targets};
 use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
 use crate::parallel::{Framework, Offload, Parallelism, ZeroStage};
 use crate::precision::Precision;
@@ -67,6 +68,50 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         framework,
     }
     .validated()
+}
+
+/// The fine-tuning of `--lora-*`, `--freeze`, `--quantize` and `--double-quant`.
+pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
+    let double_quant = match args.double_quant.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" => true,
+        "off" | "false" | "no" => false,
+        other => {
+            return Err(Error::InvalidValue {
+                what: "--double-quant",
+                value: other.to_string(),
+                reason: "give `on` or `off`".to_string(),
+            });
+        }
+    };
+    let lora = args
+        .lora_rank
+        .map(|rank| -> Result<Lora> {
+            Ok(Lora {
+                rank,
+                targets: Targets::parse(&args.lora_targets)?,
+                bias: Bias::parse(&args.lora_bias)?,
+                modules_to_save: args
+                    .lora_modules_to_save
+                    .as_deref()
+                    .map(|list| split(list, "--lora-modules-to-save list"))
+                    .transpose()?
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+                dora: args.lora_dora,
+            })
+        })
+        .transpose()?;
+    Ok(FineTune {
+        lora,
+        freeze: args.freeze.clone(),
+        quantize: args
+            .quantize
+            .as_deref()
+            .map(|kind| Quantization::parse(kind, double_quant))
+            .transpose()?,
+    })
 }
 
 /// The capacity of `--capacity SIZE` or `--device NAME`, if either is given.

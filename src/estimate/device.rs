@@ -35,13 +35,13 @@ pub struct DeviceMemory {
     pub local_parameters: Count,
 }
 
-/// A piece kept either whole per tensor or in a flat data-parallel buffer.
-#[derive(Debug, Default, Clone, Copy)]
+/// A piece kept either whole per tensor or in flat data-parallel buffers.
+#[derive(Debug, Default, Clone)]
 struct Piece {
     /// Bytes already final (unsharded, or sharded per tensor).
     bytes: Bytes,
-    /// Elements in a flat buffer, to be sharded as ceil(N / d) at the end.
-    flat_elements: u64,
+    /// Elements in flat buffers, one per dtype, each sharded as ceil(N / d) at the end.
+    flat: BTreeMap<DType, u64>,
 }
 
 /// One data-parallel group's pieces on one pipeline stage: dense weights
@@ -53,10 +53,10 @@ struct Group {
     gradients: Piece,
     states: Bytes,
     host_states: Bytes,
-    /// Trainable elements whose optimizer steps on a flat partition.
-    flat_state_elements: u64,
+    /// Trainable elements, per state dtype, whose optimizer steps on a flat partition.
+    flat_states: BTreeMap<DType, u64>,
     /// With an update fused into backward, the largest gradient held at once.
-    largest_gradient: u64,
+    largest_gradient: Bytes,
     /// Trainable elements and the largest trainable tensor, for the step's temporaries.
     trainable: u64,
     largest: u64,
@@ -101,14 +101,30 @@ impl Piece {
                 &mut self.bytes,
                 dtype.size_of(dim0_shard(shape, degree)?.elements())?,
             ),
-            (true, _) => add_count(&mut self.flat_elements, shape.elements().0),
+            (true, _) => add_count(self.flat.entry(dtype).or_default(), shape.elements().0),
         }
     }
 
+    /// Adds bytes that are not elements of one dtype (a quantized weight),
+    /// the largest shard being ceil(bytes / d) when `sharded`.
+    fn add_bytes(&mut self, bytes: Bytes, sharded: bool, degree: u64) -> Result<()> {
+        add(
+            &mut self.bytes,
+            if sharded {
+                Bytes(bytes.0.div_ceil(degree))
+            } else {
+                bytes
+            },
+        )
+    }
+
     /// The bytes of the largest shard.
-    fn finish(self, dtype: DType, degree: u64) -> Result<Bytes> {
-        let flat = dtype.size_of(Count(self.flat_elements.div_ceil(degree)))?;
-        self.bytes.add(flat, WHAT)
+    fn finish(self, degree: u64) -> Result<Bytes> {
+        let mut total = self.bytes;
+        for (dtype, elements) in self.flat {
+            add(&mut total, dtype.size_of(Count(elements.div_ceil(degree)))?)?;
+        }
+        Ok(total)
     }
 }
 
@@ -125,8 +141,6 @@ impl Group {
 /// The memory of the most loaded accelerator under `setup.parallelism`.
 pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
     let parallelism = setup.parallelism;
-    let precision = setup.precision;
-    let state_dtype = precision.optimizer_dtype();
     let layout = Layout::of(model);
     let zero = parallelism.zero;
     let framework = parallelism.framework;
@@ -140,35 +154,41 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
         let Some(placement) = place(tensor, &layout, &parallelism)? else {
             continue;
         };
+        let precision = setup.precision.for_tensor(tensor);
         let degree = parallelism.shard_degree(placement.expert);
         let shape = &placement.shape;
+        let elements = shape.elements();
         for stage in &placement.stages {
             let group = groups
                 .get_mut(*stage as usize)
                 .and_then(|g| g.get_mut(usize::from(placement.expert)))
                 .ok_or_else(|| Error::overflow("the pipeline stage index"))?;
-            add_count(&mut group.parameters, shape.elements().0)?;
-            group.weights.add(
-                shape,
-                precision.weights,
-                zero.shards_weights(),
-                framework,
-                degree,
-            )?;
-            if zero.shards_weights() && model.shapes_known {
-                let layer = layer_of(&tensor.name);
-                let slot = layer_weights.entry((*stage, layer)).or_default();
-                *slot = slot.add(
-                    precision.weights.size_of(shape.elements())?.add(
-                        precision.gradients.size_of(if tensor.trainable {
-                            shape.elements()
-                        } else {
-                            Count(0)
-                        })?,
-                        WHAT,
-                    )?,
-                    WHAT,
+            add_count(&mut group.parameters, elements.0)?;
+            let weight_bytes = precision.weight_bytes(tensor, shape)?;
+            if tensor.quantization.is_some() {
+                group
+                    .weights
+                    .add_bytes(weight_bytes, zero.shards_weights(), degree)?;
+            } else {
+                group.weights.add(
+                    shape,
+                    precision.weights,
+                    zero.shards_weights(),
+                    framework,
+                    degree,
                 )?;
+            }
+            if zero.shards_weights() && model.shapes_known {
+                // One layer gathered whole, with its gradient before the reduce-scatter.
+                let gradient = if tensor.trainable {
+                    precision.gradients.size_of(elements)?
+                } else {
+                    Bytes::ZERO
+                };
+                let slot = layer_weights
+                    .entry((*stage, layer_of(&tensor.name)))
+                    .or_default();
+                *slot = slot.add(weight_bytes, WHAT)?.add(gradient, WHAT)?;
             }
             if !tensor.trainable {
                 continue;
@@ -183,7 +203,9 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
                 )?;
             }
             if setup.optimizer.fused_backward {
-                group.largest_gradient = group.largest_gradient.max(shape.elements().0);
+                group.largest_gradient = group
+                    .largest_gradient
+                    .max(precision.gradients.size_of(elements)?);
             } else {
                 group.gradients.add(
                     shape,
@@ -193,11 +215,17 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
                     degree,
                 )?;
             }
-            add_count(&mut group.trainable, shape.elements().0)?;
+            add_count(&mut group.trainable, elements.0)?;
             group.tensors += 1;
             match (zero.shards_optimizer(), framework) {
                 (true, Framework::DeepSpeed | Framework::Megatron) => {
-                    add_count(&mut group.flat_state_elements, shape.elements().0)?;
+                    add_count(
+                        group
+                            .flat_states
+                            .entry(precision.optimizer_dtype())
+                            .or_default(),
+                        elements.0,
+                    )?;
                 }
                 (sharded, _) => {
                     let local_shape = if sharded {
@@ -210,10 +238,11 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
                         shape: local_shape,
                         ..tensor.clone()
                     };
-                    for state in setup
-                        .optimizer
-                        .states(&local, state_dtype, &setup.options)?
-                    {
+                    for state in setup.optimizer.states(
+                        &local,
+                        precision.optimizer_dtype(),
+                        &setup.options,
+                    )? {
                         group.add_state(&state)?;
                     }
                 }
@@ -243,8 +272,7 @@ fn finish_stage(
     layer_weights: &BTreeMap<(u64, Option<u64>), Bytes>,
 ) -> Result<DeviceMemory> {
     let parallelism = setup.parallelism;
-    let precision = setup.precision;
-    let state_dtype = precision.optimizer_dtype();
+    let state_dtype = setup.precision.optimizer_dtype();
     let (mut weights, mut master, mut gradients, mut states, mut host_states) = (
         Bytes::ZERO,
         Bytes::ZERO,
@@ -255,35 +283,26 @@ fn finish_stage(
     let (mut trainable, mut largest, mut tensors, mut parameters) = (0u64, 0u64, 0usize, 0u64);
     for (index, mut group) in stage_groups.into_iter().enumerate() {
         let degree = parallelism.shard_degree(index == 1);
-        if group.flat_state_elements > 0 {
-            let partition = group.flat_state_elements.div_ceil(degree);
-            let flat = Tensor::new("flat partition", Shape::vector(partition), Role::Other);
-            for state in setup.optimizer.states(&flat, state_dtype, &setup.options)? {
-                group.add_state(&state)?;
+        let flat_states = std::mem::take(&mut group.flat_states);
+        if !flat_states.is_empty() {
+            // The optimizer sees one flat vector per dtype.
+            group.trainable = 0;
+            group.tensors = 0;
+            for (dtype, elements) in flat_states {
+                let partition = elements.div_ceil(degree);
+                let flat = Tensor::new("flat partition", Shape::vector(partition), Role::Other);
+                for state in setup.optimizer.states(&flat, dtype, &setup.options)? {
+                    group.add_state(&state)?;
+                }
+                group.largest = group.largest.max(partition);
+                add_count(&mut group.trainable, partition)?;
+                group.tensors += 1;
             }
-            // The optimizer sees one flat vector per group.
-            group.largest = partition;
-            group.trainable = partition;
-            group.tensors = 1;
         }
-        add(
-            &mut weights,
-            group.weights.finish(precision.weights, degree)?,
-        )?;
-        if let Some(master_dtype) = precision.master_weights {
-            add(
-                &mut master,
-                group.master_weights.finish(master_dtype, degree)?,
-            )?;
-        }
-        add(
-            &mut gradients,
-            group.gradients.finish(precision.gradients, degree)?,
-        )?;
-        add(
-            &mut gradients,
-            precision.gradients.size_of(Count(group.largest_gradient))?,
-        )?;
+        add(&mut weights, group.weights.finish(degree)?)?;
+        add(&mut master, group.master_weights.finish(degree)?)?;
+        add(&mut gradients, group.gradients.finish(degree)?)?;
+        add(&mut gradients, group.largest_gradient)?;
         add(&mut states, group.states)?;
         add(&mut host_states, group.host_states)?;
         add_count(&mut trainable, group.trainable)?;
@@ -291,7 +310,6 @@ fn finish_stage(
         tensors += group.tensors;
         add_count(&mut parameters, group.parameters)?;
     }
-
     let context = GlobalContext {
         elements: Count(trainable),
         largest: Count(largest),

@@ -40,8 +40,13 @@ pub struct Estimate {
     pub options: Options,
     /// The precision recipe: the dtype of each piece.
     pub precision: Precision,
+    /// The dtypes each piece is kept in (`bf16`, `nf4+bf16` under QLoRA, `-` for none).
+    pub dtypes: PieceDtypes,
     /// Parameter counts.
     pub parameters: Parameters,
+    /// The quantized part of a frozen base (QLoRA), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantized: Option<Quantized>,
     /// Memory per accelerator.
     pub memory: Memory,
     /// Memory on the host (torch's `step` counters live there).
@@ -77,6 +82,83 @@ pub struct ParallelismSummary {
     pub pipeline_stage: u64,
     /// Parameters that accelerator holds before data-parallel sharding.
     pub local_parameters: Count,
+}
+
+/// The dtypes the tensors of each piece are kept in, joined by `+`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PieceDtypes {
+    /// Weights (a quantization's name for quantized ones).
+    pub weights: String,
+    /// Master weights.
+    pub master_weights: String,
+    /// Gradients.
+    pub gradients: String,
+    /// Optimizer states (the dtype the rule is given; some rules keep fp32 or 8-bit state).
+    pub optimizer_states: String,
+}
+
+impl PieceDtypes {
+    fn of(model: &Model, setup: &Setup) -> PieceDtypes {
+        let mut sets: [std::collections::BTreeSet<String>; 4] = Default::default();
+        for tensor in &model.tensors {
+            let precision = setup.precision.for_tensor(tensor);
+            sets[0].insert(match tensor.quantization {
+                Some(q) => q
+                    .describe()
+                    .split(' ')
+                    .next()
+                    .unwrap_or("quantized")
+                    .to_string(),
+                None => precision.weights.to_string(),
+            });
+            if tensor.trainable {
+                if let Some(master) = precision.master_weights {
+                    sets[1].insert(master.to_string());
+                }
+                sets[2].insert(precision.gradients.to_string());
+                sets[3].insert(precision.optimizer_dtype().to_string());
+            }
+        }
+        let [weights, master_weights, gradients, optimizer_states] = sets.map(|set| {
+            if set.is_empty() {
+                "-".to_string()
+            } else {
+                set.into_iter().collect::<Vec<_>>().join("+")
+            }
+        });
+        PieceDtypes {
+            weights,
+            master_weights,
+            gradients,
+            optimizer_states,
+        }
+    }
+}
+
+/// The quantized weights of a frozen base.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Quantized {
+    /// Parameters stored quantized.
+    pub parameters: Count,
+    /// Their bytes, block scales and code tables included.
+    pub bytes: Bytes,
+    /// Bits per quantized parameter: 8 × bytes / parameters.
+    pub bits_per_parameter: f64,
+}
+
+impl Quantized {
+    fn of(model: &Model, precision: &Precision) -> Result<Option<Quantized>> {
+        let (mut parameters, mut bytes) = (0u64, Bytes::ZERO);
+        for tensor in model.tensors.iter().filter(|t| t.quantization.is_some()) {
+            add_elements(&mut parameters, tensor.shape.elements().0)?;
+            bytes = bytes.add(precision.weight_bytes(tensor, &tensor.shape)?, WHAT)?;
+        }
+        Ok((parameters > 0).then(|| Quantized {
+            parameters: Count(parameters),
+            bytes,
+            bits_per_parameter: 8.0 * bytes.0 as f64 / parameters as f64,
+        }))
+    }
 }
 
 /// Temporary memory of a training step.
@@ -132,18 +214,8 @@ pub struct Copies {
     pub total: f64,
 }
 
-/// Bytes and element counts of each piece, summed over tensors.
-#[derive(Default)]
-struct Tally {
-    weights: Bytes,
-    master_weights: Bytes,
-    gradients: Bytes,
-    optimizer_states: Bytes,
-    host_optimizer_states: Bytes,
-    elements: Elements,
-}
-
-/// Element counts of each piece, summed over tensors.
+/// Element counts of each piece, summed over tensors, for the copies and
+/// the slice of the whole model on one accelerator.
 #[derive(Default)]
 struct Elements {
     weights: u64,
@@ -158,111 +230,116 @@ struct Elements {
 
 const WHAT: &str = "the training memory";
 
-fn add_bytes(sum: &mut Bytes, more: Bytes) -> Result<()> {
-    *sum = sum.add(more, WHAT)?;
-    Ok(())
-}
-
 fn add_elements(sum: &mut u64, more: u64) -> Result<()> {
     *sum = sum.checked_add(more).ok_or_else(|| Error::overflow(WHAT))?;
     Ok(())
 }
 
-impl Tally {
-    /// Adds the gradient of `n` elements, which joins the slice.
+impl Elements {
+    /// Counts a gradient of `n` elements, which joins the slice.
     fn add_gradient(&mut self, n: Count, dtype: DType) -> Result<()> {
-        add_bytes(&mut self.gradients, dtype.size_of(n)?)?;
-        add_elements(&mut self.elements.gradients, n.0)?;
-        let width = self
-            .elements
-            .slice_by_width
-            .entry(dtype.bytes())
-            .or_default();
-        add_elements(width, n.0)
+        add_elements(&mut self.gradients, n.0)?;
+        add_elements(self.slice_by_width.entry(dtype.bytes()).or_default(), n.0)
     }
 
-    /// Adds one state tensor where it lives; device states join the slice.
+    /// Counts one state tensor; those on the device join the slice.
     fn add_state(&mut self, state: &StateTensor) -> Result<()> {
-        let elements = state.shape.elements();
-        let bytes = state.dtype.size_of(elements)?;
-        match state.location {
-            Location::Host => add_bytes(&mut self.host_optimizer_states, bytes),
-            Location::Device => {
-                add_bytes(&mut self.optimizer_states, bytes)?;
-                add_elements(&mut self.elements.optimizer_states, elements.0)?;
-                let width = self
-                    .elements
-                    .slice_by_width
-                    .entry(state.dtype.bytes())
-                    .or_default();
-                add_elements(width, elements.0)
+        if state.location == Location::Device {
+            let n = state.shape.elements().0;
+            add_elements(&mut self.optimizer_states, n)?;
+            add_elements(
+                self.slice_by_width.entry(state.dtype.bytes()).or_default(),
+                n,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The counts of `model` trained under `setup` on one accelerator.
+    fn of(model: &Model, setup: &Setup) -> Result<Elements> {
+        let mut elements = Elements::default();
+        let mut largest_gradient = (0u64, DType::Fp32);
+        for tensor in &model.tensors {
+            let n = tensor.shape.elements();
+            add_elements(&mut elements.weights, n.0)?;
+            if !tensor.trainable {
+                continue;
+            }
+            let precision = setup.precision.for_tensor(tensor);
+            add_elements(&mut elements.trainable, n.0)?;
+            elements.largest_trainable = elements.largest_trainable.max(n.0);
+            elements.trainable_tensors += 1;
+            if precision.master_weights.is_some() {
+                add_elements(&mut elements.master_weights, n.0)?;
+            }
+            if setup.optimizer.fused_backward {
+                largest_gradient = largest_gradient.max((n.0, precision.gradients));
+            } else {
+                elements.add_gradient(n, precision.gradients)?;
+            }
+            for state in
+                setup
+                    .optimizer
+                    .states(tensor, precision.optimizer_dtype(), &setup.options)?
+            {
+                elements.add_state(&state)?;
             }
         }
+        if setup.optimizer.fused_backward {
+            // The update runs inside backward: one gradient at a time, the largest.
+            elements.add_gradient(Count(largest_gradient.0), largest_gradient.1)?;
+        }
+        let group = GlobalContext {
+            elements: Count(elements.trainable),
+            largest: Count(elements.largest_trainable),
+            tensors: elements.trainable_tensors,
+            dtype: setup.precision.optimizer_dtype(),
+            options: &setup.options,
+        };
+        for state in setup.optimizer.global_states(&group)? {
+            elements.add_state(&state)?;
+        }
+        Ok(elements)
     }
 }
 
 /// Prices the memory of training `model` under `setup`.
 ///
-/// Per tensor of n elements: weights n x |weight dtype|; if trainable, a master
-/// copy n x |master dtype| (mixed precision only), a gradient n x |gradient
-/// dtype|, and the states the optimizer's rule gives in the state dtype; then
-/// the optimizer's global state and the temporaries of its step.
+/// Per tensor of n elements: weights n x |weight dtype| (or its quantized
+/// storage); if trainable, a master copy n x |master dtype| (mixed precision
+/// only), a gradient n x |gradient dtype|, and the states the optimizer's rule
+/// gives in the state dtype; then the optimizer's global state and the
+/// temporaries of its step. The parallel layout decides which part of each
+/// piece the most loaded accelerator holds (see `device.rs`).
 pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
     let precision = &setup.precision;
-    let state_dtype = precision.optimizer_dtype();
-    let mut tally = Tally::default();
-
-    for tensor in &model.tensors {
-        let n = tensor.shape.elements();
-        add_bytes(&mut tally.weights, precision.weights.size_of(n)?)?;
-        add_elements(&mut tally.elements.weights, n.0)?;
-        if !tensor.trainable {
-            continue;
-        }
-        let elements = &mut tally.elements;
-        add_elements(&mut elements.trainable, n.0)?;
-        elements.largest_trainable = elements.largest_trainable.max(n.0);
-        elements.trainable_tensors += 1;
-        if let Some(master_dtype) = precision.master_weights {
-            add_bytes(&mut tally.master_weights, master_dtype.size_of(n)?)?;
-            add_elements(&mut tally.elements.master_weights, n.0)?;
-        }
-        if !setup.optimizer.fused_backward {
-            tally.add_gradient(n, precision.gradients)?;
-        }
-        for state in setup
-            .optimizer
-            .states(tensor, state_dtype, &setup.options)?
-        {
-            tally.add_state(&state)?;
-        }
-    }
-
-    if setup.optimizer.fused_backward {
-        // The update runs inside backward: one gradient at a time, the largest.
-        tally.add_gradient(Count(tally.elements.largest_trainable), precision.gradients)?;
-    }
-    let group = GlobalContext {
-        elements: Count(tally.elements.trainable),
-        largest: Count(tally.elements.largest_trainable),
-        tensors: tally.elements.trainable_tensors,
-        dtype: state_dtype,
-        options: &setup.options,
-    };
-    for state in setup.optimizer.global_states(&group)? {
-        tally.add_state(&state)?;
-    }
+    let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
     // copies); the most loaded accelerator of the real layout is what fits.
-    let device = device::per_device(model, setup)?;
+    let single = device::per_device(
+        model,
+        &Setup {
+            parallelism: Parallelism::SINGLE,
+            ..setup.clone()
+        },
+    )?;
+    let device = if setup.parallelism.is_single()
+        && setup.parallelism.tensor == 1
+        && setup.parallelism.pipeline == 1
+    {
+        single.clone()
+    } else {
+        device::per_device(model, setup)?
+    };
     let (memory, host) = (device.memory, device.host);
     let parameters = Parameters {
         total: model.total_parameters()?,
         trainable: model.trainable_parameters()?,
     };
-    let slice_bytes = tally
-        .gradients
-        .add(tally.optimizer_states, "the gradient-and-optimizer slice")?;
+    let slice_bytes = single.memory.gradients.add(
+        single.memory.optimizer_states,
+        "the gradient-and-optimizer slice",
+    )?;
     let fits = setup.capacity.as_ref().map(|c| memory.total <= c.bytes);
     Ok(Estimate {
         model: ModelSummary {
@@ -276,7 +353,9 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         optimizer: setup.optimizer.name,
         options: setup.options.clone(),
         precision: *precision,
+        dtypes: PieceDtypes::of(model, setup),
         parameters,
+        quantized: Quantized::of(model, precision)?,
         memory,
         host,
         transients: device.transients,
@@ -290,16 +369,16 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         gradient_optimizer_slice: Slice::new(
             parameters.trainable,
             slice_bytes,
-            &tally.elements.slice_by_width,
+            &elements.slice_by_width,
         ),
-        copies: copies(&tally.elements, parameters.total),
+        copies: copies(&elements, parameters.total),
         capacity: setup.capacity.clone(),
         fits,
         notes: model
             .notes
             .iter()
             .cloned()
-            .chain(notes(model, setup, tally.host_optimizer_states))
+            .chain(notes(model, setup, single.host.optimizer_states))
             .collect(),
     })
 }

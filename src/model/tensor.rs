@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::Shape;
 use crate::dtype::DType;
+use crate::finetune::Quantization;
 
 /// What part of the network a tensor belongs to; reports group by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -127,6 +128,13 @@ pub struct Tensor {
     /// The dtype a checkpoint stores it in, when read from one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored_dtype: Option<DType>,
+    /// The dtype training keeps it in when not the recipe's (peft keeps LoRA
+    /// adapters in fp32 under a half-precision base).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub training_dtype: Option<DType>,
+    /// How a frozen base weight is stored when quantized (QLoRA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<Quantization>,
 }
 
 impl Tensor {
@@ -138,6 +146,8 @@ impl Tensor {
             role,
             trainable: true,
             stored_dtype: None,
+            training_dtype: None,
+            quantization: None,
         }
     }
 }

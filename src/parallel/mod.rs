@@ -8,7 +8,7 @@
 mod layout;
 mod placement;
 
-pub use layout::{Layout, layer_of};
+pub use layout::{Layout, is_token_embedding, layer_of};
 pub use placement::{Placement, place};
 
 use serde::Serialize;

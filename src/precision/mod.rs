@@ -9,6 +9,8 @@ use serde::Serialize;
 use crate::catalogue::Named;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::model::{Shape, Tensor};
+use crate::units::Bytes;
 
 /// A precision recipe, as a table of dtypes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -34,6 +36,34 @@ impl Precision {
     /// Looks a recipe up by name or alias.
     pub fn find(name: &str) -> Result<&'static Precision> {
         crate::catalogue::find("precision", name, PRECISIONS)
+    }
+
+    /// The recipe as it applies to one tensor: a tensor kept in its own
+    /// dtype (peft's fp32 adapters) has weights, gradients and states in it
+    /// and no separate master copy.
+    pub fn for_tensor(&self, tensor: &Tensor) -> Precision {
+        match tensor.training_dtype {
+            Some(dtype) => Precision {
+                weights: dtype,
+                gradients: dtype,
+                master_weights: None,
+                optimizer_states: self.optimizer_states.or(Some(dtype)),
+                ..*self
+            },
+            None => *self,
+        }
+    }
+
+    /// The bytes of `tensor`'s weights of `shape` (its local part): quantized
+    /// storage when it has one, else elements × the weight dtype.
+    pub fn weight_bytes(&self, tensor: &Tensor, shape: &Shape) -> Result<Bytes> {
+        match tensor.quantization {
+            Some(quantization) => {
+                let rows = shape.dims().first().copied().unwrap_or(1);
+                quantization.bytes(shape.elements(), rows)
+            }
+            None => self.for_tensor(tensor).weights.size_of(shape.elements()),
+        }
     }
 
     /// The dtype of the copy the optimizer updates, and so of its states:

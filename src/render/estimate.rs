@@ -90,14 +90,7 @@ fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
     // counters alone get a line of their own.
     let with_host = e.parallelism.layout.offload != Offload::None;
     let host_sizes = if with_host { e.host.total } else { Bytes::ZERO };
-    let unit = ByteUnit::for_column(
-        e.memory
-            .pieces()
-            .iter()
-            .map(|(_, b)| *b)
-            .chain([e.memory.total, host_sizes]),
-        units,
-    );
+    let unit = ByteUnit::for_size(e.memory.total.max(host_sizes), units);
     let size = |b: Bytes| {
         if raw {
             b.0.to_string()
@@ -106,15 +99,11 @@ fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
         }
     };
     let per_parameter = |b: Bytes| format_ratio(b.0, e.parameters.total.0);
-    let precision = &e.precision;
-    let master = precision
-        .master_weights
-        .map_or("-".to_string(), |d| d.to_string());
     let dtypes = [
-        precision.weights.to_string(),
-        master,
-        precision.gradients.to_string(),
-        precision.optimizer_dtype().to_string(),
+        e.dtypes.weights.clone(),
+        e.dtypes.master_weights.clone(),
+        e.dtypes.gradients.clone(),
+        e.dtypes.optimizer_states.clone(),
         "-".to_string(),
     ];
     let mut headers = vec![
@@ -194,6 +183,14 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             format_float(copies.optimizer_states)
         ),
     ];
+    if let Some(quantized) = &e.quantized {
+        lines.push(format!(
+            "quantized base: {} parameters in {} ({} bits/param, block scales and code tables included)",
+            quantized.parameters.grouped(),
+            quantized.bytes.display(units),
+            crate::units::format_float(quantized.bits_per_parameter)
+        ));
+    }
     if layout(e).is_some() {
         let p = &e.parallelism;
         lines.push(format!(

@@ -65,7 +65,7 @@ const CONFIG_FLAGS: &[&str] = &[
 
 /// An answer other than 200: a status and the one-line message.
 #[derive(Debug)]
-pub struct Failure {
+struct Failure {
     status: StatusCode,
     message: String,
 }
@@ -158,7 +158,7 @@ pub async fn estimate(headers: HeaderMap, body: Result<Bytes, BytesRejection>) -
 }
 
 /// The estimate for one request body.
-pub fn answer(body: &[u8]) -> Result<String, Failure> {
+fn answer(body: &[u8]) -> Result<String, Failure> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| Failure::bad(format!("error: the request body is not valid JSON: {e}")))?;
     let Value::Object(object) = value else {
@@ -605,3 +605,74 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 
 const ROUTES: &str =
     "the server answers GET /, POST /api/estimate, GET /api/presets and GET /api/options";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flag(switch: bool, repeatable: bool) -> Flag {
+        Flag {
+            long: "example",
+            switch,
+            repeatable,
+            help: String::new(),
+            value_name: Some("N".to_string()),
+        }
+    }
+
+    #[test]
+    fn json_values_become_flag_values() {
+        let value = flag(false, false);
+        assert_eq!(value.values(&json!("7B")).unwrap(), ["7B"]);
+        assert_eq!(
+            value.values(&json!(7_000_000_000u64)).unwrap(),
+            ["7000000000"]
+        );
+        assert!(value.values(&json!(null)).unwrap().is_empty());
+        assert!(value.values(&json!(["a", "b"])).is_err());
+        assert!(value.values(&json!(true)).is_err());
+        assert!(value.values(&json!({"a": 1})).is_err());
+        let repeatable = flag(false, true);
+        assert_eq!(repeatable.values(&json!(["a", 1])).unwrap(), ["a", "1"]);
+        assert!(repeatable.values(&json!([["a"]])).is_err());
+        let switch = flag(true, false);
+        assert!(switch.values(&json!(true)).unwrap().is_empty());
+        assert!(switch.values(&json!(false)).unwrap().is_empty());
+        assert!(switch.values(&json!("yes")).is_err());
+    }
+
+    #[test]
+    fn requests_become_the_command_line() {
+        let object = json!({"params": 7, "optimizer_option": ["fused=true"], "format": "json", "units": null});
+        let request = Request::read(object.as_object().unwrap()).unwrap();
+        assert_eq!(
+            request.arguments,
+            [
+                "trainmem",
+                "estimate",
+                "--optimizer-option=fused=true",
+                "--params=7",
+                "--format=json"
+            ]
+        );
+    }
+
+    #[test]
+    fn paths_never_reach_the_command_line() {
+        for path in ["/etc", "a/b", "a\\b", "..", "x.json", "X.SAFETENSORS"] {
+            assert!(preset_only(path).is_err(), "{path}");
+        }
+        assert_eq!(preset_only("LLAMA-2-7B").unwrap(), "llama-2-7b");
+        assert!(no_path("optimizer", "../adam".to_string()).is_err());
+        assert!(no_path("optimizer", "adam".to_string()).is_ok());
+    }
+
+    #[test]
+    fn clap_errors_are_one_line() {
+        let rendered = "error: a value is required\n\nUsage: trainmem estimate\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "error: a value is required; For more information, try '--help'."
+        );
+    }
+}

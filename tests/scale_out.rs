@@ -312,3 +312,95 @@ fn bad_layouts_are_refused() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// Issue 5: QLoRA on Llama-2-7B: base weights near 3.9 GB, 4.13 bits per
+/// quantized parameter with double quantization.
+#[test]
+fn qlora_on_llama_2_7b() {
+    let e = estimate(&[
+        "--model",
+        "llama-2-7b",
+        "--lora-rank",
+        "8",
+        "--lora-targets",
+        "q_proj,v_proj",
+        "--precision",
+        "bf16",
+        "--quantize",
+        "nf4",
+        "--double-quant",
+    ]);
+    assert_eq!(int(&e["parameters"]["trainable"]), 4_194_304);
+    assert_eq!(int(&e["quantized"]["bytes"]), 3_341_015_936);
+    let bits = e["quantized"]["bits_per_parameter"].as_f64().unwrap();
+    assert!((bits - 4.1273).abs() < 1e-4, "{bits}");
+    // Base: quantized linears + bf16 embeddings, norms and head; adapters fp32.
+    let adapters = 4_194_304 * 4;
+    assert_eq!(int(&e["memory"]["weights"]), 3_865_836_416 + adapters);
+    // Gradients and Adam states only for the fp32 adapters.
+    assert_eq!(int(&e["memory"]["gradients"]), adapters);
+    assert_eq!(int(&e["memory"]["optimizer_states"]), 2 * adapters);
+}
+
+#[test]
+fn freezing_keeps_weights_and_drops_the_rest() {
+    let full = estimate(&["--model", "gpt2"]);
+    let frozen = estimate(&["--model", "gpt2", "--freeze", "wte", "--freeze", "wpe"]);
+    let embeddings = 50257 * 768 + 1024 * 768;
+    assert_eq!(
+        int(&frozen["memory"]["weights"]),
+        int(&full["memory"]["weights"])
+    );
+    assert_eq!(
+        int(&full["memory"]["gradients"]) - int(&frozen["memory"]["gradients"]),
+        embeddings * 4
+    );
+    assert_eq!(
+        int(&frozen["parameters"]["trainable"]),
+        124_439_808 - embeddings
+    );
+}
+
+#[test]
+fn fine_tuning_errors_are_one_line() {
+    for args in [
+        vec!["--params", "7B", "--lora-rank", "8"],
+        vec!["--model", "llama-2-7b", "--quantize", "nf4"],
+        vec![
+            "--model",
+            "llama-2-7b",
+            "--lora-rank",
+            "8",
+            "--lora-targets",
+            "c_attn",
+        ],
+        vec!["--model", "llama-2-7b", "--freeze", "no_such_tensor"],
+        vec![
+            "--model",
+            "mixtral-8x7b",
+            "--lora-rank",
+            "8",
+            "--lora-targets",
+            "w1",
+        ],
+        vec![
+            "--model",
+            "llama-2-7b",
+            "--lora-rank",
+            "8",
+            "--quantize",
+            "nf3",
+        ],
+    ] {
+        let mut all = vec!["estimate"];
+        all.extend_from_slice(&args);
+        let output = Command::cargo_bin("trainmem")
+            .unwrap()
+            .args(&all)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,71 @@
+//! `--freeze PATTERN`: tensors that full fine-tuning leaves untouched.
+
+use crate::error::{Error, Result};
+use crate::model::Model;
+
+/// The model with every tensor whose name matches a pattern frozen. A
+/// pattern with `*` is a glob over the whole name (`*.embed_tokens.*`,
+/// `model.layers.[0-9].*` is not supported); without, a substring
+/// (`embed_tokens`). A pattern matching nothing is an error.
+pub fn freeze(mut model: Model, patterns: &[String]) -> Result<Model> {
+    for pattern in patterns {
+        let mut matched = 0usize;
+        for tensor in &mut model.tensors {
+            if matches(&tensor.name, pattern) {
+                tensor.trainable = false;
+                matched += 1;
+            }
+        }
+        if matched == 0 {
+            return Err(Error::InvalidValue {
+                what: "--freeze pattern",
+                value: pattern.clone(),
+                reason: format!(
+                    "matches no tensor of {} (see `trainmem params MODEL --tensors`)",
+                    model.name
+                ),
+            });
+        }
+    }
+    Ok(model)
+}
+
+/// Whether `name` matches `pattern`: a glob when it holds `*`, else a substring.
+fn matches(name: &str, pattern: &str) -> bool {
+    if !pattern.contains('*') {
+        return name.contains(pattern);
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_and_substrings() {
+        assert!(matches("model.embed_tokens.weight", "embed_tokens"));
+        assert!(matches(
+            "model.layers.3.mlp.up_proj.weight",
+            "model.layers.*.mlp.*"
+        ));
+        assert!(matches("model.layers.3.mlp.up_proj.weight", "*up_proj*"));
+        assert!(!matches(
+            "model.layers.3.self_attn.q_proj.weight",
+            "model.layers.*.mlp.*"
+        ));
+        assert!(!matches("ab", "a*b*c"));
+    }
+}

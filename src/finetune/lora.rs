@@ -1,0 +1,269 @@
+//! LoRA adapters exactly as peft creates them (`peft/tuners/lora/layer.py`):
+//! for each targeted linear (in → out), `lora_A` of shape [r, in] and
+//! `lora_B` of shape [out, r], plus a `lora_magnitude_vector` of [out] with
+//! DoRA; the base is frozen. peft keeps adapters in fp32 under a half-precision
+//! base (`autocast_adapter_dtype=True`).
+
+use std::collections::BTreeSet;
+
+use super::Quantization;
+use super::experts::parameter_targets;
+use super::linear::{linears, matches, module_of};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::model::{Model, Role, Shape, Tensor};
+
+/// A LoRA configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lora {
+    /// The rank r.
+    pub rank: u64,
+    /// Which linear modules get adapters.
+    pub targets: Targets,
+    /// Which biases train.
+    pub bias: Bias,
+    /// Modules trained in full beside the adapters (peft's `modules_to_save`:
+    /// a trainable copy next to the frozen original).
+    pub modules_to_save: Vec<String>,
+    /// Weight-decomposed LoRA (DoRA): one magnitude per output feature.
+    pub dora: bool,
+}
+
+/// peft's `target_modules`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Targets {
+    /// `all-linear`: every linear module except the output head.
+    AllLinear,
+    /// Module names, matched as peft does: equal, or ending in `.name`.
+    Names(Vec<String>),
+}
+
+/// peft's `bias`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bias {
+    /// No bias trains.
+    None,
+    /// Every bias of the model trains.
+    All,
+    /// The biases of targeted modules train.
+    LoraOnly,
+}
+
+impl Targets {
+    /// Reads `all-linear` or a comma-separated list of module names.
+    pub fn parse(text: &str) -> Result<Targets> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("all-linear") || text.eq_ignore_ascii_case("all_linear") {
+            return Ok(Targets::AllLinear);
+        }
+        let names: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
+        if names.iter().any(String::is_empty) {
+            return Err(Error::InvalidValue {
+                what: "--lora-targets",
+                value: text.to_string(),
+                reason: "give `all-linear` or module names separated by single commas, such as `q_proj,v_proj`"
+                    .to_string(),
+            });
+        }
+        Ok(Targets::Names(names))
+    }
+}
+
+impl Bias {
+    /// Reads `none`, `all` or `lora-only`.
+    pub fn parse(text: &str) -> Result<Bias> {
+        match text.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "none" => Ok(Bias::None),
+            "all" => Ok(Bias::All),
+            "lora-only" => Ok(Bias::LoraOnly),
+            _ => Err(Error::UnknownName {
+                kind: "LoRA bias",
+                name: text.to_string(),
+                suggestion: None,
+                accepted: "none, all, lora-only".to_string(),
+            }),
+        }
+    }
+}
+
+impl Lora {
+    /// The model with adapters added and its base frozen; with `quantize`,
+    /// the base's linear weights (but the output head) stored quantized.
+    pub fn apply(&self, mut model: Model, quantize: Option<Quantization>) -> Result<Model> {
+        if self.rank == 0 {
+            return Err(Error::InvalidValue {
+                what: "--lora-rank",
+                value: "0".to_string(),
+                reason: "the rank must be at least 1".to_string(),
+            });
+        }
+        let layers = linears(&model);
+        let targeted: Vec<_> = layers
+            .iter()
+            .filter(|l| match &self.targets {
+                Targets::AllLinear => !l.output_head,
+                Targets::Names(names) => names.iter().any(|n| matches(&l.module, n)),
+            })
+            .collect();
+        let wrapped = parameter_targets(&model, &self.targets, self.rank, self.dora)?;
+        if let (true, true, Targets::Names(names)) =
+            (targeted.is_empty(), wrapped.is_empty(), &self.targets)
+        {
+            let available: BTreeSet<&str> = layers
+                .iter()
+                .filter_map(|l| l.module.rsplit('.').next())
+                .collect();
+            return Err(Error::InvalidValue {
+                what: "--lora-targets",
+                value: names.join(","),
+                reason: format!(
+                    "matches no linear module of {}; its linear modules are {}",
+                    model.name,
+                    available.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        let targeted_modules: BTreeSet<&str> = targeted.iter().map(|l| l.module.as_str()).collect();
+
+        for tensor in &mut model.tensors {
+            // peft moves a targeted linear's own parameters under `base_layer`.
+            let module = module_of(&tensor.name);
+            if targeted_modules.contains(module) {
+                let parameter = &tensor.name[module.len()..];
+                tensor.name = format!("{module}.base_layer{parameter}");
+            }
+            let module = module_of(&tensor.name).trim_end_matches(".base_layer");
+            tensor.trainable = match self.bias {
+                Bias::All => tensor.name.ends_with(".bias"),
+                Bias::LoraOnly => {
+                    tensor.name.ends_with(".bias") && targeted_modules.contains(module)
+                }
+                Bias::None => false,
+            };
+        }
+        if let Some(quantization) = quantize {
+            for linear in layers.iter().filter(|l| !l.output_head) {
+                if let Some(weight) = model.tensors.get_mut(linear.weight) {
+                    weight.quantization = Some(quantization);
+                    // bitsandbytes stores every quantized linear [out, in],
+                    // GPT-2's Conv1D ([in, out]) included.
+                    weight.shape = Shape::new(vec![linear.out_features, linear.in_features])?;
+                }
+            }
+        }
+
+        let mut adapters = Vec::new();
+        for linear in &targeted {
+            let role = model
+                .tensors
+                .get(linear.weight)
+                .map_or(Role::Other, |t| t.role);
+            let adapter = |suffix: &str, dims: Vec<u64>| -> Result<Tensor> {
+                let mut tensor = Tensor::new(
+                    format!("{}.{suffix}", linear.module),
+                    Shape::new(dims)?,
+                    role,
+                );
+                tensor.training_dtype = Some(DType::Fp32);
+                Ok(tensor)
+            };
+            adapters.push(adapter(
+                "lora_A.default.weight",
+                vec![self.rank, linear.in_features],
+            )?);
+            adapters.push(adapter(
+                "lora_B.default.weight",
+                vec![linear.out_features, self.rank],
+            )?);
+            if self.dora {
+                adapters.push(adapter(
+                    "lora_magnitude_vector.default.weight",
+                    vec![linear.out_features],
+                )?);
+            }
+        }
+        for target in &wrapped {
+            for (matrix, dims) in [("lora_A", &target.a), ("lora_B", &target.b)] {
+                let mut tensor = Tensor::new(
+                    format!("{}.{matrix}.default.weight", target.prefix),
+                    Shape::new(dims.clone())?,
+                    Role::Experts,
+                );
+                tensor.training_dtype = Some(DType::Fp32);
+                adapters.push(tensor);
+            }
+        }
+        for name in &self.modules_to_save {
+            let copies: Vec<Tensor> = model
+                .tensors
+                .iter()
+                .filter(|t| matches(module_of(&t.name), name))
+                .map(|t| {
+                    let (module, parameter) = t.name.rsplit_once('.').unwrap_or((&t.name, ""));
+                    Tensor {
+                        name: format!("{module}.modules_to_save.default.{parameter}"),
+                        trainable: true,
+                        quantization: None,
+                        ..t.clone()
+                    }
+                })
+                .collect();
+            let copies = if copies.is_empty() && name == "lm_head" {
+                tied_head_copy(&model)
+            } else {
+                copies
+            };
+            if copies.is_empty() {
+                return Err(Error::InvalidValue {
+                    what: "--lora-modules-to-save",
+                    value: name.clone(),
+                    reason: format!("matches no module of {}", model.name),
+                });
+            }
+            adapters.extend(copies);
+        }
+        model.tensors.extend(adapters);
+        model.notes.push(format!(
+            "LoRA rank {} on {} linear modules{}{}: adapters in fp32 as peft keeps them; the base is frozen (weights only)",
+            self.rank,
+            targeted.len(),
+            if wrapped.is_empty() {
+                String::new()
+            } else {
+                format!(" and {} fused MoE parameters", wrapped.len())
+            },
+            if self.dora { " with DoRA magnitudes" } else { "" }
+        ));
+        if let Some(quantization) = quantize {
+            model.notes.push(format!(
+                "base linear weights stored as bitsandbytes stores {}; the output head, embeddings and norms stay in the compute dtype",
+                quantization.describe()
+            ));
+        }
+        Ok(model)
+    }
+}
+
+/// A tied output head has no tensor of its own: peft's copy of `lm_head`
+/// copies the token embedding it shares.
+fn tied_head_copy(model: &Model) -> Vec<Tensor> {
+    let has_head = model
+        .tensors
+        .iter()
+        .any(|t| t.role == Role::OutputHead && t.name.ends_with(".weight"));
+    if has_head {
+        return Vec::new();
+    }
+    model
+        .tensors
+        .iter()
+        .find(|t| crate::parallel::is_token_embedding(t))
+        .map(|embedding| Tensor {
+            name: "lm_head.modules_to_save.default.weight".to_string(),
+            role: Role::OutputHead,
+            trainable: true,
+            ..embedding.clone()
+        })
+        .into_iter()
+        .collect()
+}

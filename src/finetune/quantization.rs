@@ -1,0 +1,115 @@
+//! Quantized frozen base weights, as bitsandbytes stores them.
+//!
+//! 4-bit (`bitsandbytes/functional.py`, `quantize_4bit`, blocksize 64): the
+//! packed data holds two values a byte, ceil(n / 2) bytes, with one absmax per
+//! block of 64 and a 16-entry fp32 code table. Without double quantization the
+//! absmax is fp32; with it, the absmax is uint8 with an fp32 offset, an fp32
+//! absmax per 256 blocks and a 256-entry fp32 code table of its own
+//! (`QuantState.state2`). 8-bit (`Linear8bitLt`, `Int8Params`): int8 `CB` of
+//! the weight's shape plus an fp32 scale `SCB` per output row.
+//! `tests/fixtures/quantization/` records what bitsandbytes 0.50 stores.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::units::{Bytes, Count};
+
+/// bitsandbytes' 4-bit block size (`blocksize=64`).
+pub const BLOCK: u64 = 64;
+/// Blocks per fp32 absmax of the double-quantized absmax (`blocksize=256`).
+pub const NESTED_BLOCK: u64 = 256;
+/// Entries of the 4-bit code table (NF4 or FP4), fp32.
+pub const CODE_4BIT: u64 = 16;
+/// Entries of the 8-bit dynamic map of the nested state, fp32.
+pub const CODE_8BIT: u64 = 256;
+/// Bytes of an fp32 value.
+const FP32: u64 = 4;
+
+/// How a frozen weight is quantized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quantization {
+    /// 4-bit NormalFloat, with or without double quantization.
+    Nf4 { double_quant: bool },
+    /// 4-bit float, with or without double quantization.
+    Fp4 { double_quant: bool },
+    /// LLM.int8(): int8 weights with an fp32 scale per output row.
+    Int8,
+}
+
+impl Quantization {
+    /// Reads `nf4`, `fp4` or `int8`.
+    pub fn parse(name: &str, double_quant: bool) -> Result<Quantization> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "nf4" => Ok(Quantization::Nf4 { double_quant }),
+            "fp4" => Ok(Quantization::Fp4 { double_quant }),
+            "int8" | "8bit" => Ok(Quantization::Int8),
+            _ => Err(Error::UnknownName {
+                kind: "quantization",
+                name: name.to_string(),
+                suggestion: None,
+                accepted: "nf4, fp4, int8".to_string(),
+            }),
+        }
+    }
+
+    /// The bytes a weight of `elements` values in `rows` output rows takes.
+    pub fn bytes(self, elements: Count, rows: u64) -> Result<Bytes> {
+        let n = elements.0;
+        let overflow = || Error::overflow("a quantized weight's bytes");
+        let total = match self {
+            Quantization::Nf4 { double_quant } | Quantization::Fp4 { double_quant } => {
+                let blocks = n.div_ceil(BLOCK);
+                let data = n.div_ceil(2);
+                let code = CODE_4BIT * FP32;
+                let absmax = if double_quant {
+                    // uint8 absmax + fp32 offset + fp32 absmax per 256 blocks + 256-entry map.
+                    blocks + FP32 + blocks.div_ceil(NESTED_BLOCK) * FP32 + CODE_8BIT * FP32
+                } else {
+                    blocks.checked_mul(FP32).ok_or_else(overflow)?
+                };
+                data.checked_add(absmax).and_then(|b| b.checked_add(code))
+            }
+            Quantization::Int8 => rows
+                .checked_mul(FP32)
+                .and_then(|scales| n.checked_add(scales)),
+        };
+        total.map(Bytes).ok_or_else(overflow)
+    }
+
+    /// `nf4 with double quantization`.
+    pub fn describe(self) -> String {
+        match self {
+            Quantization::Nf4 { double_quant: true } => "nf4 with double quantization".to_string(),
+            Quantization::Nf4 {
+                double_quant: false,
+            } => "nf4".to_string(),
+            Quantization::Fp4 { double_quant: true } => "fp4 with double quantization".to_string(),
+            Quantization::Fp4 {
+                double_quant: false,
+            } => "fp4".to_string(),
+            Quantization::Int8 => "int8 (LLM.int8)".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fixture's q_proj [256, 256] with nf4 and double quantization: 34,900 bytes.
+    #[test]
+    fn four_bit_with_double_quantization() {
+        let nf4 = Quantization::Nf4 { double_quant: true };
+        assert_eq!(nf4.bytes(Count(65_536), 256).unwrap(), Bytes(34_900));
+        assert_eq!(nf4.bytes(Count(16_384), 64).unwrap(), Bytes(9_544));
+    }
+
+    #[test]
+    fn eight_bit_keeps_a_scale_per_row() {
+        assert_eq!(
+            Quantization::Int8.bytes(Count(65_536), 256).unwrap(),
+            Bytes(65_536 + 1_024)
+        );
+    }
+}

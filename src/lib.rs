@@ -15,6 +15,7 @@
 //! # Ok::<(), trainmem::Error>(())
 //! ```
 
+pub mod activation;
 pub mod architecture;
 pub mod catalogue;
 pub mod checkpoint;

@@ -237,6 +237,26 @@ fn the_api_prints_what_the_cli_prints() {
                 "gib",
             ],
         ),
+        (
+            json!({"model": "llama-2-7b", "lora_rank": 16, "lora_dora": true, "quantize": "nf4",
+                   "double_quant": true, "freeze": ["embed"], "gpus": 2, "zero": "2"}),
+            &[
+                "--model",
+                "llama-2-7b",
+                "--lora-rank",
+                "16",
+                "--lora-dora",
+                "--quantize",
+                "nf4",
+                "--double-quant",
+                "--freeze",
+                "embed",
+                "--gpus",
+                "2",
+                "--zero",
+                "2",
+            ],
+        ),
     ];
     for (request, flags) in cases {
         let answer = post(&request.to_string());

@@ -14,6 +14,7 @@
 //! builder. Either way the result is a [`Decoder`](decoder::Decoder), which
 //! bounds the tensor count before building the inventory.
 
+mod dimensions;
 mod attention;
 mod blueprint;
 mod config;
@@ -49,6 +50,8 @@ mod qwen3;
 mod qwen3_moe;
 mod stablelm;
 mod starcoder2;
+
+pub use dimensions::{Dimensions, dimensions};
 
 use serde_json::Value;
 

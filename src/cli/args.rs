@@ -196,6 +196,11 @@ pub struct ParallelArgs {
     #[arg(long, value_name = "N", default_value = "1")]
     pub ep: u64,
 
+    /// Sequence parallelism with --tp: activations outside the tensor-parallel
+    /// regions are split across the tensor-parallel ranks too.
+    #[arg(long)]
+    pub sequence_parallel: bool,
+
     /// Whose bookkeeping: deepspeed (default), megatron (fp32 gradient buffers)
     /// or fsdp2 (sharded parameters in their original dtype; default with --fsdp).
     #[arg(long, value_name = "NAME")]
@@ -252,6 +257,57 @@ pub struct FineTuneArgs {
     pub double_quant: String,
 }
 
+/// One micro-step's shape, for activation memory, and the architecture of a bare
+/// parameter count.
+#[derive(Debug, Args, Clone, Default)]
+pub struct WorkloadArgs {
+    /// Sequences per micro-batch (per accelerator); with --seq-len, activations are estimated.
+    #[arg(long, value_name = "B")]
+    pub micro_batch: Option<u64>,
+
+    /// Tokens per sequence.
+    #[arg(long, value_name = "S")]
+    pub seq_len: Option<u64>,
+
+    /// Attention implementation: eager (saves the softmax), sdpa or flash.
+    #[arg(long, value_name = "KIND", default_value = "sdpa")]
+    pub attention: String,
+
+    /// Activation recomputation: none, selective (attention) or full (gradient checkpointing).
+    #[arg(long, value_name = "MODE", default_value = "none")]
+    pub recompute: String,
+
+    /// Memory lost beyond the tensors, added to the peak: CUDA context and
+    /// allocator fragmentation. Default 1GiB when activations are estimated;
+    /// 0 gives what torch.cuda.max_memory_allocated() reports.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub overhead: Option<String>,
+
+    /// Decoder layers of a bare --params model (with --hidden, --heads, --ffn, --vocab).
+    #[arg(long, value_name = "N")]
+    pub layers: Option<u64>,
+
+    /// Hidden size of a bare --params model.
+    #[arg(long, value_name = "N")]
+    pub hidden: Option<u64>,
+
+    /// Attention heads of a bare --params model.
+    #[arg(long, value_name = "N")]
+    pub heads: Option<u64>,
+
+    /// Key/value heads of a bare --params model (default: --heads).
+    #[arg(long, value_name = "N")]
+    pub kv_heads: Option<u64>,
+
+    /// MLP intermediate size of a bare --params model.
+    #[arg(long, value_name = "N")]
+    pub ffn: Option<u64>,
+
+    /// Vocabulary size of a bare --params model.
+    #[arg(long, value_name = "N")]
+    pub vocab: Option<u64>,
+}
+
 /// `trainmem estimate`.
 #[derive(Debug, Args, Clone)]
 pub struct EstimateArgs {
@@ -278,6 +334,9 @@ pub struct EstimateArgs {
 
     #[command(flatten)]
     pub finetune: FineTuneArgs,
+
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
 
     #[command(flatten)]
     pub capacity: CapacityArgs,
@@ -414,6 +473,9 @@ pub struct CompareArgs {
 
     #[command(flatten)]
     pub parallel: ParallelArgs,
+
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
 
     #[command(flatten)]
     pub report: ReportArgs,

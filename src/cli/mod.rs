@@ -11,7 +11,7 @@ use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::estimate::{Fit, Textbook, TextbookRequest, estimate};
+use crate::estimate::{Fit, Setup, Textbook, TextbookRequest, estimate};
 use crate::input::{PRESETS, load_model, preset_model};
 use crate::model::Model;
 use crate::parallel::Parallelism;
@@ -126,14 +126,22 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
         (None, None) => Model::flat("1.5B".parse()?),
     };
     let parallelism = resolve::parallelism(&args.parallel)?;
+    let optimizers = resolve::optimizers(&args.optimizers)?;
+    let precision = parallelism.framework.adjust(*Precision::find(&args.precision)?);
+    let mut base = Setup::new(optimizers.first().copied().unwrap_or(from), precision)
+        .with_capacity(resolve::capacity_of(capacity_text, args.device.as_deref())?);
+    base.parallelism = parallelism;
+    (base.workload, base.overhead) = resolve::workload(&args.workload, &args.parallel)?;
+    let mut models = models;
+    if let Some(dimensions) = resolve::dimensions(&args.workload)? {
+        for model in models.iter_mut().filter(|m| !m.shapes_known) {
+            model.dimensions = Some(dimensions.clone());
+        }
+    }
     Ok(TextbookRequest {
-        optimizers: resolve::optimizers(&args.optimizers)?,
+        optimizers,
         models,
-        precision: parallelism
-            .framework
-            .adjust(*Precision::find(&args.precision)?),
-        parallelism,
-        capacity: resolve::capacity_of(capacity_text, args.device.as_deref())?,
+        base,
         swap: Some((from, to, swap_model)),
         slice_sizes: resolve::counts(&args.slice_params)?,
         slice_precision: *Precision::find(&args.slice_precision)?,

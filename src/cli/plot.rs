@@ -52,9 +52,7 @@ pub fn run(args: &PlotArgs) -> Result<String> {
     let compared = Comparison::new(
         &request.optimizers,
         &request.models,
-        request.precision,
-        request.capacity.clone(),
-        request.parallelism,
+        &request.base,
         None,
     )?;
     let (chart, what) = match kind {
@@ -135,9 +133,7 @@ fn scaling_grid(request: &TextbookRequest, compared: &Comparison) -> Result<Comp
         Comparison::new(
             &[optimizer],
             &models[..count],
-            request.precision,
-            request.capacity.clone(),
-            request.parallelism,
+            &request.base,
             None,
         )
     };

@@ -1,6 +1,8 @@
 //! Raw command-line strings resolved, once, into validated domain values.
 
-use super::args::{CapacityArgs, FineTuneArgs, ParallelArgs, ReportArgs, TrainingArgs};
+use super::args::{CapacityArgs, FineTuneArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs};
+use crate::activation::{Attention, Platform, Recompute, Workload};
+use crate::architecture::Dimensions;
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -112,6 +114,109 @@ pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
             .map(|kind| Quantization::parse(kind, double_quant))
             .transpose()?,
     })
+}
+
+/// The default of `--overhead` when activations are estimated.
+const DEFAULT_OVERHEAD: &str = "1GiB";
+
+/// The workload of `--micro-batch`, `--seq-len`, `--attention` and
+/// `--recompute` (none without a micro-batch), and the overhead added to the peak.
+pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<Workload>, Bytes)> {
+    let attention = match args.attention.trim().to_ascii_lowercase().as_str() {
+        "eager" => Attention::Eager,
+        "sdpa" => Attention::Sdpa,
+        "flash" | "flash-attention-2" | "flash_attention_2" => Attention::Flash,
+        other => {
+            return Err(Error::UnknownName {
+                kind: "attention",
+                name: other.to_string(),
+                suggestion: None,
+                accepted: "eager, sdpa, flash".to_string(),
+            });
+        }
+    };
+    let recompute = match args.recompute.trim().to_ascii_lowercase().as_str() {
+        "none" => Recompute::None,
+        "selective" => Recompute::Selective,
+        "full" => Recompute::Full,
+        other => {
+            return Err(Error::UnknownName {
+                kind: "recompute mode",
+                name: other.to_string(),
+                suggestion: None,
+                accepted: "none, selective, full".to_string(),
+            });
+        }
+    };
+    let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
+        (None, None) => {
+            let overhead = args.overhead.as_deref().map(overhead).transpose()?.unwrap_or(Bytes::ZERO);
+            return Ok((None, overhead));
+        }
+        (Some(b), Some(s)) => (b, s),
+        (Some(_), None) => return Err(missing("--seq-len", "activations need --seq-len S with --micro-batch")),
+        (None, Some(_)) => return Err(missing("--micro-batch", "activations need --micro-batch B with --seq-len")),
+    };
+    for (flag, value) in [("--micro-batch", micro_batch), ("--seq-len", seq_len)] {
+        if value == 0 {
+            return Err(Error::InvalidValue {
+                what: "workload",
+                value: format!("{flag} 0"),
+                reason: "must be at least 1".to_string(),
+            });
+        }
+    }
+    let workload = Workload {
+        micro_batch,
+        seq_len,
+        attention,
+        recompute,
+        dtype: crate::dtype::DType::Bf16,
+        platform: Platform::Cuda,
+        frozen_base: false,
+        adapted: Vec::new(),
+        lora_rank: 0,
+        tensor_parallel: 1,
+        sequence_parallel: parallel.sequence_parallel,
+        pipeline: 1,
+    };
+    let overhead = overhead(args.overhead.as_deref().unwrap_or(DEFAULT_OVERHEAD))?;
+    Ok((Some(workload), overhead))
+}
+
+fn overhead(text: &str) -> Result<Bytes> {
+    if text.trim() == "0" {
+        return Ok(Bytes::ZERO);
+    }
+    text.parse()
+}
+
+fn missing(what: &'static str, accepted: &str) -> Error {
+    Error::Missing {
+        what,
+        accepted: accepted.to_string(),
+    }
+}
+
+/// The dimensions of a bare `--params` model from `--layers --hidden --heads
+/// --kv-heads --ffn --vocab`, when they are given.
+pub fn dimensions(args: &WorkloadArgs) -> Result<Option<Dimensions>> {
+    match (args.layers, args.hidden, args.heads, args.ffn, args.vocab) {
+        (None, None, None, None, None) if args.kv_heads.is_none() => Ok(None),
+        (Some(layers), Some(hidden), Some(heads), Some(ffn), Some(vocab)) => Dimensions::generic(
+            layers,
+            hidden,
+            heads,
+            args.kv_heads.unwrap_or(heads),
+            ffn,
+            vocab,
+        )
+        .map(Some),
+        _ => Err(missing(
+            "architecture flags",
+            "a bare --params model's architecture needs all of --layers, --hidden, --heads, --ffn and --vocab (--kv-heads optional)",
+        )),
+    }
 }
 
 /// The capacity of `--capacity SIZE` or `--device NAME`, if either is given.

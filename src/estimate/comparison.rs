@@ -8,7 +8,6 @@ use super::{Capacity, Estimate, Setup, estimate, max_parameters};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::optimizer::Optimizer;
-use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::{ByteUnit, Bytes, Count, UnitSystem};
 
@@ -82,59 +81,38 @@ pub struct Check {
 }
 
 impl Comparison {
-    /// Prices every optimizer on every model, finds each one's threshold, the
-    /// swap saving (`swap` = from, to, model) and runs the checks.
+    /// Prices every optimizer on every model under `base` (its precision,
+    /// capacity, layout and workload; each optimizer with its default
+    /// options), finds each one's threshold, the swap saving (`swap` = from,
+    /// to, model) and runs the checks.
     pub fn new(
         optimizers: &[&'static Optimizer],
         models: &[Model],
-        precision: Precision,
-        capacity: Option<Capacity>,
-        parallelism: Parallelism,
+        base: &Setup,
         swap: Option<(&'static Optimizer, &'static Optimizer, &Model)>,
     ) -> Result<Comparison> {
-        let sizes = models
-            .iter()
-            .map(Model::total_parameters)
-            .collect::<Result<Vec<_>>>()?;
+        let sizes = models.iter().map(Model::total_parameters).collect::<Result<Vec<_>>>()?;
         let labels = models
             .iter()
             .zip(&sizes)
-            .map(|(m, size)| {
-                if m.shapes_known {
-                    m.name.clone()
-                } else {
-                    size.short()
-                }
-            })
+            .map(|(m, size)| if m.shapes_known { m.name.clone() } else { size.short() })
             .collect();
-        let (mut rows, skipped) = price(
-            optimizers,
-            models,
-            precision,
-            capacity.as_ref(),
-            parallelism,
-        )?;
+        let (mut rows, skipped) = price(optimizers, models, base)?;
         // Ranked by memory on the last (largest) model, cheapest first; the
         // sort is stable, so equal rows keep the order they were asked in.
-        rows.sort_by_key(|row| row.estimates.last().map(|e| e.memory.total));
-        let swap = swap
-            .map(|(from, to, model)| Swap::new(from, to, model, precision, parallelism))
-            .transpose()?;
-        let alternative = if precision.name == "fp32" {
-            "fp16"
-        } else {
-            "fp32"
-        };
+        rows.sort_by_key(|row| row.estimates.last().map(|e| e.memory.peak));
+        let swap = swap.map(|(from, to, model)| Swap::new(from, to, model, base)).transpose()?;
+        let alternative = if base.precision.name == "fp32" { "fp16" } else { "fp32" };
         let alternative = *Precision::find(alternative)?;
-        let (other_rows, _) = price(optimizers, models, alternative, None, parallelism)?;
+        let other = Setup {
+            precision: alternative,
+            capacity: None,
+            ..base.clone()
+        };
+        let (other_rows, _) = price(optimizers, models, &other)?;
         let other_rows: Vec<Row> = rows
             .iter()
-            .filter_map(|row| {
-                other_rows
-                    .iter()
-                    .find(|o| o.optimizer == row.optimizer)
-                    .cloned()
-            })
+            .filter_map(|row| other_rows.iter().find(|o| o.optimizer == row.optimizer).cloned())
             .collect();
         let checks = vec![
             precision_independence(&rows, &other_rows, alternative),
@@ -142,8 +120,8 @@ impl Comparison {
             proportional_to_parameters(&rows, &sizes),
         ];
         Ok(Comparison {
-            precision,
-            capacity,
+            precision: base.precision,
+            capacity: base.capacity.clone(),
             sizes,
             labels,
             rows,
@@ -154,25 +132,24 @@ impl Comparison {
     }
 }
 
+/// `base` with `optimizer` at its default options.
+fn with_optimizer(base: &Setup, optimizer: &'static Optimizer) -> Setup {
+    Setup {
+        optimizer,
+        options: optimizer.default_options(),
+        ..base.clone()
+    }
+}
+
 /// Every optimizer on every model; an optimizer whose state overflows 64-bit
 /// arithmetic on some model (Shampoo's N × N preconditioner of a flat
 /// vector) is left out with the reason, not allowed to sink the comparison.
-fn price(
-    optimizers: &[&'static Optimizer],
-    models: &[Model],
-    precision: Precision,
-    capacity: Option<&Capacity>,
-    parallelism: Parallelism,
-) -> Result<(Vec<Row>, Vec<Skipped>)> {
+fn price(optimizers: &[&'static Optimizer], models: &[Model], base: &Setup) -> Result<(Vec<Row>, Vec<Skipped>)> {
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
     for optimizer in optimizers {
-        let mut setup = Setup::new(optimizer, precision).with_capacity(capacity.cloned());
-        setup.parallelism = parallelism;
-        let estimates = models
-            .iter()
-            .map(|model| estimate(model, &setup))
-            .collect::<Result<Vec<_>>>();
+        let setup = with_optimizer(base, optimizer);
+        let estimates = models.iter().map(|model| estimate(model, &setup)).collect::<Result<Vec<_>>>();
         let estimates = match estimates {
             Ok(estimates) => estimates,
             Err(error @ Error::Overflow { .. }) => {
@@ -184,9 +161,7 @@ fn price(
             }
             Err(other) => return Err(other),
         };
-        let max_parameters = capacity
-            .map(|c| max_parameters(&setup, c.bytes))
-            .transpose()?;
+        let max_parameters = base.capacity.as_ref().map(|c| max_parameters(&setup, c.bytes)).transpose()?;
         rows.push(Row {
             optimizer,
             estimates,
@@ -197,20 +172,9 @@ fn price(
 }
 
 impl Swap {
-    fn new(
-        from: &'static Optimizer,
-        to: &'static Optimizer,
-        model: &Model,
-        precision: Precision,
-        parallelism: Parallelism,
-    ) -> Result<Swap> {
-        let setup = |optimizer| {
-            let mut setup = Setup::new(optimizer, precision);
-            setup.parallelism = parallelism;
-            setup
-        };
-        let before = estimate(model, &setup(from))?;
-        let after = estimate(model, &setup(to))?;
+    fn new(from: &'static Optimizer, to: &'static Optimizer, model: &Model, base: &Setup) -> Result<Swap> {
+        let before = estimate(model, &with_optimizer(base, from))?;
+        let after = estimate(model, &with_optimizer(base, to))?;
         Ok(Swap {
             from,
             to,
@@ -356,12 +320,11 @@ mod tests {
         };
         let adam = Optimizer::find("adam").unwrap();
         let momentum = Optimizer::find("momentum").unwrap();
+        let base = Setup::new(adam, *Precision::find("fp32").unwrap()).with_capacity(Some(capacity));
         Comparison::new(
             TEXTBOOK,
             &models,
-            *Precision::find("fp32").unwrap(),
-            Some(capacity),
-            Parallelism::SINGLE,
+            &base,
             Some((adam, momentum, &Model::flat("1.5B".parse().unwrap()))),
         )
         .unwrap()
@@ -399,15 +362,8 @@ mod tests {
     fn a_broken_ratio_is_reported() {
         let sizes = [Count(1000), Count(2000)];
         let models = sizes.map(Model::flat);
-        let mut comparison = Comparison::new(
-            TEXTBOOK,
-            &models,
-            *Precision::find("fp32").unwrap(),
-            None,
-            Parallelism::SINGLE,
-            None,
-        )
-        .unwrap();
+        let base = Setup::new(TEXTBOOK[0], *Precision::find("fp32").unwrap());
+        let mut comparison = Comparison::new(TEXTBOOK, &models, &base, None).unwrap();
         comparison.rows[0].estimates[1].memory.total = Bytes(1);
         assert!(!proportional_to_parameters(&comparison.rows, &sizes).holds);
         assert!(!adam_twice_sgd(&comparison.rows).holds);

@@ -358,6 +358,7 @@ fn finish_stage(
         host,
         transients: Transients {
             optimizer_step,
+            backward: Bytes::ZERO,
             parameter_gather,
         },
         stage,

@@ -19,10 +19,14 @@ pub struct Memory {
     pub gradients: Bytes,
     /// What the optimizer keeps between steps.
     pub optimizer_states: Bytes,
-    /// What autograd saves for backward (not estimated yet: 0).
+    /// What autograd saves for backward, the logits included (0 when no
+    /// micro-batch is given: the model states alone).
     pub activations: Bytes,
     /// The sum of the pieces above.
     pub total: Bytes,
+    /// The step's peak: the total plus its largest temporary and the fixed
+    /// overhead; the total itself when no micro-batch is given.
+    pub peak: Bytes,
 }
 
 impl Memory {
@@ -51,6 +55,7 @@ impl Memory {
             optimizer_states,
             activations,
             total,
+            peak: total,
         })
     }
 
@@ -63,6 +68,17 @@ impl Memory {
             ("optimizer states", self.optimizer_states),
             ("activations", self.activations),
         ]
+    }
+
+    /// The same pieces with `activations` added to the total and the peak.
+    pub fn with_activations(self, activations: Bytes) -> Result<Memory> {
+        Memory::new(
+            self.weights,
+            self.master_weights,
+            self.gradients,
+            self.optimizer_states,
+            activations,
+        )
     }
 
     /// The model states alone: everything but activations.

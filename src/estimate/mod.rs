@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::activation::{self, Activations, Workload};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::{CheckpointSummary, Model};
@@ -56,15 +57,20 @@ pub struct Estimate {
     pub transients: Transients,
     /// How training is spread, and which accelerator `memory` describes.
     pub parallelism: ParallelismSummary,
-    /// Whether `memory.activations` was estimated (not yet: always false).
+    /// Fixed overhead added to the peak (CUDA context, fragmentation).
+    pub overhead: Bytes,
+    /// Whether `memory.activations` was estimated (a micro-batch and a known architecture).
     pub activations_estimated: bool,
+    /// The activations by part, when estimated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activations: Option<Activations>,
     /// The seed's M = P x V x B.
     pub gradient_optimizer_slice: Slice,
     /// How many parameter-sized values each piece holds per parameter.
     pub copies: Copies,
     /// The accelerator memory checked against, if any.
     pub capacity: Option<Capacity>,
-    /// Whether `memory.total` fits the capacity; null without a capacity.
+    /// Whether `memory.peak` fits the capacity; null without a capacity.
     pub fits: Option<bool>,
     /// Assumptions and approximations the figures rest on.
     pub notes: Vec<String>,
@@ -166,6 +172,9 @@ impl Quantized {
 pub struct Transients {
     /// The optimizer step's temporaries (Adam's foreach `sqrt` buffer, ...).
     pub optimizer_step: Bytes,
+    /// Backward's largest temporary (the gradient of the logits), when
+    /// activations are estimated.
+    pub backward: Bytes,
     /// ZeRO-3 / FSDP: one layer's weights gathered whole, with its full
     /// gradient before the reduce-scatter (DeepSpeed's estimator counts the
     /// largest layer the same way).
@@ -331,7 +340,23 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
     } else {
         device::per_device(model, setup)?
     };
-    let (memory, host) = (device.memory, device.host);
+    let activations = activations_of(model, setup)?;
+    let mut transients = device.transients;
+    let (mut memory, host) = (device.memory, device.host);
+    if let Some(activations) = &activations {
+        memory = memory.with_activations(activations.total)?;
+        transients.backward = activations.backward_transient;
+        // Backward holds the activations and its own temporaries; the
+        // optimizer step runs after they are freed.
+        let backward = activations
+            .total
+            .add(transients.backward.max(transients.parameter_gather), "the peak")?;
+        let during_step = backward.max(transients.optimizer_step);
+        memory.peak = memory
+            .model_states()
+            .add(during_step, "the peak")?
+            .add(setup.overhead, "the peak")?;
+    }
     let parameters = Parameters {
         total: model.total_parameters()?,
         trainable: model.trainable_parameters()?,
@@ -340,7 +365,7 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         single.memory.optimizer_states,
         "the gradient-and-optimizer slice",
     )?;
-    let fits = setup.capacity.as_ref().map(|c| memory.total <= c.bytes);
+    let fits = setup.capacity.as_ref().map(|c| memory.peak <= c.bytes);
     Ok(Estimate {
         model: ModelSummary {
             name: model.name.clone(),
@@ -358,14 +383,16 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         quantized: Quantized::of(model, precision)?,
         memory,
         host,
-        transients: device.transients,
+        transients,
+        overhead: if activations.is_some() { setup.overhead } else { Bytes::ZERO },
+        activations_estimated: activations.is_some(),
+        activations,
         parallelism: ParallelismSummary {
             layout: setup.parallelism,
             data_parallel: setup.parallelism.data(),
             pipeline_stage: device.stage,
             local_parameters: device.local_parameters,
         },
-        activations_estimated: false,
         gradient_optimizer_slice: Slice::new(
             parameters.trainable,
             slice_bytes,
@@ -405,8 +432,78 @@ fn copies(elements: &Elements, parameters: Count) -> Copies {
     }
 }
 
+/// The activations of one micro-batch on the most loaded accelerator, when a
+/// micro-batch is given and the architecture is known.
+fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Activations>> {
+    let (Some(workload), Some(dims)) = (&setup.workload, &model.dimensions) else {
+        return Ok(None);
+    };
+    let adapters: Vec<&crate::model::Tensor> = model.tensors.iter().filter(|t| t.name.contains(".lora_A.")).collect();
+    let mut adapted: Vec<String> = adapters
+        .iter()
+        .filter_map(|t| t.name.split(".lora_A.").next())
+        .filter_map(|module| module.trim_end_matches(".base_layer").rsplit('.').next())
+        .map(str::to_string)
+        .collect();
+    adapted.sort();
+    adapted.dedup();
+    let workload = Workload {
+        dtype: setup.precision.activations,
+        tensor_parallel: setup.parallelism.tensor,
+        pipeline: setup.parallelism.pipeline,
+        frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
+        lora_rank: adapters.iter().filter_map(|t| t.shape.dims().first().copied()).min().unwrap_or(0),
+        adapted,
+        ..workload.clone()
+    };
+    let mut estimate = activation::activations(dims, &workload)?;
+    let autocast = autocast_copies(model, setup)?;
+    if autocast > Bytes::ZERO {
+        estimate.total = estimate.total.add(autocast, "the activations")?;
+        estimate.layers.push(activation::Part {
+            name: "autocast weight copies".to_string(),
+            bytes: autocast,
+        });
+        estimate.notes.push(
+            "torch.autocast keeps a half-precision copy of each fp32 linear weight, saved for backward".to_string(),
+        );
+    }
+    Ok(Some(estimate))
+}
+
+/// Under torch.autocast the fp32 weights of linear layers are cast to the
+/// autocast dtype once per forward and the copies are saved for backward.
+fn autocast_copies(model: &Model, setup: &Setup) -> Result<Bytes> {
+    let precision = &setup.precision;
+    if precision.weights == precision.activations {
+        return Ok(Bytes::ZERO);
+    }
+    let mut elements = 0u64;
+    for linear in crate::finetune::linears(model) {
+        if let Some(tensor) = model.tensors.get(linear.weight)
+            && tensor.quantization.is_none()
+            && tensor.training_dtype.is_none()
+        {
+            add_elements(&mut elements, tensor.shape.elements().0)?;
+        }
+    }
+    let local = elements.div_ceil(setup.parallelism.tensor * setup.parallelism.pipeline);
+    precision.activations.size_of(Count(local))
+}
+
 fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
-    let mut notes = vec!["activations are not estimated yet: memory.activations is 0".to_string()];
+    let mut notes = Vec::new();
+    match (&setup.workload, &model.dimensions) {
+        (None, _) => notes.push(
+            "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); memory is the model states alone"
+                .to_string(),
+        ),
+        (Some(_), None) => notes.push(format!(
+            "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
+            model.name
+        )),
+        (Some(_), Some(_)) => {}
+    }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {
         notes.push(format!(
             "{} is shape-aware and --params gives no shapes: {assumption}; give --model for the exact figure",

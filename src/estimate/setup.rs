@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::optimizer::{Optimizer, Options};
+use crate::activation::Workload;
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::Bytes;
@@ -20,6 +21,11 @@ pub struct Setup {
     pub capacity: Option<Capacity>,
     /// How training is spread over accelerators.
     pub parallelism: Parallelism,
+    /// The micro-batch and sequence, when activations are asked for.
+    pub workload: Option<Workload>,
+    /// Memory the accelerator loses beyond the tensors (CUDA context,
+    /// allocator fragmentation), added to the peak.
+    pub overhead: Bytes,
 }
 
 /// The memory of one accelerator, and what the user called it.
@@ -40,6 +46,8 @@ impl Setup {
             precision,
             capacity: None,
             parallelism: Parallelism::SINGLE,
+            workload: None,
+            overhead: Bytes::ZERO,
         }
     }
 

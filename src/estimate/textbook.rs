@@ -2,11 +2,10 @@
 //! M = P x V x B examples of seed 000, and Adam under mixed precision (the
 //! seed's loose "pushes it to six" made exact).
 
-use super::{Capacity, Comparison, Estimate, Setup, estimate};
+use super::{Comparison, Estimate, Setup, estimate};
 use crate::error::Result;
 use crate::model::Model;
 use crate::optimizer::Optimizer;
-use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::Count;
 
@@ -28,12 +27,10 @@ pub struct TextbookRequest {
     pub optimizers: Vec<&'static Optimizer>,
     /// The models priced (seed 001: flat models of 124M, 1.5B, 7B).
     pub models: Vec<Model>,
-    /// The precision of the comparison (seed 001: fp32).
-    pub precision: Precision,
-    /// The accelerator (seed 001: 80 GB).
-    pub capacity: Option<Capacity>,
-    /// How training is spread (seed 001: one accelerator).
-    pub parallelism: Parallelism,
+    /// Precision, capacity, layout and workload of every row (seed 001:
+    /// fp32, 80 GB, one accelerator, model states only); its optimizer is
+    /// replaced by each compared one.
+    pub base: Setup,
     /// The swap priced (seed 001: Adam to SGD+momentum at 1.5B).
     pub swap: Option<(&'static Optimizer, &'static Optimizer, Model)>,
     /// Sizes of the M = P x V x B examples (seed 000: 13B and 1B).
@@ -48,13 +45,8 @@ impl Textbook {
         let comparison = Comparison::new(
             &request.optimizers,
             &request.models,
-            request.precision,
-            request.capacity.clone(),
-            request.parallelism,
-            request
-                .swap
-                .as_ref()
-                .map(|(from, to, model)| (*from, *to, model)),
+            &request.base,
+            request.swap.as_ref().map(|(from, to, model)| (*from, *to, model)),
         )?;
         let adam = Optimizer::find("adam")?;
         let slice_optimizer = match request.optimizers.iter().find(|o| o.name == adam.name) {

@@ -12,6 +12,7 @@ pub use tensor::{Role, Tensor};
 
 use serde::Serialize;
 
+use crate::architecture::Dimensions;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::units::{Bytes, Count};
@@ -29,6 +30,8 @@ pub struct Model {
     pub model_type: Option<String>,
     /// What the checkpoint files hold, when the model was read from them.
     pub checkpoint: Option<CheckpointSummary>,
+    /// The sizes activation memory depends on, when the architecture is known.
+    pub dimensions: Option<Dimensions>,
     /// What the reader assumed or noticed, for the report.
     pub notes: Vec<String>,
     /// Every parameter tensor, tied weights once.
@@ -71,6 +74,7 @@ impl Model {
             shapes_known: false,
             model_type: None,
             checkpoint: None,
+            dimensions: None,
             notes: Vec::new(),
             tensors: vec![Tensor::new(
                 "parameters",
@@ -92,6 +96,7 @@ impl Model {
             shapes_known: true,
             model_type: None,
             checkpoint: None,
+            dimensions: None,
             notes: Vec::new(),
             tensors,
         }

@@ -13,6 +13,7 @@ pub const PRECISIONS: &[Precision] = &[
         gradients: Fp32,
         master_weights: None,
         optimizer_states: None,
+        activations: Fp32,
     },
     Precision {
         name: "bf16",
@@ -22,6 +23,7 @@ pub const PRECISIONS: &[Precision] = &[
         gradients: Bf16,
         master_weights: None,
         optimizer_states: None,
+        activations: Bf16,
     },
     Precision {
         name: "fp16",
@@ -31,6 +33,7 @@ pub const PRECISIONS: &[Precision] = &[
         gradients: Fp16,
         master_weights: None,
         optimizer_states: None,
+        activations: Fp16,
     },
     Precision {
         name: "mixed-bf16",
@@ -40,6 +43,7 @@ pub const PRECISIONS: &[Precision] = &[
         gradients: Bf16,
         master_weights: Some(Fp32),
         optimizer_states: None,
+        activations: Bf16,
     },
     Precision {
         name: "mixed-fp16",
@@ -49,6 +53,7 @@ pub const PRECISIONS: &[Precision] = &[
         gradients: Fp16,
         master_weights: Some(Fp32),
         optimizer_states: None,
+        activations: Fp16,
     },
     Precision {
         name: "amp-bf16",
@@ -58,6 +63,7 @@ pub const PRECISIONS: &[Precision] = &[
         gradients: Fp32,
         master_weights: None,
         optimizer_states: None,
+        activations: Bf16,
     },
     Precision {
         name: "amp-fp16",
@@ -67,6 +73,7 @@ pub const PRECISIONS: &[Precision] = &[
         gradients: Fp32,
         master_weights: None,
         optimizer_states: None,
+        activations: Fp16,
     },
 ];
 

@@ -27,6 +27,8 @@ pub struct Precision {
     pub gradients: DType,
     /// The dtype of a separate master copy of the weights, if any.
     pub master_weights: Option<DType>,
+    /// The dtype activations are computed in (the autocast dtype under amp).
+    pub activations: DType,
     /// The dtype of optimizer states when it is not that of the updated copy
     /// (`--state-dtype`); `None` in every catalogue recipe.
     pub optimizer_states: Option<DType>,

@@ -235,7 +235,7 @@ impl Request {
                 };
                 arguments.push(format!("--{}={text}", flag.long));
             }
-            if flag.switch && value == &Value::Bool(true) {
+            if (flag.switch || flag.bare) && value == &Value::Bool(true) {
                 arguments.push(format!("--{}", flag.long));
             }
         }
@@ -257,6 +257,8 @@ struct Flag {
     switch: bool,
     /// May be given several times (`--optimizer-option`).
     repeatable: bool,
+    /// May be given bare, its value then optional (`--double-quant`).
+    bare: bool,
     /// What it means, from the help text.
     help: String,
     /// `N`, `SIZE`, `NAME`.
@@ -275,7 +277,8 @@ impl Named for Flag {
 impl Flag {
     /// The values a JSON value gives this flag: a string or number is one,
     /// an array several (repeatable flags only), `null` and `false` none.
-    /// A switch takes `true` or `false` and gives no value.
+    /// A switch takes `true` or `false` and gives no value, as does a flag
+    /// whose value is optional when it is given `true`.
     fn values(&self, value: &Value) -> Result<Vec<String>, Failure> {
         let scalar = |value: &Value| match value {
             Value::String(s) => Ok(s.clone()),
@@ -288,7 +291,7 @@ impl Flag {
         };
         match value {
             Value::Null => Ok(Vec::new()),
-            Value::Bool(_) if self.switch => Ok(Vec::new()),
+            Value::Bool(_) if self.switch || self.bare => Ok(Vec::new()),
             _ if self.switch => Err(Failure::bad(format!(
                 "error: `{}` is a switch: give true or false",
                 self.long
@@ -333,6 +336,7 @@ fn estimate_flags() -> &'static [Flag] {
                     long,
                     switch: !arg.get_action().takes_values(),
                     repeatable: matches!(arg.get_action(), ArgAction::Append),
+                    bare: arg.get_num_args().is_some_and(|n| n.min_values() == 0),
                     help: arg.get_help().map(ToString::to_string).unwrap_or_default(),
                     value_name: arg
                         .get_value_names()
@@ -615,6 +619,7 @@ mod tests {
             long: "example",
             switch,
             repeatable,
+            bare: false,
             help: String::new(),
             value_name: Some("N".to_string()),
         }
@@ -639,6 +644,12 @@ mod tests {
         assert!(switch.values(&json!(true)).unwrap().is_empty());
         assert!(switch.values(&json!(false)).unwrap().is_empty());
         assert!(switch.values(&json!("yes")).is_err());
+        let bare = Flag {
+            bare: true,
+            ..flag(false, false)
+        };
+        assert!(bare.values(&json!(true)).unwrap().is_empty());
+        assert_eq!(bare.values(&json!("off")).unwrap(), ["off"]);
     }
 
     #[test]

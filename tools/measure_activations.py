@@ -143,9 +143,9 @@ Fixture format (2-space JSON, keys sorted, one list entry per line)::
 
 ``saved`` lists the unique storages in the order they were first saved;
 ``shape`` is that of the first tensor saved on the storage (a view may be
-smaller than the storage: ``bytes`` is the storage). ``tests/fixtures/
-activations/check_formulas.py`` reproduces every fixture's ``total_bytes``,
-per-layer bytes and ``live_bytes`` from closed-form formulas.
+smaller than the storage: ``bytes`` is the storage).
+``tools/check_activation_formulas.py`` reproduces every fixture's
+``total_bytes``, per-layer bytes and ``live_bytes`` from closed-form formulas.
 
 Needs: torch, transformers (CPU only, no network access).
 """

@@ -1,11 +1,47 @@
 //! Activation memory: what autograd saves for backward in the transformers
 //! implementation of each architecture, plus the logits and the loss.
+//!
+//! Each formula is the sum of the tensors torch's autograd keeps (the
+//! `saved_tensors` of the `*Backward0` nodes), counted once per storage,
+//! as `tools/measure_activations.py` measures them with
+//! `torch.autograd.graph.saved_tensors_hooks`; the fixtures in
+//! `tests/fixtures/activations/` and `tools/check_activation_formulas.py`
+//! hold the measurements and the closed forms this module ports.
+//!
+//! One micro-batch on one rank: `parallel.rs` says which sizes a rank
+//! holds, `norms.rs`, `attention.rs`, `mlp.rs` and `experts.rs` what each
+//! part of a layer saves, `layer.rs` assembles a layer by layout,
+//! `recompute.rs` what recomputation keeps, `embeddings.rs` and `loss.rs`
+//! what sits outside the layers. `kernels.rs` holds the CPU/CUDA
+//! differences as data ([`Kernels`]): with [`Platform::Cpu`] every fixture
+//! is reproduced to the byte; [`Platform::Cuda`] differs where CUDA
+//! kernels save other tensors (fp32 LayerNorm statistics, 1-byte
+//! `native_dropout` masks, sdpa's CUDA dispatch, which refuses no dropout).
+
+mod attention;
+mod embeddings;
+mod experts;
+mod kernels;
+mod layer;
+mod lora;
+mod loss;
+mod mlp;
+mod norms;
+mod parallel;
+mod recompute;
+mod tally;
 
 use serde::Serialize;
 
-use crate::architecture::Dimensions;
+use self::attention::Kernel;
+pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, StatsDtype};
+use self::lora::Training;
+use self::parallel::{Rank, Stage, candidate_stages};
+use self::recompute::{Kept, PARTS};
+use self::tally::{Tally, plus, times};
+use crate::architecture::{Dimensions, LayerLayout, NormKind};
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::units::Bytes;
 
 /// The attention implementation.
@@ -33,7 +69,8 @@ pub enum Recompute {
 }
 
 /// Where the kernels run: their saved tensors differ in a few places
-/// (LayerNorm statistics, dropout masks).
+/// (LayerNorm statistics, dropout masks, which sdpa kernel runs); see
+/// [`Platform::kernels`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
@@ -88,22 +125,460 @@ pub struct Activations {
     pub total: Bytes,
     /// The decoder layers' share, by layer part.
     pub layers: Vec<Part>,
-    /// Embedding outputs, rotary tables and the like outside the layers.
+    /// Outside the layers: embedding indices and dropout mask, rotary
+    /// tables, the final norm, the output head's input (and Gemma 2's
+    /// soft-capped logits).
     pub outside_layers: Bytes,
     /// The logits the model returns (P × T × V).
     pub logits: Bytes,
     /// The loss's saved tensors (fp32 log-softmax and targets).
     pub loss: Bytes,
-    /// The largest temporary of backward (the gradient of the logits).
+    /// The largest temporary of backward, on top of `total`: the loss's
+    /// two fp32 T x V gradients alive together (`nll_loss_backward`'s and
+    /// `log_softmax_backward_data`'s, 8·T·V), or the saved tensors of one
+    /// layer rebuilt by recomputation, whichever is larger. (HF's Trainer
+    /// drops the returned logits before backward, which frees P·T·V of
+    /// `total` meanwhile; not subtracted.)
     pub backward_transient: Bytes,
     /// How figures were rounded or assumed.
     pub notes: Vec<String>,
 }
 
-/// The activation memory of `dims` under `workload`.
+/// The activation memory of `dims` under `workload`, on the most loaded
+/// rank, with the kernels of `workload.platform`.
 pub fn activations(dims: &Dimensions, workload: &Workload) -> Result<Activations> {
-    Err(Error::UnsupportedModelType {
-        model_type: dims.model_type.clone(),
-        supported: format!("(activation models are not built yet; {workload:?})"),
-    })
+    activations_with(dims, workload, &workload.platform.kernels())
+}
+
+/// [`activations`] with explicit kernel choices (a forced sdpa backend,
+/// `native_dropout` masks on CPU, eager experts).
+pub fn activations_with(
+    dims: &Dimensions,
+    workload: &Workload,
+    kernels: &Kernels,
+) -> Result<Activations> {
+    let step = Step::new(dims, workload, kernels)?;
+    let mut heaviest: Option<(Bytes, Activations)> = None;
+    for stage in candidate_stages(dims.layers, workload.pipeline) {
+        let activations = step.stage(stage)?;
+        let peak = plus(activations.total, activations.backward_transient)?;
+        if heaviest.as_ref().is_none_or(|(most, _)| peak > *most) {
+            heaviest = Some((peak, activations));
+        }
+    }
+    let (_, mut activations) = heaviest.unwrap_or_else(|| (Bytes::ZERO, step.empty()));
+    activations.notes.extend(step.notes());
+    Ok(activations)
+}
+
+/// What decoder layer `index` keeps for one micro-batch on one rank.
+pub fn layer_bytes(
+    dims: &Dimensions,
+    workload: &Workload,
+    kernels: &Kernels,
+    index: u64,
+) -> Result<Bytes> {
+    let step = Step::new(dims, workload, kernels)?;
+    step.layer(dims.is_sparse(index))?.total()
+}
+
+/// One micro-batch on one rank: everything the formulas read.
+struct Step<'a> {
+    dims: &'a Dimensions,
+    workload: &'a Workload,
+    kernels: &'a Kernels,
+    rank: Rank,
+    training: Training<'a>,
+    kernel: Kernel,
+}
+
+impl<'a> Step<'a> {
+    fn new(dims: &'a Dimensions, workload: &'a Workload, kernels: &'a Kernels) -> Result<Step<'a>> {
+        Ok(Step {
+            dims,
+            workload,
+            kernels,
+            rank: Rank::new(dims, workload)?,
+            training: Training::new(workload),
+            kernel: Kernel::resolve(
+                workload.attention,
+                kernels,
+                dims,
+                workload.dtype,
+                dims.dropout.attention,
+            ),
+        })
+    }
+
+    /// What one layer keeps.
+    fn layer(&self, sparse: bool) -> Result<Kept> {
+        let saved = layer::saved(
+            &self.rank,
+            self.dims,
+            self.kernels,
+            &self.training,
+            self.kernel,
+            sparse,
+        )?;
+        recompute::kept(self.workload.recompute, &saved)
+    }
+
+    /// The activations a pipeline stage holds.
+    fn stage(&self, stage: Stage) -> Result<Activations> {
+        let end = stage.first_layer.saturating_add(stage.layers);
+        let sparse_layers = self
+            .dims
+            .sparse_layers_below(end)
+            .saturating_sub(self.dims.sparse_layers_below(stage.first_layer));
+        let dense_layers = stage.layers.saturating_sub(sparse_layers);
+        let dense = self.layer(false)?;
+        let sparse = self.layer(true)?;
+        let in_flight = stage.in_flight;
+
+        let mut layers = Vec::new();
+        let mut layer_total = Tally::new();
+        for (index, name) in PARTS.iter().enumerate() {
+            let bytes = plus(
+                times(dense.parts[index], dense_layers)?,
+                times(sparse.parts[index], sparse_layers)?,
+            )?;
+            let bytes = times(bytes, in_flight)?;
+            layer_total.add(bytes)?;
+            if bytes > Bytes::ZERO {
+                layers.push(Part {
+                    name: (*name).to_string(),
+                    bytes,
+                });
+            }
+        }
+
+        let mut outside = Tally::new();
+        if stage.embeddings {
+            outside.add(embeddings::saved(&self.rank, self.dims, self.kernels)?)?;
+        }
+        if stage.layers > 0 {
+            outside.add(embeddings::shared_by_layers(
+                &self.rank,
+                self.dims,
+                self.workload.recompute,
+                self.kernel,
+            )?)?;
+        }
+        let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
+        if stage.head {
+            outside.add(loss::head(
+                &self.rank,
+                self.dims,
+                self.kernels,
+                &self.training,
+            )?)?;
+            logits = loss::logits(&self.rank)?;
+            loss_bytes = loss::loss(&self.rank)?;
+            transient = loss::backward_transient(&self.rank)?;
+        }
+        for (kind, count) in [(dense, dense_layers), (sparse, sparse_layers)] {
+            if count > 0 {
+                transient = transient.max(kind.recomputed);
+            }
+        }
+        let outside_layers = times(outside.bytes(), in_flight)?;
+        let logits = times(logits, in_flight)?;
+        let loss_bytes = times(loss_bytes, in_flight)?;
+
+        let mut total = layer_total;
+        total.add(outside_layers)?;
+        total.add(logits)?;
+        total.add(loss_bytes)?;
+        let mut notes = Vec::new();
+        if self.workload.pipeline > 1 {
+            notes.push(format!(
+                "pipeline: stage {} of {} is the most loaded, holding {} micro-batch(es) of {} layer(s) (1F1B, at least {} micro-batches per step)",
+                stage.index + 1,
+                self.workload.pipeline,
+                in_flight,
+                stage.layers,
+                self.workload.pipeline,
+            ));
+        }
+        Ok(Activations {
+            total: total.bytes(),
+            layers,
+            outside_layers,
+            logits,
+            loss: loss_bytes,
+            backward_transient: transient,
+            notes,
+        })
+    }
+
+    fn empty(&self) -> Activations {
+        Activations {
+            total: Bytes::ZERO,
+            layers: Vec::new(),
+            outside_layers: Bytes::ZERO,
+            logits: Bytes::ZERO,
+            loss: Bytes::ZERO,
+            backward_transient: Bytes::ZERO,
+            notes: Vec::new(),
+        }
+    }
+
+    /// How the figures were reached.
+    fn notes(&self) -> Vec<String> {
+        let (dims, workload) = (self.dims, self.workload);
+        let mut notes = vec![format!("attention: {}", self.kernel.describe())];
+        if workload.platform == Platform::Cuda {
+            if dims.norm == NormKind::LayerNorm {
+                notes.push("CUDA: LayerNorm saves its mean and rstd in fp32".to_string());
+            }
+            let dropout = dims.dropout;
+            if dropout.attention || dropout.residual || dropout.embedding {
+                notes.push(
+                    "CUDA: dropout saves 1-byte bool masks (native_dropout); flash and memory-efficient attention keep only a seed".to_string(),
+                );
+            }
+        }
+        match workload.recompute {
+            Recompute::None => {}
+            Recompute::Selective => notes.push(
+                "selective recomputation: the attention core (probabilities, the kernel's q, k, v copies) is rebuilt in backward; its inputs q, k, v stay".to_string(),
+            ),
+            Recompute::Full => notes.push(
+                "full recomputation: each layer keeps its input; rotary tables and cache positions held by the checkpoints outside autograd are not counted".to_string(),
+            ),
+        }
+        if workload.frozen_base {
+            notes.push(
+                "frozen base: frozen linears and norms save no weight-gradient inputs; LoRA adapters keep their input and lora_A's T x r output; routed experts are counted as trainable".to_string(),
+            );
+        }
+        if workload.tensor_parallel > 1 {
+            notes.push(format!(
+                "tensor parallel {}: heads, MLP and expert widths and the vocabulary split per rank, rounded up{} (Korthikanti et al. 2022, Table 2)",
+                workload.tensor_parallel,
+                if workload.sequence_parallel {
+                    "; sequence parallelism splits the rest along the sequence"
+                } else {
+                    ""
+                },
+            ));
+        }
+        if dims.layout == LayerLayout::ParallelResidual && workload.recompute != Recompute::Full {
+            notes.push("parallel residual: both LayerNorms read one saved input".to_string());
+        }
+        notes.push(
+            "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer".to_string(),
+        );
+        notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::architecture::dimensions;
+    use crate::error::Error;
+
+    fn workload(micro_batch: u64, seq_len: u64, attention: Attention) -> Workload {
+        Workload {
+            micro_batch,
+            seq_len,
+            attention,
+            recompute: Recompute::None,
+            dtype: DType::Bf16,
+            platform: Platform::Cuda,
+            frozen_base: false,
+            adapted: Vec::new(),
+            lora_rank: 0,
+            tensor_parallel: 1,
+            sequence_parallel: false,
+            pipeline: 1,
+        }
+    }
+
+    fn layer(dims: &Dimensions, workload: &Workload) -> u64 {
+        layer_bytes(dims, workload, &workload.platform.kernels(), 0)
+            .unwrap()
+            .0
+    }
+
+    /// Llama-2-7B's sizes.
+    fn llama_7b() -> Dimensions {
+        Dimensions::generic(32, 4096, 32, 32, 11008, 32000).unwrap()
+    }
+
+    #[test]
+    fn a_llama_layer_on_cuda_with_flash_attention_by_hand() {
+        // Per layer, bf16, T = B·S: two RMSNorms 2(4Th + 4T + 2Th), q/k/v's
+        // input 2Th, the flash kernel's q, k, v, output 2T(2ad + 2kv·d) and
+        // log-sum-exp 4BaS, the MLP's input 2Th and 4 x 2Tf.
+        let dims = llama_7b();
+        let (b, s) = (1, 4096);
+        let (t, h, f, a, kv, d) = (b * s, 4096, 11008, 32, 32, 128);
+        let expected = 2 * (4 * t * h + 4 * t + 2 * t * h)
+            + 2 * t * h
+            + 2 * t * (2 * a * d + 2 * kv * d)
+            + 4 * b * a * s
+            + 2 * t * h
+            + 4 * 2 * t * f;
+        assert_eq!(expected, 4096 * 186_504);
+        assert_eq!(layer(&dims, &workload(b, s, Attention::Sdpa)), expected);
+        assert_eq!(layer(&dims, &workload(b, s, Attention::Flash)), expected);
+        // Eager: no log-sum-exp, the probabilities instead (fp32 softmax and
+        // its bf16 copy, 6BaS²); o_proj saves a copy of the output, which
+        // replaces the flash output it shared.
+        let eager = layer(&dims, &workload(b, s, Attention::Eager));
+        assert_eq!(eager, expected - 4 * b * a * s + 6 * b * a * s * s);
+    }
+
+    #[test]
+    fn the_whole_model_adds_embeddings_rotary_head_logits_and_loss() {
+        let dims = llama_7b();
+        let w = workload(2, 1024, Attention::Sdpa);
+        let e = activations(&dims, &w).unwrap();
+        let (t, s, h, v) = (2048u64, 1024u64, 4096u64, 32000u64);
+        let per_layer = layer(&dims, &w);
+        let outside = 8 * t + 2 * 2 * s * 128 + (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h;
+        assert_eq!(e.outside_layers.0, outside);
+        assert_eq!(e.logits.0, 2 * t * v);
+        assert_eq!(e.loss.0, 4 * t * v + 8 * t + 4);
+        assert_eq!(e.total.0, 32 * per_layer + outside + 6 * t * v + 8 * t + 4);
+        assert_eq!(e.backward_transient.0, 2 * 4 * t * v);
+        let parts: u64 = e.layers.iter().map(|p| p.bytes.0).sum();
+        assert_eq!(parts, 32 * per_layer);
+        assert!(e.notes.iter().any(|n| n.contains("flash kernel")));
+    }
+
+    #[test]
+    fn selective_recompute_drops_the_probabilities_and_full_keeps_the_input() {
+        let dims = llama_7b();
+        let (b, s, t, h, a, d) = (1u64, 2048u64, 2048u64, 4096u64, 32u64, 128u64);
+        let mut w = workload(b, s, Attention::Eager);
+        let none = layer(&dims, &w);
+        w.recompute = Recompute::Selective;
+        let selective = layer(&dims, &w);
+        // The core keeps only q, k, v (2T·a·d + 2·2T·kv·d); the o_proj input stays.
+        let eager_core = 3 * 2 * t * a * d + 6 * b * a * s * s;
+        assert_eq!(none - selective, eager_core - 3 * 2 * t * a * d);
+        w.attention = Attention::Sdpa;
+        let flash_selective = layer(&dims, &w);
+        w.recompute = Recompute::None;
+        assert_eq!(layer(&dims, &w) - flash_selective, 4 * b * a * s);
+        w.recompute = Recompute::Full;
+        assert_eq!(layer(&dims, &w), 2 * t * h);
+        let e = activations(&dims, &w).unwrap();
+        // The backward transient is the larger of the loss's gradients and
+        // one rebuilt layer.
+        w.recompute = Recompute::None;
+        let rebuilt = layer(&dims, &w);
+        assert_eq!(e.backward_transient.0, rebuilt.max(8 * t * 32000));
+        assert!(e.layers.iter().all(|p| p.name == "layer inputs"));
+    }
+
+    #[test]
+    fn tensor_and_sequence_parallel_divide_a_gpt2_block_like_table_2() {
+        // Table 2: per layer R + D/t with tensor parallelism (R: norm
+        // inputs, column-parallel inputs, hidden dropout masks; D: the rest),
+        // (R + D)/t with sequence parallelism too.
+        let dims = dimensions(&json!({
+            "model_type": "gpt2", "n_embd": 1024, "n_head": 16, "n_layer": 4,
+        }))
+        .unwrap();
+        let at = |t: u64, sequence_parallel: bool| {
+            let mut w = workload(2, 1024, Attention::Eager);
+            w.tensor_parallel = t;
+            w.sequence_parallel = sequence_parallel;
+            layer(&dims, &w)
+        };
+        let (one, two) = (at(1, false), at(2, false));
+        let split = 2 * (one - two);
+        let replicated = one - split;
+        assert!(replicated > 0 && split > replicated);
+        for t in [4, 8, 16] {
+            assert_eq!(at(t, false), replicated + split / t, "t = {t}");
+            assert_eq!(at(t, true), one / t, "t = {t} with sequence parallelism");
+        }
+    }
+
+    #[test]
+    fn the_first_pipeline_stage_holds_p_micro_batches() {
+        let dims = dimensions(&json!({
+            "model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+            "num_hidden_layers": 8, "intermediate_size": 512, "vocab_size": 1000,
+        }))
+        .unwrap();
+        let mut w = workload(2, 128, Attention::Sdpa);
+        let per_layer = layer(&dims, &w);
+        w.pipeline = 4;
+        let e = activations(&dims, &w).unwrap();
+        let layers: u64 = e.layers.iter().map(|p| p.bytes.0).sum();
+        assert_eq!(layers, 4 * 2 * per_layer, "4 micro-batches of 2 layers");
+        assert_eq!(e.logits, Bytes::ZERO);
+        assert!(e.notes.iter().any(|n| n.contains("stage 1 of 4")));
+        // A huge vocabulary makes the last stage (logits, loss) the heaviest.
+        let mut wide = dims.clone();
+        wide.vocab = 4_000_000;
+        let e = activations(&wide, &w).unwrap();
+        assert!(e.logits > Bytes::ZERO);
+        assert!(e.notes.iter().any(|n| n.contains("stage 4 of 4")));
+    }
+
+    #[test]
+    fn lora_adapters_keep_their_inputs_and_rank_r_outputs() {
+        let dims = llama_7b();
+        let (t, h, r) = (1024u64, 4096u64, 16u64);
+        let mut w = workload(1, 1024, Attention::Sdpa);
+        w.frozen_base = true;
+        let frozen = layer(&dims, &w);
+        w.adapted = vec!["q_proj".to_string(), "v_proj".to_string()];
+        w.lora_rank = r;
+        assert_eq!(layer(&dims, &w), frozen + 2 * t * h + 2 * 2 * t * r);
+        w.adapted.push("down_proj".to_string());
+        assert_eq!(
+            layer(&dims, &w),
+            frozen + 2 * t * h + 3 * 2 * t * r + 2 * t * 11008
+        );
+    }
+
+    #[test]
+    fn cuda_masks_and_layer_norm_statistics_differ_from_cpu() {
+        let dims = dimensions(&json!({
+            "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000,
+        }))
+        .unwrap();
+        let mut w = workload(2, 64, Attention::Eager);
+        let cuda = layer(&dims, &w);
+        w.platform = Platform::Cpu;
+        let cpu = layer(&dims, &w);
+        let (b, s, t, h, a) = (2u64, 64u64, 128u64, 64u64, 4u64);
+        // Two LayerNorms: fp32 statistics (+2 x 2 x 2T); three dropout
+        // masks: 1 byte instead of 2 (-B·a·S² - 2 x T·h).
+        assert_eq!(cuda + b * a * s * s + 2 * t * h, cpu + 2 * 2 * 2 * t);
+    }
+
+    #[test]
+    fn huge_sizes_overflow_instead_of_wrapping() {
+        let dims =
+            Dimensions::generic(1_000_000, 1 << 20, 1 << 10, 1 << 10, 1 << 22, 1 << 30).unwrap();
+        let w = workload(1 << 20, 1 << 20, Attention::Eager);
+        assert!(matches!(
+            activations(&dims, &w),
+            Err(Error::Overflow { .. })
+        ));
+    }
+
+    #[test]
+    fn deepseek_on_cuda_uses_memory_efficient_attention() {
+        let dims =
+            dimensions(&json!({"model_type": "deepseek_v3", "num_hidden_layers": 4})).unwrap();
+        let e = activations(&dims, &workload(1, 4096, Attention::Sdpa)).unwrap();
+        assert!(
+            e.notes.iter().any(|n| n.contains("memory-efficient")),
+            "{:?}",
+            e.notes
+        );
+        assert!(e.layers.iter().any(|p| p.name == "experts"));
+    }
 }

@@ -8,9 +8,13 @@
 //! lays it out as `model.embed_tokens`, `model.layers.{i}.self_attn`,
 //! `model.layers.{i}.mlp`, the layer norms, the final norm and `lm_head`.
 
-use super::attention::Attention;
+use super::attention::{Attention, QkNorm};
 use super::decoder::{Decoder, Layers, Placement};
-use super::feed_forward::FeedForward;
+use super::dimensions::{
+    Dimensions, Dropout, EagerSoftmax, LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind,
+    NormKind, Positions, QkNormKind, QkvLayout, Router, SharedExpert, Softcap,
+};
+use super::feed_forward::{Experts, FeedForward};
 use super::params::{Norm, Params};
 use crate::error::Result;
 
@@ -75,6 +79,138 @@ impl Blueprint {
         })
     }
 
+    /// The sizes and kinds activation memory needs, with the defaults of a
+    /// llama decoder (rotary over the whole head, no dropout, no
+    /// soft-capping) for the architecture file to override. `routing`
+    /// says how the experts, if any, pick tokens; without it the experts
+    /// are left out.
+    pub fn dimensions(&self, model_type: &str, routing: Option<Routing>) -> Dimensions {
+        let (heads, kv_heads, head_dim, qkv, qk_norm, attention_input, attention_output) =
+            match &self.attention {
+                Attention::Separate(p) => (
+                    p.heads,
+                    p.kv_heads,
+                    p.head_dim,
+                    QkvLayout::Separate,
+                    match p.qk_norm {
+                        QkNorm::None => QkNormKind::None,
+                        QkNorm::Projection => QkNormKind::WholeProjection,
+                        QkNorm::HeadDim
+                        | QkNorm::PerHead
+                        | QkNorm::PerHeadModules
+                        | QkNorm::LayerNorm { .. } => QkNormKind::PerHead,
+                    },
+                    vec!["q_proj", "k_proj", "v_proj"],
+                    p.output,
+                ),
+                Attention::Fused {
+                    heads,
+                    kv_heads,
+                    head_dim,
+                } => (
+                    *heads,
+                    *kv_heads,
+                    *head_dim,
+                    QkvLayout::Fused,
+                    QkNormKind::None,
+                    vec!["qkv_proj"],
+                    "o_proj",
+                ),
+                Attention::Latent(latent) => (
+                    latent.heads,
+                    latent.heads,
+                    latent.qk_rope_head_dim,
+                    QkvLayout::Latent(LatentDims {
+                        q_lora_rank: latent.q_lora_rank,
+                        kv_lora_rank: latent.kv_lora_rank,
+                        qk_nope_head_dim: latent.qk_nope_head_dim,
+                        qk_rope_head_dim: latent.qk_rope_head_dim,
+                        v_head_dim: latent.v_head_dim,
+                    }),
+                    QkNormKind::None,
+                    vec!["q_proj", "q_a_proj", "kv_a_proj_with_mqa"],
+                    "o_proj",
+                ),
+            };
+        let (intermediate, mlp, mlp_input, mlp_output) = match &self.feed_forward {
+            FeedForward::Gated { intermediate, .. } => (
+                *intermediate,
+                MlpKind::Gated,
+                vec!["gate_proj", "up_proj"],
+                "down_proj",
+            ),
+            FeedForward::FusedGated { intermediate } => (
+                *intermediate,
+                MlpKind::Gated,
+                vec!["gate_up_proj"],
+                "down_proj",
+            ),
+            FeedForward::Plain {
+                intermediate,
+                up,
+                down,
+                ..
+            } => (*intermediate, MlpKind::Gelu, vec![*up], *down),
+            FeedForward::Experts(experts) => (
+                experts.intermediate,
+                MlpKind::Gated,
+                vec!["gate_proj", "up_proj"],
+                "down_proj",
+            ),
+        };
+        let sparse = match (&self.feed_forward, &self.sparse) {
+            (FeedForward::Experts(experts), _) => Some((experts, Placement::From(0))),
+            (_, Some((FeedForward::Experts(experts), placement))) => {
+                Some((experts, placement.clone()))
+            }
+            _ => None,
+        };
+        let experts = sparse
+            .zip(routing)
+            .map(|((experts, layers), routing)| mixture(experts, layers, routing));
+        Dimensions {
+            model_type: model_type.to_string(),
+            layers: self.layers,
+            hidden: self.hidden,
+            intermediate,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab: self.vocab,
+            tied_embeddings: self.tied,
+            norm: match self.norm {
+                Norm::Weight => NormKind::RmsNorm,
+                Norm::WeightAndBias | Norm::Parameterless => NormKind::LayerNorm,
+            },
+            layout: if self.layer_norms == SANDWICH_NORMS {
+                LayerLayout::Sandwich
+            } else if self.layer_norms == PRE_NORMS {
+                LayerLayout::PreNorm
+            } else {
+                LayerLayout::PostNorm
+            },
+            qkv,
+            qk_norm,
+            softmax: EagerSoftmax::Fp32WithCast,
+            mlp,
+            experts,
+            positions: Positions::Rotary {
+                width: head_dim,
+                fp32_tables: false,
+                tables: 1,
+            },
+            dropout: Dropout::default(),
+            softcap: Softcap::default(),
+            mask_positional: false,
+            linears: Linears {
+                attention_input,
+                attention_output,
+                mlp_input,
+                mlp_output,
+            },
+        }
+    }
+
     fn layer(&self, feed_forward: &FeedForward) -> Result<Params> {
         let mut layer = Params::new();
         layer.mount("self_attn", self.attention.params(self.hidden)?);
@@ -83,6 +219,34 @@ impl Blueprint {
             layer.norm(name, vec![self.hidden], self.norm)?;
         }
         Ok(layer)
+    }
+}
+
+/// How a mixture of experts routes tokens, which its tensors do not show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Routing {
+    /// Experts per token (`num_experts_per_tok`).
+    pub top_k: u64,
+    /// How the router scores and weights them.
+    pub router: Router,
+}
+
+fn mixture(experts: &Experts, layers: Placement, routing: Routing) -> MixtureOfExperts {
+    MixtureOfExperts {
+        experts: experts.count,
+        top_k: routing.top_k,
+        intermediate: experts.intermediate,
+        shared: match &experts.shared {
+            None => SharedExpert::None,
+            Some(shared) if shared.gate => SharedExpert::Gated {
+                intermediate: shared.intermediate,
+            },
+            Some(shared) => SharedExpert::Plain {
+                intermediate: shared.intermediate,
+            },
+        },
+        router: routing.router,
+        layers,
     }
 }
 

@@ -121,6 +121,94 @@ impl<'a> Config<'a> {
     }
 }
 
+impl<'a> Config<'a> {
+    /// A number that the config class declares as `float | None =
+    /// default`: absent takes `default`, `null` is `None`; integers are
+    /// accepted as Python accepts them for floats.
+    pub fn optional_number(&self, key: &str, default: Option<f64>) -> Result<Option<f64>> {
+        match self.keys.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(value) => match value.as_f64() {
+                Some(number) if number.is_finite() => Ok(Some(number)),
+                _ => Err(Error::InvalidConfig {
+                    key: key.to_string(),
+                    problem: format!(
+                        "{} is {}; accepted: a number such as `0.1`",
+                        quote(value),
+                        describe(value)
+                    ),
+                }),
+            },
+        }
+    }
+
+    /// A fraction from 0 to 1 (a dropout probability, the share of a head
+    /// that is rotated): absent takes `default`; `null` counts as 0, as
+    /// Python's `if p:` treats `None`.
+    pub fn fraction(&self, key: &str, default: f64) -> Result<f64> {
+        let fraction = self.optional_number(key, Some(default))?.unwrap_or(0.0);
+        if (0.0..=1.0).contains(&fraction) {
+            Ok(fraction)
+        } else {
+            Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: format!(
+                    "`{fraction}` is outside 0..1; accepted: a fraction such as `0.1`"
+                ),
+            })
+        }
+    }
+
+    /// A string (an activation function's name): absent takes `default`,
+    /// `null` is `None`.
+    pub fn string(&self, key: &str, default: Option<&'a str>) -> Result<Option<&'a str>> {
+        match self.keys.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.as_str())),
+            Some(other) => Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: format!(
+                    "{} is {}; accepted: a string such as `\"gelu_new\"`",
+                    quote(other),
+                    describe(other)
+                ),
+            }),
+        }
+    }
+
+    /// A list of strings (Gemma 3's `layer_types`): `None` when absent or
+    /// `null`.
+    pub fn string_list(&self, key: &str) -> Result<Option<Vec<&'a str>>> {
+        match self.keys.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str().ok_or_else(|| Error::InvalidConfig {
+                        key: key.to_string(),
+                        problem: format!(
+                            "{} is {}; accepted: a list of strings such as `[\"sliding_attention\", \"full_attention\"]`",
+                            quote(item),
+                            describe(item)
+                        ),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(other) => Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: format!(
+                    "{} is {}; accepted: a list of strings such as `[\"sliding_attention\", \"full_attention\"]`",
+                    quote(other),
+                    describe(other)
+                ),
+            }),
+        }
+    }
+}
+
 /// `numerator / denominator` rounded down, as Python's `//`; a zero
 /// denominator is an error naming `denominator_key`.
 pub fn ratio(numerator: u64, denominator: u64, denominator_key: &str) -> Result<u64> {
@@ -307,6 +395,40 @@ mod tests {
         assert_eq!(problem(ratio(64, 0, "n_head")).0, "n_head");
         assert_eq!(exact_ratio(72, 6, "n_head").unwrap(), 12);
         assert!(exact_ratio(72, 7, "n_head").is_err());
+    }
+
+    #[test]
+    fn numbers_fractions_and_strings() {
+        let value = json!({
+            "p": 0.1, "one": 1, "none": null, "big": 1.5, "text": "0.1",
+            "act": "gelu_new", "types": ["sliding_attention", "full_attention"], "bad": [1],
+        });
+        let config = Config::new(&value).unwrap();
+        assert_eq!(config.optional_number("p", None).unwrap(), Some(0.1));
+        assert_eq!(config.optional_number("none", Some(50.0)).unwrap(), None);
+        assert_eq!(
+            config.optional_number("absent", Some(50.0)).unwrap(),
+            Some(50.0)
+        );
+        assert!(config.optional_number("text", None).is_err());
+        assert_eq!(config.fraction("one", 0.0).unwrap(), 1.0);
+        assert_eq!(config.fraction("none", 0.5).unwrap(), 0.0);
+        assert_eq!(config.fraction("absent", 0.25).unwrap(), 0.25);
+        assert!(
+            problem(config.fraction("big", 0.0))
+                .1
+                .contains("outside 0..1")
+        );
+        assert_eq!(config.string("act", None).unwrap(), Some("gelu_new"));
+        assert_eq!(config.string("absent", Some("silu")).unwrap(), Some("silu"));
+        assert!(config.string("p", None).is_err());
+        assert_eq!(
+            config.string_list("types").unwrap(),
+            Some(vec!["sliding_attention", "full_attention"])
+        );
+        assert_eq!(config.string_list("absent").unwrap(), None);
+        assert!(config.string_list("bad").is_err());
+        assert!(config.string_list("act").is_err());
     }
 
     #[test]

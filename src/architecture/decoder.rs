@@ -4,6 +4,8 @@
 
 use std::collections::BTreeSet;
 
+use serde::Serialize;
+
 use super::params::{Param, Params};
 use crate::error::{Error, Result};
 use crate::model::Tensor;
@@ -40,10 +42,11 @@ pub struct Layers {
     pub alternative: Option<(Params, Placement)>,
 }
 
-/// Which layers use the alternative template.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which layers use the alternative template (the mixture-of-experts layers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Placement {
-    /// Layers `first..` (DeepSeek's `first_k_dense_replace`).
+    /// Layers `first..` (DeepSeek's `first_k_dense_replace`; 0 for every layer).
     From(u64),
     /// Layers whose `(index + 1)` is a multiple of `step`, except those
     /// listed (Qwen MoE's `decoder_sparse_step` and `mlp_only_layers`).
@@ -51,17 +54,40 @@ pub enum Placement {
 }
 
 impl Placement {
-    fn claims(&self, index: u64) -> bool {
+    /// How many of the layers `0..count` it claims, counted in closed form
+    /// so that a hostile layer count is never walked.
+    pub fn count_below(&self, count: u64) -> u64 {
+        match self {
+            Placement::From(first) => count.saturating_sub(*first),
+            Placement::Every { step, except } => match count.checked_div(*step) {
+                None => 0,
+                Some(multiples) => {
+                    let excepted = except
+                        .iter()
+                        .filter(|&&index| index < count && closes_step(index, *step))
+                        .count() as u64;
+                    multiples.saturating_sub(excepted)
+                }
+            },
+        }
+    }
+
+    /// Whether layer `index` uses the alternative template.
+    pub fn claims(&self, index: u64) -> bool {
         match self {
             Placement::From(first) => index >= *first,
             Placement::Every { step, except } => {
-                !except.contains(&index)
-                    && index
-                        .checked_add(1)
-                        .is_some_and(|n| n.checked_rem(*step) == Some(0))
+                !except.contains(&index) && closes_step(index, *step)
             }
         }
     }
+}
+
+/// Whether `index + 1` is a multiple of `step` (never for a zero step).
+fn closes_step(index: u64, step: u64) -> bool {
+    index
+        .checked_add(1)
+        .is_some_and(|n| n.checked_rem(step) == Some(0))
 }
 
 impl Layers {
@@ -207,6 +233,27 @@ mod tests {
             names(with(never)),
             ["l.0.dense", "l.1.dense", "l.2.dense", "l.3.dense"]
         );
+    }
+
+    #[test]
+    fn placements_count_their_layers_in_closed_form() {
+        let every = Placement::Every {
+            step: 2,
+            except: BTreeSet::from([3, 4, 99]),
+        };
+        for count in 0..12 {
+            let walked = (0..count).filter(|&i| every.claims(i)).count() as u64;
+            assert_eq!(every.count_below(count), walked, "{count}");
+            let from = Placement::From(3);
+            let walked = (0..count).filter(|&i| from.claims(i)).count() as u64;
+            assert_eq!(from.count_below(count), walked, "{count}");
+        }
+        assert_eq!(Placement::From(0).count_below(u64::MAX), u64::MAX);
+        let never = Placement::Every {
+            step: 0,
+            except: BTreeSet::new(),
+        };
+        assert_eq!(never.count_below(10), 0);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! and `modeling_deepseek_v3.py` (`DeepseekV3ForCausalLM`).
 
 use super::attention::{Attention, LatentAttention};
+use super::blueprint::Routing;
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::{Decoder, Placement};
+use super::dimensions::{Dimensions, Dropout, Router};
 use super::feed_forward::{Experts, FeedForward, SharedExperts};
 use super::params::{Norm, product};
 use crate::error::Result;
@@ -18,7 +20,7 @@ use crate::error::Result;
 /// moe_intermediate_size` wide, present even when that is 0. The router's
 /// `e_score_correction_bias` is a buffer, not a parameter; the multi-token
 /// prediction layers (`num_nextn_predict_layers`) are not built.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let moe_intermediate = config.size("moe_intermediate_size", 2048)?;
     let attention_bias = config.flag("attention_bias", false)?;
     let moe = FeedForward::Experts(Experts {
@@ -31,7 +33,7 @@ pub fn describe(config: &Config) -> Result<Decoder> {
             gate: false,
         }),
     });
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 129280)?,
         hidden: config.size("hidden_size", 7168)?,
         layers: config.size("num_hidden_layers", 61)?,
@@ -57,6 +59,32 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `num_experts_per_tok`
+/// (default 8) experts per token scored by an fp32 sigmoid router,
+/// renormalized when `norm_topk_prob` (default true);
+/// `num_key_value_heads` (default 128, `null` for the head count), which
+/// latent attention does not use; `attention_dropout` (default 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    let routing = Routing {
+        top_k: config.size("num_experts_per_tok", 8)?,
+        router: Router::Sigmoid {
+            renormalize: config.flag("norm_topk_prob", true)?,
+        },
+    };
+    let dims = blueprint(config)?.dimensions("deepseek_v3", Some(routing));
+    Ok(Dimensions {
+        kv_heads: config
+            .optional_size("num_key_value_heads", Some(128))?
+            .unwrap_or(dims.heads),
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        ..dims
+    })
 }

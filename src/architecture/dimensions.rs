@@ -1,9 +1,17 @@
 //! The sizes of a decoder that activation memory depends on, read from a
 //! config.json with the transformers class defaults.
+//!
+//! The numbers come from the same readers as the parameter tensors (each
+//! architecture file's `blueprint` or `Sizes`), so a key missing from the
+//! file takes the same default in both. What the activation formulas need
+//! beyond sizes (which norm, which MLP, which dropouts, how q, k and v are
+//! projected) is data: a few small enums, one value per architecture.
 
 use serde::Serialize;
 use serde_json::Value;
 
+use super::config::Config;
+pub use super::decoder::Placement;
 use crate::error::{Error, Result};
 
 /// What activation memory needs to know of an architecture.
@@ -15,18 +23,246 @@ pub struct Dimensions {
     pub layers: u64,
     /// Hidden size h.
     pub hidden: u64,
-    /// Dense MLP intermediate size f.
+    /// Dense MLP intermediate size f (an expert's in Mixtral, whose every layer is sparse).
     pub intermediate: u64,
     /// Attention heads a.
     pub heads: u64,
     /// Key/value heads.
     pub kv_heads: u64,
-    /// Head dimension d.
+    /// Head dimension d (DeepSeek: the rotary part of a query head).
     pub head_dim: u64,
     /// Vocabulary V.
     pub vocab: u64,
     /// Whether the output head shares the token embedding.
     pub tied_embeddings: bool,
+    /// The norm module and what it saves.
+    pub norm: NormKind,
+    /// Where a layer's norms sit.
+    pub layout: LayerLayout,
+    /// How queries, keys and values are projected.
+    pub qkv: QkvLayout,
+    /// Norms applied to queries and keys inside attention.
+    pub qk_norm: QkNormKind,
+    /// The softmax of eager attention.
+    pub softmax: EagerSoftmax,
+    /// The activation of the dense MLP (and of the experts, which are gated).
+    pub mlp: MlpKind,
+    /// The mixture of experts, when some layers have one.
+    pub experts: Option<MixtureOfExperts>,
+    /// How token positions enter the model.
+    pub positions: Positions,
+    /// The dropouts that are active in training.
+    pub dropout: Dropout,
+    /// Gemma 2's tanh soft-capping of attention scores and of the logits.
+    pub softcap: Softcap,
+    /// Whether a layer receives the 4-D attention mask as a positional
+    /// argument (GPT-2's blocks), which gradient checkpointing then saves.
+    pub mask_positional: bool,
+    /// The module names of the linear layers, as LoRA targets name them.
+    pub linears: Linears,
+}
+
+/// The norm module: transformers' Python RMSNorms compute in fp32 and
+/// save different intermediates; LayerNorm is one kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormKind {
+    /// `LlamaRMSNorm`: fp32 input copy, fp32 rsqrt, the normalized tensor
+    /// cast back (saved for the weight's gradient).
+    RmsNorm,
+    /// `GemmaRMSNorm`: all fp32, scaled by `1 + weight`.
+    GemmaRmsNorm,
+    /// `Olmo2RMSNorm`: the weight multiplies in fp32 before the cast back.
+    Olmo2RmsNorm,
+    /// `nn.LayerNorm`: the input, mean and rstd.
+    LayerNorm,
+}
+
+/// Where a decoder layer's norms sit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerLayout {
+    /// A norm before attention and one before the MLP (Llama).
+    PreNorm,
+    /// A norm after attention and one after the MLP (OLMo 2).
+    PostNorm,
+    /// Norms before and after both blocks (Gemma 2 and 3).
+    Sandwich,
+    /// Attention and MLP read the same input through two LayerNorms
+    /// (GPT-NeoX's `use_parallel_residual`): the input is saved once.
+    ParallelResidual,
+}
+
+/// How queries, keys and values are projected, which decides which
+/// storages the attention kernel keeps alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QkvLayout {
+    /// Separate projections (or GPT-2's `c_attn`, whose q, k and v views
+    /// add up to the same storage): the kernel's output is the output
+    /// projection's input.
+    Separate,
+    /// One fused projection whose q and k are rotated into new tensors
+    /// while v stays a view of it (Phi-3, GPT-NeoX): saving v keeps the
+    /// whole projection alive, and the kernel's output is laid out per head,
+    /// so the output projection gets a copy.
+    Fused,
+    /// DeepSeek's multi-head latent attention.
+    Latent(LatentDims),
+}
+
+/// The sizes of multi-head latent attention (`DeepseekV3Attention`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LatentDims {
+    /// The query bottleneck; `None` for a plain `q_proj`.
+    pub q_lora_rank: Option<u64>,
+    /// The key/value bottleneck.
+    pub kv_lora_rank: u64,
+    /// Per-head query/key width without rotary embedding.
+    pub qk_nope_head_dim: u64,
+    /// Per-head query/key width with rotary embedding.
+    pub qk_rope_head_dim: u64,
+    /// Per-head value width.
+    pub v_head_dim: u64,
+}
+
+/// Norms on queries and keys, of the model's [`NormKind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QkNormKind {
+    /// None.
+    None,
+    /// Over each head's `head_dim` (Qwen3, Gemma 3).
+    PerHead,
+    /// Over the whole query and key projections (OLMo 2).
+    WholeProjection,
+}
+
+/// The softmax of transformers' eager attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EagerSoftmax {
+    /// `softmax(dtype=float32).to(dtype)`: an fp32 result and its cast copy.
+    Fp32WithCast,
+    /// `softmax` in the model dtype (GPT-2).
+    ModelDtype,
+}
+
+/// The MLP's activation: how many `T x f` tensors it saves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MlpKind {
+    /// `down(act(gate(x)) * up(x))`: gate, act(gate), up, their product.
+    Gated,
+    /// `fc2(act(fc1(x)))` with a kernel activation (GELU): fc1's output and act's.
+    Gelu,
+    /// GPT-2's `NewGELUActivation` in Python: four tensors, then `c_proj`'s input.
+    NewGelu,
+}
+
+/// A sparse mixture of experts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MixtureOfExperts {
+    /// Routed experts E.
+    pub experts: u64,
+    /// Experts per token k.
+    pub top_k: u64,
+    /// One routed expert's intermediate size.
+    pub intermediate: u64,
+    /// Experts every token passes through.
+    pub shared: SharedExpert,
+    /// How tokens are routed.
+    pub router: Router,
+    /// Which layers are sparse.
+    pub layers: Placement,
+}
+
+/// Experts every token passes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SharedExpert {
+    /// None (Mixtral, Qwen3-MoE).
+    None,
+    /// A gated MLP of this intermediate size (DeepSeek's `shared_experts`).
+    Plain { intermediate: u64 },
+    /// A gated MLP scaled by `sigmoid(shared_expert_gate(x))` (Qwen2-MoE).
+    Gated { intermediate: u64 },
+}
+
+/// How a router picks and weights experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Router {
+    /// fp32 softmax, top-k, optionally renormalized; `fp32_weights`: the
+    /// routing weights reach the experts in fp32 (Mixtral) rather than the
+    /// model dtype (Qwen).
+    Softmax {
+        renormalize: bool,
+        fp32_weights: bool,
+    },
+    /// DeepSeek-V3: an fp32 linear, sigmoid scores, group-limited top-k,
+    /// optionally renormalized, fp32 weights.
+    Sigmoid { renormalize: bool },
+}
+
+/// How token positions enter the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Positions {
+    /// Rotary embeddings: `tables` pairs of cos/sin [1, S, width], in fp32
+    /// (OLMo 2) or the model dtype, shared by every layer.
+    Rotary {
+        width: u64,
+        fp32_tables: bool,
+        tables: u64,
+    },
+    /// A learned position embedding (GPT-2's `wpe`).
+    Learned,
+}
+
+/// The dropouts active in training (probability above zero).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Dropout {
+    /// On the attention probabilities.
+    pub attention: bool,
+    /// On the attention and MLP outputs before the residual additions.
+    pub residual: bool,
+    /// On the embeddings.
+    pub embedding: bool,
+}
+
+/// Gemma 2's tanh soft-capping.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Softcap {
+    /// `attn_logit_softcapping` (eager attention only).
+    pub attention: bool,
+    /// `final_logit_softcapping`.
+    pub logits: bool,
+}
+
+/// Module names of a layer's linears, the way LoRA's `target_modules` name them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Linears {
+    /// The projections reading the attention input (`q_proj`, `k_proj`, `v_proj`).
+    pub attention_input: Vec<&'static str>,
+    /// The attention output projection (`o_proj`).
+    pub attention_output: &'static str,
+    /// The projections reading the MLP input (`gate_proj`, `up_proj`).
+    pub mlp_input: Vec<&'static str>,
+    /// The MLP output projection (`down_proj`).
+    pub mlp_output: &'static str,
+}
+
+impl Linears {
+    /// Llama's names.
+    pub fn llama() -> Linears {
+        Linears {
+            attention_input: vec!["q_proj", "k_proj", "v_proj"],
+            attention_output: "o_proj",
+            mlp_input: vec!["gate_proj", "up_proj"],
+            mlp_output: "down_proj",
+        }
+    }
 }
 
 impl Dimensions {
@@ -47,6 +283,7 @@ impl Dimensions {
                 reason: format!("must divide --hidden {hidden}"),
             });
         }
+        let head_dim = hidden / heads;
         Ok(Dimensions {
             model_type: "llama".to_string(),
             layers,
@@ -54,21 +291,228 @@ impl Dimensions {
             intermediate,
             heads,
             kv_heads,
-            head_dim: hidden / heads,
+            head_dim,
             vocab,
             tied_embeddings: false,
+            norm: NormKind::RmsNorm,
+            layout: LayerLayout::PreNorm,
+            qkv: QkvLayout::Separate,
+            qk_norm: QkNormKind::None,
+            softmax: EagerSoftmax::Fp32WithCast,
+            mlp: MlpKind::Gated,
+            experts: None,
+            positions: Positions::Rotary {
+                width: head_dim,
+                fp32_tables: false,
+                tables: 1,
+            },
+            dropout: Dropout::default(),
+            softcap: Softcap::default(),
+            mask_positional: false,
+            linears: Linears::llama(),
         })
+    }
+
+    /// Whether layer `index` holds the mixture of experts.
+    pub fn is_sparse(&self, index: u64) -> bool {
+        self.experts
+            .as_ref()
+            .is_some_and(|moe| moe.layers.claims(index))
+    }
+
+    /// How many of the layers `0..count` hold the mixture of experts.
+    pub fn sparse_layers_below(&self, count: u64) -> u64 {
+        self.experts
+            .as_ref()
+            .map_or(0, |moe| moe.layers.count_below(count.min(self.layers)))
     }
 }
 
+impl Dropout {
+    /// Attention dropout only, from its probability (Llama's `attention_dropout`).
+    pub fn attention(probability: f64) -> Dropout {
+        Dropout {
+            attention: probability > 0.0,
+            ..Dropout::default()
+        }
+    }
+}
+
+/// Reads one architecture's dimensions.
+pub type Measure = fn(&Config) -> Result<Dimensions>;
+
 /// The dimensions of the model a config.json describes.
 pub fn dimensions(config: &Value) -> Result<Dimensions> {
-    let model_type = config
-        .get("model_type")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    Err(Error::UnsupportedModelType {
-        model_type: model_type.to_string(),
-        supported: "(activation dimensions are not built yet)".to_string(),
-    })
+    let config = Config::new(config)?;
+    let model_type = config.model_type().unwrap_or("");
+    let measured = || {
+        super::ARCHITECTURES
+            .iter()
+            .filter_map(|(name, _, measure)| measure.map(|_| *name))
+    };
+    let measure = super::ARCHITECTURES
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+        .and_then(|(_, _, measure)| *measure)
+        .ok_or_else(|| Error::UnsupportedModelType {
+            model_type: model_type.to_string(),
+            supported: format!(
+                "{} (for activation memory)",
+                measured().collect::<Vec<_>>().join(", ")
+            ),
+        })?;
+    measure(&config)
+}
+
+/// The model_types whose activation memory trainmem models.
+pub fn supported_for_activations() -> Vec<&'static str> {
+    super::ARCHITECTURES
+        .iter()
+        .filter(|(_, _, measure)| measure.is_some())
+        .map(|(name, _, _)| *name)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn generic_is_a_llama_and_checks_heads() {
+        let dims = Dimensions::generic(32, 4096, 32, 8, 14336, 128256).unwrap();
+        assert_eq!(dims.head_dim, 128);
+        assert_eq!(dims.qkv, QkvLayout::Separate);
+        assert!(Dimensions::generic(32, 4096, 0, 8, 14336, 128256).is_err());
+        assert!(Dimensions::generic(32, 4096, 30, 8, 14336, 128256).is_err());
+    }
+
+    #[test]
+    fn missing_keys_take_the_class_defaults() {
+        let llama = dimensions(&json!({"model_type": "llama"})).unwrap();
+        assert_eq!(
+            (
+                llama.layers,
+                llama.hidden,
+                llama.intermediate,
+                llama.heads,
+                llama.kv_heads
+            ),
+            (32, 4096, 11008, 32, 32)
+        );
+        assert_eq!(
+            (llama.head_dim, llama.vocab, llama.tied_embeddings),
+            (128, 32000, false)
+        );
+        let gemma2 = dimensions(&json!({"model_type": "gemma2"})).unwrap();
+        assert_eq!(gemma2.head_dim, 256);
+        assert_eq!(
+            gemma2.softcap,
+            Softcap {
+                attention: true,
+                logits: true
+            }
+        );
+        assert!(gemma2.tied_embeddings);
+        let gpt2 = dimensions(&json!({"model_type": "gpt2"})).unwrap();
+        assert_eq!(
+            (gpt2.hidden, gpt2.intermediate, gpt2.heads),
+            (768, 3072, 12)
+        );
+        assert_eq!(
+            gpt2.dropout,
+            Dropout {
+                attention: true,
+                residual: true,
+                embedding: true
+            }
+        );
+        assert_eq!(gpt2.mlp, MlpKind::NewGelu);
+        let neox = dimensions(
+            &json!({"model_type": "gpt_neox", "hidden_size": 64, "num_attention_heads": 4}),
+        )
+        .unwrap();
+        assert_eq!(
+            neox.positions,
+            Positions::Rotary {
+                width: 4,
+                fp32_tables: false,
+                tables: 1
+            }
+        );
+        assert_eq!(neox.layout, LayerLayout::ParallelResidual);
+    }
+
+    #[test]
+    fn experts_are_read_with_their_routing() {
+        let qwen = dimensions(
+            &json!({"model_type": "qwen3_moe", "num_hidden_layers": 4, "mlp_only_layers": [1]}),
+        )
+        .unwrap();
+        let moe = qwen.experts.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.top_k, moe.intermediate), (128, 8, 768));
+        assert_eq!(
+            moe.router,
+            Router::Softmax {
+                renormalize: false,
+                fp32_weights: false
+            }
+        );
+        assert_eq!(qwen.sparse_layers_below(4), 3);
+        assert!(!qwen.is_sparse(1));
+        let deepseek =
+            dimensions(&json!({"model_type": "deepseek_v3", "num_hidden_layers": 5})).unwrap();
+        assert_eq!(deepseek.sparse_layers_below(5), 2);
+        assert_eq!(deepseek.head_dim, 64);
+        let moe = deepseek.experts.as_ref().unwrap();
+        assert_eq!(moe.shared, SharedExpert::Plain { intermediate: 2048 });
+        assert_eq!(moe.router, Router::Sigmoid { renormalize: true });
+        let mixtral = dimensions(&json!({"model_type": "mixtral"})).unwrap();
+        assert_eq!(mixtral.sparse_layers_below(32), 32);
+    }
+
+    #[test]
+    fn gemma3_counts_its_rotary_tables() {
+        let tables = |config: Value| match dimensions(&config).unwrap().positions {
+            Positions::Rotary { tables, .. } => tables,
+            Positions::Learned => 0,
+        };
+        assert_eq!(
+            tables(json!({"model_type": "gemma3_text", "num_hidden_layers": 5})),
+            1
+        );
+        assert_eq!(
+            tables(json!({"model_type": "gemma3_text", "num_hidden_layers": 6})),
+            2
+        );
+        assert_eq!(
+            tables(
+                json!({"model_type": "gemma3_text", "num_hidden_layers": 2, "layer_types": ["full_attention", "full_attention"]})
+            ),
+            1
+        );
+        assert!(
+            dimensions(&json!({"model_type": "gemma3_text", "sliding_window_pattern": 0})).is_err()
+        );
+    }
+
+    #[test]
+    fn unmodelled_types_and_bad_values_are_errors() {
+        match dimensions(&json!({"model_type": "bloom"})) {
+            Err(Error::UnsupportedModelType {
+                model_type,
+                supported,
+            }) => {
+                assert_eq!(model_type, "bloom");
+                assert!(supported.contains("llama"), "{supported}");
+                assert!(!supported.contains("bloom"), "{supported}");
+            }
+            other => panic!("expected UnsupportedModelType, got {other:?}"),
+        }
+        assert!(dimensions(&json!({"model_type": "llama", "attention_dropout": 2})).is_err());
+        assert!(dimensions(&json!({"model_type": "gpt2", "activation_function": 3})).is_err());
+        assert!(dimensions(&json!([1])).is_err());
+        assert!(supported_for_activations().contains(&"deepseek_v3"));
+    }
 }

@@ -5,15 +5,16 @@ use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout, NormKind};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
 use crate::error::Result;
 
 /// `GemmaForCausalLM`: Llama's layout with `head_dim` declared (default
 /// 256) and `lm_head` tied to the embedding by default.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let attention_bias = config.flag("attention_bias", false)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 256000)?,
         hidden: config.size("hidden_size", 3072)?,
         layers: config.size("num_hidden_layers", 28)?,
@@ -36,6 +37,20 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", true)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `GemmaRMSNorm` (fp32,
+/// scaled by `1 + weight`), `attention_dropout` (default 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    Ok(Dimensions {
+        norm: NormKind::GemmaRmsNorm,
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        ..blueprint(config)?.dimensions("gemma", None)
+    })
 }

@@ -5,15 +5,16 @@ use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::{Blueprint, SANDWICH_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout, NormKind, Softcap};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
 use crate::error::Result;
 
 /// `Gemma2ForCausalLM`: Gemma with norms before and after both blocks;
 /// `head_dim` declared (default 256); `lm_head` tied by default.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let attention_bias = config.flag("attention_bias", false)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 256000)?,
         hidden: config.size("hidden_size", 2304)?,
         layers: config.size("num_hidden_layers", 26)?,
@@ -36,6 +37,30 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", true)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `GemmaRMSNorm`,
+/// `attention_dropout` (default 0.0), and tanh soft-capping of the
+/// attention scores (`attn_logit_softcapping`, default 50.0) and of the
+/// logits (`final_logit_softcapping`, default 30.0) unless `null`.
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    Ok(Dimensions {
+        norm: NormKind::GemmaRmsNorm,
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        softcap: Softcap {
+            attention: config
+                .optional_number("attn_logit_softcapping", Some(50.0))?
+                .is_some(),
+            logits: config
+                .optional_number("final_logit_softcapping", Some(30.0))?
+                .is_some(),
+        },
+        ..blueprint(config)?.dimensions("gemma2", None)
+    })
 }

@@ -5,6 +5,7 @@ use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
 use crate::error::Result;
@@ -12,10 +13,10 @@ use crate::error::Result;
 /// `MistralForCausalLM`: Llama without biases; `num_key_value_heads`
 /// defaults to 8 (`null` means `num_attention_heads`), `head_dim` to
 /// `hidden_size / num_attention_heads` when absent or `null`.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 4096)?;
     let heads = config.size("num_attention_heads", 32)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 32000)?,
         hidden,
         layers: config.size("num_hidden_layers", 32)?,
@@ -40,6 +41,19 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`], with `attention_dropout`
+/// (default 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    Ok(Dimensions {
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        ..blueprint(config)?.dimensions("mistral", None)
+    })
 }

@@ -2,9 +2,11 @@
 //! (`MixtralConfig`) and `modeling_mixtral.py` (`MixtralForCausalLM`).
 
 use super::attention::{Attention, Projections, QkNorm};
+use super::blueprint::Routing;
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout, Router};
 use super::feed_forward::{Experts, FeedForward};
 use super::params::Norm;
 use crate::error::Result;
@@ -13,10 +15,10 @@ use crate::error::Result;
 /// every layer, each expert `intermediate_size` wide. The expert count is
 /// `num_local_experts` (default 8), overridden by its `attribute_map` alias
 /// `num_experts`, which transformers sets after the declared fields.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 4096)?;
     let heads = config.size("num_attention_heads", 32)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 32000)?,
         hidden,
         layers: config.size("num_hidden_layers", 32)?,
@@ -42,6 +44,27 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `num_experts_per_tok`
+/// (default 2) experts per token, weights renormalized and kept in fp32
+/// (`MixtralTopKRouter`), `attention_dropout` (default 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    let routing = Routing {
+        top_k: config.size("num_experts_per_tok", 2)?,
+        router: Router::Softmax {
+            renormalize: true,
+            fp32_weights: true,
+        },
+    };
+    Ok(Dimensions {
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        ..blueprint(config)?.dimensions("mixtral", Some(routing))
+    })
 }

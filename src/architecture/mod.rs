@@ -14,11 +14,11 @@
 //! builder. Either way the result is a [`Decoder`](decoder::Decoder), which
 //! bounds the tensor count before building the inventory.
 
-mod dimensions;
 mod attention;
 mod blueprint;
 mod config;
 mod decoder;
+mod dimensions;
 mod feed_forward;
 mod params;
 
@@ -51,55 +51,81 @@ mod qwen3_moe;
 mod stablelm;
 mod starcoder2;
 
-pub use dimensions::{Dimensions, dimensions};
+pub use dimensions::{
+    Dimensions, Dropout, EagerSoftmax, LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind,
+    NormKind, Placement, Positions, QkNormKind, QkvLayout, Router, SharedExpert, Softcap,
+    dimensions, supported_for_activations,
+};
 
 use serde_json::Value;
 
 use self::config::Config;
 use self::decoder::Decoder;
+use self::dimensions::Measure;
 use crate::error::{Error, Result};
 use crate::model::Tensor;
 
 /// Reads a config into the model's layout.
 type Describe = fn(&Config) -> Result<Decoder>;
 
-/// Every supported `model_type` and the file that reads it, alphabetically.
-const ARCHITECTURES: &[(&str, Describe)] = &[
-    ("bloom", bloom::describe),
-    ("cohere", cohere::describe),
-    ("deepseek_v2", deepseek_v2::describe),
-    ("deepseek_v3", deepseek_v3::describe),
-    ("falcon", falcon::describe),
-    ("gemma", gemma::describe),
-    ("gemma2", gemma2::describe),
-    ("gemma3_text", gemma3_text::describe),
-    ("gpt2", gpt2::describe),
-    ("gpt_bigcode", gpt_bigcode::describe),
-    ("gpt_neox", gpt_neox::describe),
-    ("gptj", gptj::describe),
-    ("granite", granite::describe),
-    ("llama", llama::describe),
-    ("mistral", mistral::describe),
-    ("mixtral", mixtral::describe),
-    ("mpt", mpt::describe),
-    ("olmo", olmo::describe),
-    ("olmo2", olmo2::describe),
-    ("opt", opt::describe),
-    ("phi", phi::describe),
-    ("phi3", phi3::describe),
-    ("qwen2", qwen2::describe),
-    ("qwen2_moe", qwen2_moe::describe),
-    ("qwen3", qwen3::describe),
-    ("qwen3_moe", qwen3_moe::describe),
-    ("stablelm", stablelm::describe),
-    ("starcoder2", starcoder2::describe),
+/// Every supported `model_type`, the file that reads its tensors and, where
+/// its activations are modelled, its dimensions, alphabetically.
+const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
+    ("bloom", bloom::describe, None),
+    ("cohere", cohere::describe, None),
+    ("deepseek_v2", deepseek_v2::describe, None),
+    (
+        "deepseek_v3",
+        deepseek_v3::describe,
+        Some(deepseek_v3::dimensions),
+    ),
+    ("falcon", falcon::describe, None),
+    ("gemma", gemma::describe, Some(gemma::dimensions)),
+    ("gemma2", gemma2::describe, Some(gemma2::dimensions)),
+    (
+        "gemma3_text",
+        gemma3_text::describe,
+        Some(gemma3_text::dimensions),
+    ),
+    ("gpt2", gpt2::describe, Some(gpt2::dimensions)),
+    ("gpt_bigcode", gpt_bigcode::describe, None),
+    ("gpt_neox", gpt_neox::describe, Some(gpt_neox::dimensions)),
+    ("gptj", gptj::describe, None),
+    ("granite", granite::describe, Some(granite::dimensions)),
+    ("llama", llama::describe, Some(llama::dimensions)),
+    ("mistral", mistral::describe, Some(mistral::dimensions)),
+    ("mixtral", mixtral::describe, Some(mixtral::dimensions)),
+    ("mpt", mpt::describe, None),
+    ("olmo", olmo::describe, None),
+    ("olmo2", olmo2::describe, Some(olmo2::dimensions)),
+    ("opt", opt::describe, None),
+    ("phi", phi::describe, None),
+    ("phi3", phi3::describe, Some(phi3::dimensions)),
+    ("qwen2", qwen2::describe, Some(qwen2::dimensions)),
+    (
+        "qwen2_moe",
+        qwen2_moe::describe,
+        Some(qwen2_moe::dimensions),
+    ),
+    ("qwen3", qwen3::describe, Some(qwen3::dimensions)),
+    (
+        "qwen3_moe",
+        qwen3_moe::describe,
+        Some(qwen3_moe::dimensions),
+    ),
+    ("stablelm", stablelm::describe, None),
+    (
+        "starcoder2",
+        starcoder2::describe,
+        Some(starcoder2::dimensions),
+    ),
 ];
 
 /// The model_types trainmem can read from a config.json.
 pub fn supported() -> Vec<&'static str> {
     ARCHITECTURES
         .iter()
-        .map(|(model_type, _)| *model_type)
+        .map(|(model_type, _, _)| *model_type)
         .collect()
 }
 
@@ -111,8 +137,8 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
     let model_type = config.model_type().unwrap_or("");
     let describe = ARCHITECTURES
         .iter()
-        .find(|(known, _)| *known == model_type)
-        .map(|(_, describe)| describe)
+        .find(|(known, _, _)| *known == model_type)
+        .map(|(_, describe, _)| describe)
         .ok_or_else(|| Error::UnsupportedModelType {
             model_type: model_type.to_string(),
             supported: supported().join(", "),

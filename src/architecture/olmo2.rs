@@ -5,17 +5,18 @@ use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::Blueprint;
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout, NormKind, Positions};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
 use crate::error::Result;
 
 /// `Olmo2ForCausalLM`: Llama with norms after each block instead of before,
 /// and `q_norm`/`k_norm` over the whole query and key projections.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 4096)?;
     let heads = config.size("num_attention_heads", 32)?;
     let attention_bias = config.flag("attention_bias", false)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 50304)?,
         hidden,
         layers: config.size("num_hidden_layers", 32)?,
@@ -40,6 +41,27 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `Olmo2RMSNorm` (the weight
+/// multiplies in fp32), `attention_dropout` (default 0.0), and fp32 rotary
+/// tables (`Olmo2RotaryEmbedding` does not cast cos and sin back).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    let dims = blueprint(config)?.dimensions("olmo2", None);
+    Ok(Dimensions {
+        norm: NormKind::Olmo2RmsNorm,
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        positions: Positions::Rotary {
+            width: dims.head_dim,
+            fp32_tables: true,
+            tables: 1,
+        },
+        ..dims
+    })
 }

@@ -5,6 +5,7 @@ use super::attention::Attention;
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout, Positions};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
 use crate::error::Result;
@@ -12,10 +13,10 @@ use crate::error::Result;
 /// `Phi3ForCausalLM`: Llama with the query, key and value projections
 /// fused into `qkv_proj` and the gate and up projections into
 /// `gate_up_proj`; no biases.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 3072)?;
     let heads = config.size("num_attention_heads", 32)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 32064)?,
         hidden,
         layers: config.size("num_hidden_layers", 32)?,
@@ -35,6 +36,38 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `attention_dropout` and
+/// `resid_pdrop` (defaults 0.0; `embd_pdrop` is not applied by
+/// `Phi3Model`), and rotary tables `head_dim x partial_rotary_factor`
+/// (default 1.0) wide.
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    let dims = blueprint(config)?.dimensions("phi3", None);
+    let rotated = config.fraction("partial_rotary_factor", 1.0)?;
+    Ok(Dimensions {
+        dropout: Dropout {
+            attention: config.fraction("attention_dropout", 0.0)? > 0.0,
+            residual: config.fraction("resid_pdrop", 0.0)? > 0.0,
+            embedding: false,
+        },
+        positions: Positions::Rotary {
+            width: partial_width(dims.head_dim, rotated),
+            fp32_tables: false,
+            tables: 1,
+        },
+        ..dims
+    })
+}
+
+/// `int(head_dim * fraction)`, as the rotary embeddings compute it.
+pub fn partial_width(head_dim: u64, fraction: f64) -> u64 {
+    // A fraction in 0..=1 of a size below 2^32 is exact in f64 and fits back.
+    (head_dim as f64 * fraction).floor() as u64
 }

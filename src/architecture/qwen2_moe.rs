@@ -3,9 +3,11 @@
 //! `modeling_qwen2_moe.py` (`Qwen2MoeForCausalLM`).
 
 use super::attention::{Attention, Projections, QkNorm};
+use super::blueprint::Routing;
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::{Decoder, Placement};
+use super::dimensions::{Dimensions, Dropout, Router};
 use super::feed_forward::{Experts, FeedForward, SharedExperts};
 use super::params::Norm;
 use crate::error::{Error, Result};
@@ -15,7 +17,7 @@ use crate::error::{Error, Result};
 /// `moe_intermediate_size`, a `shared_expert` MLP of
 /// `shared_expert_intermediate_size` and its `shared_expert_gate`; the other
 /// layers a dense MLP of `intermediate_size`.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 2048)?;
     let heads = config.size("num_attention_heads", 16)?;
     let qkv_bias = config.flag("qkv_bias", true)?;
@@ -30,7 +32,7 @@ pub fn describe(config: &Config) -> Result<Decoder> {
             gate: true,
         }),
     });
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 151936)?,
         hidden,
         layers: config.size("num_hidden_layers", 24)?,
@@ -53,8 +55,12 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
 }
 
 /// The Qwen MoE rule for which layers hold experts: layer `i` does when
@@ -74,4 +80,22 @@ pub fn sparse_layers(config: &Config, experts: u64) -> Result<Option<Placement>>
     }
     let except = config.size_list("mlp_only_layers")?.into_iter().collect();
     Ok(Some(Placement::Every { step, except }))
+}
+
+/// The activation dimensions of [`blueprint`]: `num_experts_per_tok`
+/// (default 4) experts per token, renormalized when `norm_topk_prob`
+/// (default false), weights cast to the model dtype;
+/// `attention_dropout` (default 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    let routing = Routing {
+        top_k: config.size("num_experts_per_tok", 4)?,
+        router: Router::Softmax {
+            renormalize: config.flag("norm_topk_prob", false)?,
+            fp32_weights: false,
+        },
+    };
+    Ok(Dimensions {
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        ..blueprint(config)?.dimensions("qwen2_moe", Some(routing))
+    })
 }

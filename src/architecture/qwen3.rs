@@ -5,6 +5,7 @@ use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
 use crate::error::Result;
@@ -13,10 +14,10 @@ use crate::error::Result;
 /// the config class declares with default 128 (not `hidden_size /
 /// num_attention_heads`); `num_key_value_heads` defaults to 32 when absent
 /// and to `num_attention_heads` when `null`.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let heads = config.size("num_attention_heads", 32)?;
     let attention_bias = config.flag("attention_bias", false)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 151936)?,
         hidden: config.size("hidden_size", 4096)?,
         layers: config.size("num_hidden_layers", 32)?,
@@ -41,6 +42,19 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`], with `attention_dropout`
+/// (default 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    Ok(Dimensions {
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        ..blueprint(config)?.dimensions("qwen3", None)
+    })
 }

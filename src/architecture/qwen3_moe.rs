@@ -3,9 +3,11 @@
 //! `modeling_qwen3_moe.py` (`Qwen3MoeForCausalLM`).
 
 use super::attention::{Attention, Projections, QkNorm};
+use super::blueprint::Routing;
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout, Router};
 use super::feed_forward::{Experts, FeedForward};
 use super::params::Norm;
 use super::qwen2_moe::sparse_layers;
@@ -16,7 +18,7 @@ use crate::error::Result;
 /// class does not declare it) and routed experts without shared ones. The
 /// expert count is `num_experts` (default 128); its `attribute_map` target
 /// `num_local_experts` overrides it when present.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 2048)?;
     let heads = config.size("num_attention_heads", 32)?;
     let attention_bias = config.flag("attention_bias", false)?;
@@ -26,7 +28,7 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         intermediate: config.size("moe_intermediate_size", 768)?,
         shared: None,
     });
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 151936)?,
         hidden,
         layers: config.size("num_hidden_layers", 24)?,
@@ -49,6 +51,28 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `num_experts_per_tok`
+/// (default 8) experts per token, renormalized when `norm_topk_prob`
+/// (default false), weights cast to the model dtype;
+/// `attention_dropout` (default 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    let routing = Routing {
+        top_k: config.size("num_experts_per_tok", 8)?,
+        router: Router::Softmax {
+            renormalize: config.flag("norm_topk_prob", false)?,
+            fp32_weights: false,
+        },
+    };
+    Ok(Dimensions {
+        dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
+        ..blueprint(config)?.dimensions("qwen3_moe", Some(routing))
+    })
 }

@@ -6,6 +6,7 @@ use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, Dropout};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
 use crate::error::Result;
@@ -13,11 +14,11 @@ use crate::error::Result;
 /// `Starcoder2ForCausalLM`: `use_bias` (default true) puts biases on every
 /// attention and MLP projection; the MLP is a plain `c_fc`/`c_proj` pair;
 /// norms are LayerNorms with bias; `lm_head` is tied by default.
-pub fn describe(config: &Config) -> Result<Decoder> {
+pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 3072)?;
     let heads = config.size("num_attention_heads", 24)?;
     let bias = config.flag("use_bias", true)?;
-    Blueprint {
+    Ok(Blueprint {
         vocab: config.size("vocab_size", 49152)?,
         hidden,
         layers: config.size("num_hidden_layers", 30)?,
@@ -42,6 +43,23 @@ pub fn describe(config: &Config) -> Result<Decoder> {
         final_norm: "model.norm",
         tied: config.flag("tie_word_embeddings", true)?,
         head_bias: false,
-    }
-    .decoder()
+    })
+}
+
+/// The tensors of [`blueprint`].
+pub fn describe(config: &Config) -> Result<Decoder> {
+    blueprint(config)?.decoder()
+}
+
+/// The activation dimensions of [`blueprint`]: `attention_dropout`,
+/// `residual_dropout` and `embedding_dropout` (defaults 0.0).
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    Ok(Dimensions {
+        dropout: Dropout {
+            attention: config.fraction("attention_dropout", 0.0)? > 0.0,
+            residual: config.fraction("residual_dropout", 0.0)? > 0.0,
+            embedding: config.fraction("embedding_dropout", 0.0)? > 0.0,
+        },
+        ..blueprint(config)?.dimensions("starcoder2", None)
+    })
 }

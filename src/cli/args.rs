@@ -348,8 +348,27 @@ pub struct EstimateArgs {
 /// `trainmem fit`.
 #[derive(Debug, Args, Clone)]
 pub struct FitArgs {
+    /// Without a model: the largest parameter count that fits. With one:
+    /// its largest micro-batch (given --seq-len), longest sequence (given
+    /// --micro-batch) and the fewest GPUs. A preset, config.json, folder or safetensors.
+    #[arg(long, value_name = "MODEL", conflicts_with = "params")]
+    pub model: Option<String>,
+
+    /// A bare parameter count (with --layers --hidden --heads --ffn --vocab for activations).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub params: Option<String>,
+
     #[command(flatten)]
     pub training: TrainingArgs,
+
+    #[command(flatten)]
+    pub parallel: ParallelArgs,
+
+    #[command(flatten)]
+    pub finetune: FineTuneArgs,
+
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
 
     #[command(flatten)]
     pub capacity: CapacityArgs,

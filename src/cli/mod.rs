@@ -7,16 +7,16 @@ mod serve;
 
 pub use args::Cli;
 
-use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs};
+use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs, WorkloadArgs};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::estimate::{Fit, Setup, Textbook, TextbookRequest, estimate};
+use crate::estimate::{Fit, Question, Setup, Textbook, TextbookRequest, estimate};
 use crate::input::{PRESETS, load_model, preset_model};
 use crate::model::Model;
-use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
+use crate::units::Count;
 
 /// Runs the parsed command line and returns the report for stdout.
 pub fn run(cli: Cli) -> Result<String> {
@@ -51,13 +51,17 @@ fn model_of(params: Option<&str>, model: Option<&str>) -> Result<Model> {
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
     let parallelism = resolve::parallelism(&args.parallel)?;
-    let setup = resolve::setup(
+    let mut setup = resolve::setup(
         &args.training,
         resolve::capacity(&args.capacity)?,
         parallelism,
     )?;
-    let model = resolve::finetune(&args.finetune)?
-        .apply(model_of(args.params.as_deref(), args.model.as_deref())?)?;
+    (setup.workload, setup.overhead) = resolve::workload(&args.workload, &args.parallel)?;
+    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
+    if let Some(dimensions) = resolve::dimensions(&args.workload)? {
+        model.dimensions = Some(dimensions);
+    }
+    let model = resolve::finetune(&args.finetune)?.apply(model)?;
     Ok(render::estimate(&estimate(&model, &setup)?, format, units))
 }
 
@@ -68,8 +72,49 @@ fn fit(args: &FitArgs) -> Result<String> {
         accepted: "fit needs --capacity SIZE (such as 80GB) or --device NAME (such as h100-80gb)"
             .to_string(),
     })?;
-    let setup = resolve::setup(&args.training, None, Parallelism::SINGLE)?;
-    Ok(render::fit(&Fit::new(&setup, capacity)?, format, units))
+    let parallelism = resolve::parallelism(&args.parallel)?;
+    let mut setup = resolve::setup(&args.training, None, parallelism)?;
+    if args.model.is_none() && args.params.is_none() {
+        let fit = Fit::new(
+            &Model::flat(Count(1)),
+            &setup,
+            capacity,
+            Question::Parameters,
+        )?;
+        return Ok(render::fit(&fit, format, units));
+    }
+    // The quantity searched gets a placeholder of 1 in the workload.
+    let workload = &args.workload;
+    let question = match (workload.micro_batch, workload.seq_len) {
+        (None, Some(_)) => Question::MicroBatch,
+        (Some(_), None) => Question::SeqLen,
+        _ => Question::Gpus,
+    };
+    let filled = WorkloadArgs {
+        micro_batch: workload.micro_batch.or(workload.seq_len.map(|_| 1)),
+        seq_len: workload.seq_len.or(workload.micro_batch.map(|_| 1)),
+        ..workload.clone()
+    };
+    (setup.workload, setup.overhead) = resolve::workload(&filled, &args.parallel)?;
+    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
+    if let Some(dimensions) = resolve::dimensions(workload)? {
+        model.dimensions = Some(dimensions);
+    }
+    let model = resolve::finetune(&args.finetune)?.apply(model)?;
+    if question != Question::Gpus && model.dimensions.is_none() {
+        return Err(Error::Missing {
+            what: "architecture",
+            accepted: format!(
+                "searching a micro-batch or sequence needs activations, and the architecture of {} is unknown: give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab",
+                model.name
+            ),
+        });
+    }
+    Ok(render::fit(
+        &Fit::new(&model, &setup, capacity, question)?,
+        format,
+        units,
+    ))
 }
 
 fn params(args: &ParamsArgs) -> Result<String> {
@@ -127,7 +172,9 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     };
     let parallelism = resolve::parallelism(&args.parallel)?;
     let optimizers = resolve::optimizers(&args.optimizers)?;
-    let precision = parallelism.framework.adjust(*Precision::find(&args.precision)?);
+    let precision = parallelism
+        .framework
+        .adjust(*Precision::find(&args.precision)?);
     let mut base = Setup::new(optimizers.first().copied().unwrap_or(from), precision)
         .with_capacity(resolve::capacity_of(capacity_text, args.device.as_deref())?);
     base.parallelism = parallelism;

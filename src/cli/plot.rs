@@ -49,12 +49,7 @@ pub fn run(args: &PlotArgs) -> Result<String> {
     let kind = Kind::parse(&args.kind)?;
     let (_, units) = resolve::report(&args.compare.report, args.compare.capacity.as_deref())?;
     let request = textbook_request(&args.compare)?;
-    let compared = Comparison::new(
-        &request.optimizers,
-        &request.models,
-        &request.base,
-        None,
-    )?;
+    let compared = Comparison::new(&request.optimizers, &request.models, &request.base, None)?;
     let (chart, what) = match kind {
         Kind::Breakdown => (
             svg::breakdown(&compared, units),
@@ -130,12 +125,7 @@ fn scaling_grid(request: &TextbookRequest, compared: &Comparison) -> Result<Comp
     sizes.push(Count(to));
     let models: Vec<Model> = sizes.into_iter().map(Model::flat).collect();
     let price = |optimizer: &'static Optimizer, count: usize| {
-        Comparison::new(
-            &[optimizer],
-            &models[..count],
-            &request.base,
-            None,
-        )
+        Comparison::new(&[optimizer], &models[..count], &request.base, None)
     };
     // Each optimizer is priced as far up the grid as 64-bit bytes reach: a
     // rule quadratic in a tensor's size (Shampoo on one flat vector)

@@ -1,6 +1,8 @@
 //! Raw command-line strings resolved, once, into validated domain values.
 
-use super::args::{CapacityArgs, FineTuneArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs};
+use super::args::{
+    CapacityArgs, FineTuneArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
+};
 use crate::activation::{Attention, Platform, Recompute, Workload};
 use crate::architecture::Dimensions;
 use crate::device::DeviceSpec;
@@ -150,12 +152,27 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     };
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
-            let overhead = args.overhead.as_deref().map(overhead).transpose()?.unwrap_or(Bytes::ZERO);
+            let overhead = args
+                .overhead
+                .as_deref()
+                .map(overhead)
+                .transpose()?
+                .unwrap_or(Bytes::ZERO);
             return Ok((None, overhead));
         }
         (Some(b), Some(s)) => (b, s),
-        (Some(_), None) => return Err(missing("--seq-len", "activations need --seq-len S with --micro-batch")),
-        (None, Some(_)) => return Err(missing("--micro-batch", "activations need --micro-batch B with --seq-len")),
+        (Some(_), None) => {
+            return Err(missing(
+                "--seq-len",
+                "activations need --seq-len S with --micro-batch",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(missing(
+                "--micro-batch",
+                "activations need --micro-batch B with --seq-len",
+            ));
+        }
     };
     for (flag, value) in [("--micro-batch", micro_batch), ("--seq-len", seq_len)] {
         if value == 0 {

@@ -91,18 +91,33 @@ impl Comparison {
         base: &Setup,
         swap: Option<(&'static Optimizer, &'static Optimizer, &Model)>,
     ) -> Result<Comparison> {
-        let sizes = models.iter().map(Model::total_parameters).collect::<Result<Vec<_>>>()?;
+        let sizes = models
+            .iter()
+            .map(Model::total_parameters)
+            .collect::<Result<Vec<_>>>()?;
         let labels = models
             .iter()
             .zip(&sizes)
-            .map(|(m, size)| if m.shapes_known { m.name.clone() } else { size.short() })
+            .map(|(m, size)| {
+                if m.shapes_known {
+                    m.name.clone()
+                } else {
+                    size.short()
+                }
+            })
             .collect();
         let (mut rows, skipped) = price(optimizers, models, base)?;
         // Ranked by memory on the last (largest) model, cheapest first; the
         // sort is stable, so equal rows keep the order they were asked in.
         rows.sort_by_key(|row| row.estimates.last().map(|e| e.memory.peak));
-        let swap = swap.map(|(from, to, model)| Swap::new(from, to, model, base)).transpose()?;
-        let alternative = if base.precision.name == "fp32" { "fp16" } else { "fp32" };
+        let swap = swap
+            .map(|(from, to, model)| Swap::new(from, to, model, base))
+            .transpose()?;
+        let alternative = if base.precision.name == "fp32" {
+            "fp16"
+        } else {
+            "fp32"
+        };
         let alternative = *Precision::find(alternative)?;
         let other = Setup {
             precision: alternative,
@@ -112,7 +127,12 @@ impl Comparison {
         let (other_rows, _) = price(optimizers, models, &other)?;
         let other_rows: Vec<Row> = rows
             .iter()
-            .filter_map(|row| other_rows.iter().find(|o| o.optimizer == row.optimizer).cloned())
+            .filter_map(|row| {
+                other_rows
+                    .iter()
+                    .find(|o| o.optimizer == row.optimizer)
+                    .cloned()
+            })
             .collect();
         let checks = vec![
             precision_independence(&rows, &other_rows, alternative),
@@ -144,12 +164,19 @@ fn with_optimizer(base: &Setup, optimizer: &'static Optimizer) -> Setup {
 /// Every optimizer on every model; an optimizer whose state overflows 64-bit
 /// arithmetic on some model (Shampoo's N × N preconditioner of a flat
 /// vector) is left out with the reason, not allowed to sink the comparison.
-fn price(optimizers: &[&'static Optimizer], models: &[Model], base: &Setup) -> Result<(Vec<Row>, Vec<Skipped>)> {
+fn price(
+    optimizers: &[&'static Optimizer],
+    models: &[Model],
+    base: &Setup,
+) -> Result<(Vec<Row>, Vec<Skipped>)> {
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
     for optimizer in optimizers {
         let setup = with_optimizer(base, optimizer);
-        let estimates = models.iter().map(|model| estimate(model, &setup)).collect::<Result<Vec<_>>>();
+        let estimates = models
+            .iter()
+            .map(|model| estimate(model, &setup))
+            .collect::<Result<Vec<_>>>();
         let estimates = match estimates {
             Ok(estimates) => estimates,
             Err(error @ Error::Overflow { .. }) => {
@@ -161,7 +188,11 @@ fn price(optimizers: &[&'static Optimizer], models: &[Model], base: &Setup) -> R
             }
             Err(other) => return Err(other),
         };
-        let max_parameters = base.capacity.as_ref().map(|c| max_parameters(&setup, c.bytes)).transpose()?;
+        let max_parameters = base
+            .capacity
+            .as_ref()
+            .map(|c| max_parameters(&setup, c.bytes))
+            .transpose()?;
         rows.push(Row {
             optimizer,
             estimates,
@@ -172,7 +203,12 @@ fn price(optimizers: &[&'static Optimizer], models: &[Model], base: &Setup) -> R
 }
 
 impl Swap {
-    fn new(from: &'static Optimizer, to: &'static Optimizer, model: &Model, base: &Setup) -> Result<Swap> {
+    fn new(
+        from: &'static Optimizer,
+        to: &'static Optimizer,
+        model: &Model,
+        base: &Setup,
+    ) -> Result<Swap> {
         let before = estimate(model, &with_optimizer(base, from))?;
         let after = estimate(model, &with_optimizer(base, to))?;
         Ok(Swap {
@@ -320,7 +356,8 @@ mod tests {
         };
         let adam = Optimizer::find("adam").unwrap();
         let momentum = Optimizer::find("momentum").unwrap();
-        let base = Setup::new(adam, *Precision::find("fp32").unwrap()).with_capacity(Some(capacity));
+        let base =
+            Setup::new(adam, *Precision::find("fp32").unwrap()).with_capacity(Some(capacity));
         Comparison::new(
             TEXTBOOK,
             &models,

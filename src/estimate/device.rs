@@ -148,7 +148,9 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
         .map_err(|_| Error::overflow("the pipeline stages"))?;
     // [stage][dense, experts]
     let mut groups: Vec<[Group; 2]> = vec![Default::default(); stages];
-    let mut layer_weights: BTreeMap<(u64, Option<u64>), Bytes> = BTreeMap::new();
+    // ZeRO-3 gathers one module at a time: a decoder layer, or a tensor's own
+    // module outside the layers (the embedding, the head).
+    let mut layer_weights: BTreeMap<(u64, String), Bytes> = BTreeMap::new();
 
     for tensor in &model.tensors {
         let Some(placement) = place(tensor, &layout, &parallelism)? else {
@@ -186,7 +188,7 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
                     Bytes::ZERO
                 };
                 let slot = layer_weights
-                    .entry((*stage, layer_of(&tensor.name)))
+                    .entry((*stage, gathered_module(&tensor.name)))
                     .or_default();
                 *slot = slot.add(weight_bytes, WHAT)?.add(gradient, WHAT)?;
             }
@@ -269,7 +271,7 @@ fn finish_stage(
     stage: u64,
     stage_groups: [Group; 2],
     setup: &Setup,
-    layer_weights: &BTreeMap<(u64, Option<u64>), Bytes>,
+    layer_weights: &BTreeMap<(u64, String), Bytes>,
 ) -> Result<DeviceMemory> {
     let parallelism = setup.parallelism;
     let state_dtype = setup.precision.optimizer_dtype();
@@ -364,4 +366,16 @@ fn finish_stage(
         stage,
         local_parameters: Count(parameters),
     })
+}
+
+/// What ZeRO-3 gathers together with `name`: its decoder layer, or else
+/// its own module.
+fn gathered_module(name: &str) -> String {
+    match layer_of(name) {
+        Some(layer) => format!("layer {layer}"),
+        None => name
+            .rsplit_once('.')
+            .map_or(name, |(module, _)| module)
+            .to_string(),
+    }
 }

@@ -54,35 +54,290 @@ mod tests {
     }
 
     #[test]
+    fn largest_fitting_is_exact() {
+        for limit in [1u64, 2, 3, 7, 8, 1000, 123_456] {
+            let found = largest_fitting(1, 1 << 20, |x| Ok(x <= limit)).unwrap();
+            assert_eq!(found, Some(limit));
+        }
+        assert_eq!(largest_fitting(1, 1 << 20, |_| Ok(false)).unwrap(), None);
+        assert_eq!(largest_fitting(1, 10, |_| Ok(true)).unwrap(), Some(10));
+    }
+
+    #[test]
     fn tiny_capacity_fits_nothing_or_little() {
         assert_eq!(max("adam", "fp32", "15B"), 0);
         assert_eq!(max("adam", "fp32", "16B"), 1);
     }
 }
 
-/// The answer of `trainmem fit`: the largest model whose state fits.
+/// The largest value in `low..=high` for which `fits` holds, when `fits` is
+/// true up to some value and false after it (memory never decreases as the
+/// micro-batch, the sequence or the model grows): doubling, then bisection
+/// over the integers. `None` when even `low` does not fit.
+pub fn largest_fitting(
+    low: u64,
+    high: u64,
+    mut fits: impl FnMut(u64) -> Result<bool>,
+) -> Result<Option<u64>> {
+    if low > high || !fits(low)? {
+        return Ok(None);
+    }
+    let (mut fitting, mut step) = (low, 1u64);
+    let failing = loop {
+        let next = fitting.saturating_add(step).min(high);
+        if next == fitting {
+            return Ok(Some(fitting));
+        }
+        if fits(next)? {
+            fitting = next;
+            step = step.saturating_mul(2);
+        } else {
+            break next;
+        }
+    };
+    let mut failing = failing;
+    while failing - fitting > 1 {
+        let middle = fitting + (failing - fitting) / 2;
+        if fits(middle)? {
+            fitting = middle;
+        } else {
+            failing = middle;
+        }
+    }
+    Ok(Some(fitting))
+}
+
+/// Whether `model` under `setup` peaks within `capacity`; an overflow does not fit.
+pub fn peak_fits(model: &Model, setup: &Setup, capacity: Bytes) -> Result<bool> {
+    match estimate(model, setup) {
+        Ok(e) => Ok(e.memory.peak <= capacity),
+        Err(crate::Error::Overflow { .. }) => Ok(false),
+        Err(other) => Err(other),
+    }
+}
+
+/// The most sequences per micro-batch whose step peaks within `capacity`,
+/// at the workload's sequence length (up to 2^20).
+pub fn max_micro_batch(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<u64>> {
+    largest_fitting(1, MAX_SEARCH, |micro_batch| {
+        let mut setup = setup.clone();
+        if let Some(workload) = setup.workload.as_mut() {
+            workload.micro_batch = micro_batch;
+        }
+        peak_fits(model, &setup, capacity)
+    })
+}
+
+/// The longest sequence whose step peaks within `capacity`, at the
+/// workload's micro-batch (up to 2^20 tokens).
+pub fn max_seq_len(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<u64>> {
+    largest_fitting(1, MAX_SEARCH, |seq_len| {
+        let mut setup = setup.clone();
+        if let Some(workload) = setup.workload.as_mut() {
+            workload.seq_len = seq_len;
+        }
+        peak_fits(model, &setup, capacity)
+    })
+}
+
+/// The fewest accelerators, keeping the layout's tensor and pipeline degrees
+/// and varying data parallelism, whose most loaded one peaks within
+/// `capacity`; `None` beyond 65,536 data-parallel ranks. The search is exact
+/// when memory does not grow with more ranks (sharded pieces shrink, the rest stay).
+pub fn min_gpus(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<u64>> {
+    let model_parallel = setup.parallelism.tensor * setup.parallelism.pipeline;
+    let expert = setup.parallelism.expert;
+    let fits = |data: u64| -> Result<bool> {
+        let mut layout = setup.parallelism;
+        layout.gpus = data * model_parallel;
+        layout.nodes = 1;
+        let Ok(layout) = layout.validated() else {
+            return Ok(false);
+        };
+        let setup = Setup {
+            parallelism: layout,
+            ..setup.clone()
+        };
+        peak_fits(model, &setup, capacity)
+    };
+    // Fewest: the smallest d with fits(d), found as the largest failing one + 1.
+    if fits(expert)? {
+        return Ok(Some(expert * model_parallel));
+    }
+    if setup.parallelism.zero == crate::parallel::ZeroStage::None {
+        // Without sharding every data-parallel rank holds everything.
+        return Ok(None);
+    }
+    let mut failing = expert;
+    let mut step = expert;
+    let fitting = loop {
+        let next = failing + step;
+        if next > MAX_DATA_PARALLEL {
+            return Ok(None);
+        }
+        if fits(next)? {
+            break next;
+        }
+        failing = next;
+        step *= 2;
+    };
+    let (mut failing, mut fitting) = (failing / expert, fitting / expert);
+    while fitting - failing > 1 {
+        let middle = failing + (fitting - failing) / 2;
+        if fits(middle * expert)? {
+            fitting = middle;
+        } else {
+            failing = middle;
+        }
+    }
+    Ok(Some(fitting * expert * model_parallel))
+}
+
+/// The largest micro-batch or sequence length searched.
+const MAX_SEARCH: u64 = 1 << 20;
+/// The most data-parallel ranks searched for `min_gpus`.
+const MAX_DATA_PARALLEL: u64 = 1 << 16;
+
+/// The answer of `trainmem fit`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Fit {
-    /// The largest parameter count that fits.
-    pub max_parameters: Count,
+    /// What was searched: `parameters`, `micro_batch`, `seq_len` or `gpus`.
+    pub searched: &'static str,
+    /// The largest parameter count whose model states fit (the question
+    /// without a model).
+    pub max_parameters: Option<Count>,
+    /// The largest micro-batch at `--seq-len` under the chosen recompute mode.
+    pub max_micro_batch: Option<u64>,
+    /// The longest sequence at `--micro-batch` under the chosen recompute mode.
+    pub max_seq_len: Option<u64>,
+    /// The same answer under every recompute mode.
+    pub recompute_modes: Vec<RecomputeFit>,
+    /// The fewest accelerators for the layout's sharding strategy.
+    pub min_gpus: Option<u64>,
+    /// The fewest accelerators with ZeRO-3 when the layout does not shard.
+    pub min_gpus_zero3: Option<u64>,
+    /// The micro-batch and sequence length the GPU counts are for (none:
+    /// model states only).
+    pub min_gpus_workload: Option<[u64; 2]>,
     /// The optimizer.
     pub optimizer: &'static str,
     /// The precision recipe.
     pub precision: crate::precision::Precision,
     /// The capacity fitted into.
     pub capacity: super::Capacity,
-    /// The estimate of that largest model (its memory per piece).
+    /// The estimate at the answer (its memory per piece).
     pub estimate: super::Estimate,
 }
 
+/// The largest micro-batch or sequence under one recompute mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RecomputeFit {
+    /// The mode.
+    pub recompute: crate::activation::Recompute,
+    /// Its answer (none when nothing fits).
+    pub largest: Option<u64>,
+}
+
+/// What `trainmem fit` searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    /// The largest flat model whose model states fit.
+    Parameters,
+    /// The largest micro-batch at the workload's sequence length.
+    MicroBatch,
+    /// The longest sequence at the workload's micro-batch.
+    SeqLen,
+    /// Only the fewest accelerators (the workload, if any, fully given).
+    Gpus,
+}
+
 impl Fit {
-    /// Searches the largest model under `setup`, which must have a capacity.
-    pub fn new(setup: &Setup, capacity: super::Capacity) -> Result<Fit> {
-        let max = max_parameters(setup, capacity.bytes)?;
+    /// Answers `question` for `model` under `setup`, whose capacity is `capacity`.
+    pub fn new(
+        model: &Model,
+        setup: &Setup,
+        capacity: super::Capacity,
+        question: Question,
+    ) -> Result<Fit> {
+        use crate::activation::Recompute;
         let setup = setup.clone().with_capacity(Some(capacity.clone()));
-        let estimate = estimate(&Model::flat(Count(max.0.max(1))), &setup)?;
+        let bytes = capacity.bytes;
+        let search = |setup: &Setup| -> Result<Option<u64>> {
+            match question {
+                Question::MicroBatch => max_micro_batch(model, setup, bytes),
+                Question::SeqLen => max_seq_len(model, setup, bytes),
+                Question::Parameters | Question::Gpus => Ok(None),
+            }
+        };
+        let mut recompute_modes = Vec::new();
+        if matches!(question, Question::MicroBatch | Question::SeqLen) {
+            for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
+                let mut mode = setup.clone();
+                if let Some(workload) = mode.workload.as_mut() {
+                    workload.recompute = recompute;
+                }
+                recompute_modes.push(RecomputeFit {
+                    recompute,
+                    largest: search(&mode)?,
+                });
+            }
+        }
+        let chosen = setup.workload.as_ref().map(|w| w.recompute);
+        let answer = recompute_modes
+            .iter()
+            .find(|m| Some(m.recompute) == chosen)
+            .and_then(|m| m.largest);
+        let max_parameters = match question {
+            Question::Parameters => Some(max_parameters(&setup, bytes)?),
+            _ => None,
+        };
+        // The estimate at the answer (or as given when nothing fits).
+        let mut at = setup.clone();
+        if let (Some(workload), Some(value)) = (at.workload.as_mut(), answer) {
+            match question {
+                Question::MicroBatch => workload.micro_batch = value,
+                Question::SeqLen => workload.seq_len = value,
+                _ => {}
+            }
+        }
+        let estimate = match max_parameters {
+            Some(max) => estimate(&Model::flat(Count(max.0.max(1))), &at)?,
+            None => estimate(model, &at)?,
+        };
+        let fewest = match question {
+            Question::Parameters => None,
+            _ => min_gpus(model, &setup, bytes)?,
+        };
+        let min_gpus_zero3 = match (question, setup.parallelism.zero) {
+            (Question::Parameters, _) | (_, crate::parallel::ZeroStage::Weights) => None,
+            _ => {
+                let mut sharded = setup.clone();
+                sharded.parallelism.zero = crate::parallel::ZeroStage::Weights;
+                min_gpus(model, &sharded, bytes)?
+            }
+        };
         Ok(Fit {
-            max_parameters: max,
+            searched: match question {
+                Question::Parameters => "parameters",
+                Question::MicroBatch => "micro_batch",
+                Question::SeqLen => "seq_len",
+                Question::Gpus => "gpus",
+            },
+            max_parameters,
+            max_micro_batch: if question == Question::MicroBatch {
+                answer
+            } else {
+                None
+            },
+            max_seq_len: if question == Question::SeqLen {
+                answer
+            } else {
+                None
+            },
+            recompute_modes,
+            min_gpus: fewest,
+            min_gpus_zero3,
+            min_gpus_workload: setup.workload.as_ref().map(|w| [w.micro_batch, w.seq_len]),
             optimizer: setup.optimizer.name,
             precision: setup.precision,
             capacity,

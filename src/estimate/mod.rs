@@ -11,7 +11,9 @@ mod slice;
 mod textbook;
 
 pub use comparison::{Check, Comparison, Swap};
-pub use fit::{Fit, max_parameters};
+pub use fit::{
+    Fit, Question, RecomputeFit, max_micro_batch, max_parameters, max_seq_len, min_gpus,
+};
 pub use memory::Memory;
 pub use setup::{Capacity, Setup};
 pub use slice::{Slice, SliceTerm};
@@ -348,9 +350,10 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         transients.backward = activations.backward_transient;
         // Backward holds the activations and its own temporaries; the
         // optimizer step runs after they are freed.
-        let backward = activations
-            .total
-            .add(transients.backward.max(transients.parameter_gather), "the peak")?;
+        let backward = activations.total.add(
+            transients.backward.max(transients.parameter_gather),
+            "the peak",
+        )?;
         let during_step = backward.max(transients.optimizer_step);
         memory.peak = memory
             .model_states()
@@ -384,7 +387,11 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         memory,
         host,
         transients,
-        overhead: if activations.is_some() { setup.overhead } else { Bytes::ZERO },
+        overhead: if activations.is_some() {
+            setup.overhead
+        } else {
+            Bytes::ZERO
+        },
         activations_estimated: activations.is_some(),
         activations,
         parallelism: ParallelismSummary {
@@ -438,7 +445,11 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Activations>> {
     let (Some(workload), Some(dims)) = (&setup.workload, &model.dimensions) else {
         return Ok(None);
     };
-    let adapters: Vec<&crate::model::Tensor> = model.tensors.iter().filter(|t| t.name.contains(".lora_A.")).collect();
+    let adapters: Vec<&crate::model::Tensor> = model
+        .tensors
+        .iter()
+        .filter(|t| t.name.contains(".lora_A."))
+        .collect();
     let mut adapted: Vec<String> = adapters
         .iter()
         .filter_map(|t| t.name.split(".lora_A.").next())
@@ -452,7 +463,11 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Activations>> {
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
         frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
-        lora_rank: adapters.iter().filter_map(|t| t.shape.dims().first().copied()).min().unwrap_or(0),
+        lora_rank: adapters
+            .iter()
+            .filter_map(|t| t.shape.dims().first().copied())
+            .min()
+            .unwrap_or(0),
         adapted,
         ..workload.clone()
     };

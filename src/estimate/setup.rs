@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use crate::optimizer::{Optimizer, Options};
 use crate::activation::Workload;
+use crate::optimizer::{Optimizer, Options};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
 use crate::units::Bytes;

@@ -46,7 +46,10 @@ impl Textbook {
             &request.optimizers,
             &request.models,
             &request.base,
-            request.swap.as_ref().map(|(from, to, model)| (*from, *to, model)),
+            request
+                .swap
+                .as_ref()
+                .map(|(from, to, model)| (*from, *to, model)),
         )?;
         let adam = Optimizer::find("adam")?;
         let slice_optimizer = match request.optimizers.iter().find(|o| o.name == adam.name) {

@@ -228,6 +228,9 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
         .get("model_type")
         .and_then(Value::as_str)
         .map(str::to_string);
+    // Activation sizes for the architectures that have an activation model;
+    // the parameter inventory does not depend on them.
+    model.dimensions = architecture::dimensions(config).ok();
     Ok(model)
 }
 

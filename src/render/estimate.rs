@@ -90,7 +90,7 @@ fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
     // counters alone get a line of their own.
     let with_host = e.parallelism.layout.offload != Offload::None;
     let host_sizes = if with_host { e.host.total } else { Bytes::ZERO };
-    let unit = ByteUnit::for_size(e.memory.total.max(host_sizes), units);
+    let unit = ByteUnit::for_size(e.memory.peak.max(host_sizes), units);
     let size = |b: Bytes| {
         if raw {
             b.0.to_string()
@@ -104,7 +104,11 @@ fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
         e.dtypes.master_weights.clone(),
         e.dtypes.gradients.clone(),
         e.dtypes.optimizer_states.clone(),
-        "-".to_string(),
+        if e.activations_estimated {
+            e.precision.activations.to_string()
+        } else {
+            "-".to_string()
+        },
     ];
     let mut headers = vec![
         "piece",
@@ -141,6 +145,26 @@ fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
             row.push(size(host));
         }
         table.row(row);
+        if let (true, Some(activations)) = (name == "activations", &e.activations) {
+            let parts = activations
+                .layers
+                .iter()
+                .map(|p| (p.name.as_str(), p.bytes))
+                .chain([
+                    ("outside the layers", activations.outside_layers),
+                    ("logits", activations.logits),
+                    ("loss", activations.loss),
+                ])
+                .filter(|(_, bytes)| *bytes > Bytes::ZERO);
+            for (part, bytes) in parts {
+                table.row([
+                    format!("  {part}"),
+                    String::new(),
+                    String::new(),
+                    size(bytes),
+                ]);
+            }
+        }
     }
     let mut total = vec![
         "total".to_string(),
@@ -152,6 +176,14 @@ fn breakdown(e: &Estimate, units: UnitSystem, raw: bool) -> Table {
         total.push(size(e.host.total));
     }
     table.row(total);
+    if e.memory.peak != e.memory.total {
+        table.row([
+            "peak of a step".to_string(),
+            String::new(),
+            per_parameter(e.memory.peak),
+            size(e.memory.peak),
+        ]);
+    }
     table
 }
 
@@ -215,6 +247,15 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             e.host.total.display(units)
         ));
     }
+    if e.memory.peak != e.memory.total {
+        let transients = &e.transients;
+        lines.push(format!(
+            "peak = model states + max(activations + backward's largest temporary {}, optimizer step {}) + overhead {}",
+            transients.backward.max(transients.parameter_gather).display(units),
+            transients.optimizer_step.display(units),
+            e.overhead.display(units)
+        ));
+    }
     let transients = &e.transients;
     if transients.optimizer_step > Bytes::ZERO || transients.parameter_gather > Bytes::ZERO {
         let mut parts = Vec::new();
@@ -238,7 +279,7 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
     if let Some(capacity) = &e.capacity {
         lines.push(format!(
             "capacity: {}",
-            verdict(e.memory.total, capacity.bytes, &capacity.label, units)
+            verdict(e.memory.peak, capacity.bytes, &capacity.label, units)
         ));
     }
     lines.extend(e.notes.iter().map(|n| format!("note: {n}")));

@@ -1,40 +1,109 @@
 //! The answer of `trainmem fit`.
 
 use super::{Format, Table, json};
+use crate::activation::Recompute;
 use crate::estimate::Fit;
 use crate::units::{UnitSystem, format_ratio};
 
-/// The largest model that fits, with what it costs.
+fn mode(recompute: Recompute) -> &'static str {
+    match recompute {
+        Recompute::None => "none",
+        Recompute::Selective => "selective",
+        Recompute::Full => "full",
+    }
+}
+
+/// The largest model, micro-batch or sequence that fits, and the fewest GPUs.
 pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
     let e = &fit.estimate;
-    let mut table = Table::new(&[
-        "optimizer",
-        "precision",
-        "capacity",
-        ">max parameters",
-        ">bytes/param",
-        ">memory",
-    ]);
-    table.row([
-        fit.optimizer.to_string(),
-        fit.precision.name.to_string(),
-        fit.capacity.label.clone(),
-        fit.max_parameters.grouped(),
-        format_ratio(e.memory.total.0, e.parameters.total.0),
-        e.memory.total.display(units),
-    ]);
+    if let Some(max) = fit.max_parameters {
+        let mut table = Table::new(&[
+            "optimizer",
+            "precision",
+            "capacity",
+            ">max parameters",
+            ">bytes/param",
+            ">memory",
+        ]);
+        table.row([
+            fit.optimizer.to_string(),
+            fit.precision.name.to_string(),
+            fit.capacity.label.clone(),
+            max.grouped(),
+            format_ratio(e.memory.total.0, e.parameters.total.0),
+            e.memory.total.display(units),
+        ]);
+        return match format {
+            Format::Json => json(fit),
+            Format::Csv => table.csv(),
+            Format::Markdown => table.markdown(),
+            Format::Table => format!(
+                "trainmem fit: the largest model whose weights, gradients and optimizer states fit {}\n\n{}\n  {} parameters ({}) fit with {} in {}; one more does not.\n  note: activations are not counted: leave room for them (give --model and --seq-len for the largest micro-batch).\n",
+                fit.capacity.label,
+                table.text(),
+                max.short(),
+                max.grouped(),
+                fit.optimizer,
+                fit.precision.name
+            ),
+        };
+    }
+    let searched = if fit.searched == "seq_len" {
+        "max sequence length"
+    } else {
+        "max micro-batch"
+    };
+    let mut table = Table::new(&["recompute", &format!(">{searched}")]);
+    for m in &fit.recompute_modes {
+        table.row([
+            mode(m.recompute).to_string(),
+            m.largest.map_or("none fits".to_string(), |v| v.to_string()),
+        ]);
+    }
+    let plural = |g: u64| format!("{g} GPU{} of this capacity", if g == 1 { "" } else { "s" });
+    let layout = &e.parallelism.layout;
+    let mut gpus = match fit.min_gpus {
+        Some(g) => plural(g),
+        None if layout.zero == crate::parallel::ZeroStage::None => {
+            "none: without sharding every GPU holds everything".to_string()
+        }
+        None => "more than 65,536 data-parallel ranks would be needed".to_string(),
+    };
+    if let Some(g) = fit.min_gpus_zero3 {
+        gpus += &format!("; with --zero 3, {}", plural(g));
+    }
     match format {
         Format::Json => json(fit),
         Format::Csv => table.csv(),
-        Format::Markdown => table.markdown(),
-        Format::Table => format!(
-            "trainmem fit: the largest model whose weights, gradients and optimizer states fit {}\n\n{}\n  {} parameters ({}) fit with {} in {}; one more does not.\n  note: activations are not counted: leave room for them.\n",
-            fit.capacity.label,
-            table.text(),
-            fit.max_parameters.short(),
-            fit.max_parameters.grouped(),
-            fit.optimizer,
-            fit.precision.name
-        ),
+        Format::Markdown => format!("{}\n- fewest GPUs: {gpus}\n", table.markdown()),
+        Format::Table => {
+            let mut out = format!(
+                "trainmem fit: {} ({}), {}, {}, on {}\n\n",
+                e.model.name, e.model.source, fit.optimizer, fit.precision.name, fit.capacity.label
+            );
+            if !fit.recompute_modes.is_empty() {
+                out += &table.text();
+                out += "\n";
+                out += &format!(
+                    "  at the answer under the chosen recompute mode: peak {} of {}\n",
+                    e.memory.peak.display(units),
+                    fit.capacity.bytes.display(units)
+                );
+            } else {
+                out += &format!(
+                    "  peak {} of {}\n",
+                    e.memory.peak.display(units),
+                    fit.capacity.bytes.display(units)
+                );
+            }
+            let at = fit.min_gpus_workload.map_or(String::new(), |[b, s]| {
+                format!(" at micro-batch {b} and sequence {s}")
+            });
+            out += &format!("  fewest GPUs for this layout{at}: {gpus}\n");
+            for note in &e.notes {
+                out += &format!("  note: {note}\n");
+            }
+            out
+        }
     }
 }

@@ -221,7 +221,16 @@ fn fits(comparison: &Comparison, units: UnitSystem) -> Option<Section> {
             row.optimizer.title.to_string(),
             e.memory.total.display(units),
             verdict.trim_start_matches(": ").to_string(),
-            format!("{} ({})", max.short(), max.grouped()),
+            format!(
+                "{} ({}){}",
+                max.short(),
+                max.grouped(),
+                if row.optimizer.flat_assumption.is_some() {
+                    " as one flat vector"
+                } else {
+                    ""
+                }
+            ),
         ]);
     }
     Some(Section {

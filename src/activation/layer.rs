@@ -1,0 +1,192 @@
+//! One decoder layer: what each of its parts saves without recomputation,
+//! assembled from the norm, attention, MLP and expert formulas by the
+//! architecture's layout.
+
+use super::attention::{self, Core, CoreOptions, Kernel};
+use super::experts;
+use super::kernels::Kernels;
+use super::lora::Training;
+use super::mlp;
+use super::norms::{self, FP32, NormSite};
+use super::parallel::Rank;
+use super::tally::{Tally, plus, times};
+use crate::architecture::{Dimensions, LayerLayout, QkNormKind, QkvLayout};
+use crate::error::Result;
+use crate::units::Bytes;
+
+/// Norms sitting before or after a layer's two blocks, by layout.
+fn hidden_norms(layout: LayerLayout) -> u64 {
+    match layout {
+        LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::ParallelResidual => 2,
+        LayerLayout::Sandwich => 4,
+    }
+}
+
+/// Everything one layer saves, by part, before recomputation decides what stays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SavedLayer {
+    /// The norms over the hidden state, on queries and keys, and in
+    /// DeepSeek's bottlenecks.
+    pub norms: Bytes,
+    /// The inputs the projections into attention keep (q/k/v's shared
+    /// input; DeepSeek's bottleneck outputs).
+    pub attention: Bytes,
+    /// The output projection's input, P·T·a·dv (0 when frozen).
+    pub output_input: Bytes,
+    /// What the attention kernel saves.
+    pub core: Core,
+    /// What selective recomputation keeps of the core instead.
+    pub core_inputs: Bytes,
+    /// The dense MLP (its input and intermediates).
+    pub mlp: Bytes,
+    /// The mixture of experts (its input, router, routed and shared experts).
+    pub experts: Bytes,
+    /// The hidden-state dropout masks.
+    pub dropout: Bytes,
+    /// The LoRA adapters' `T x r` outputs of `lora_A`.
+    pub lora: Bytes,
+    /// The layer's input, P·n·h: all that full recomputation keeps.
+    pub input: Bytes,
+}
+
+/// What one layer (dense, or `sparse` with the experts) saves on a rank.
+///
+/// For a Llama layer in bf16 without parallelism (P = 2, T = B·S, n = T):
+/// two RMSNorms 2(4Th + 4T + 2Th), q/k/v's input 2Th, the core, the
+/// output projection's input (shared with the flash output), the MLP's
+/// input 2Th and intermediates 4·2Tf.
+pub fn saved(
+    rank: &Rank,
+    dims: &Dimensions,
+    kernels: &Kernels,
+    training: &Training,
+    kernel: Kernel,
+    sparse: bool,
+) -> Result<SavedLayer> {
+    let p = rank.element;
+    let (n, t, h) = (rank.sequence_tokens, rank.tokens, rank.hidden);
+    let norm = |width: u64, rows: u64| {
+        norms::saved(
+            NormSite {
+                kind: dims.norm,
+                width,
+                rows,
+                element: p,
+                frozen: training.frozen_base,
+            },
+            kernels.layer_norm_stats,
+        )
+    };
+    let linears = &dims.linears;
+
+    let mut norm_bytes = Tally::new();
+    match dims.layout {
+        LayerLayout::ParallelResidual => {
+            norm_bytes.add(norm(h, n)?)?;
+            norm_bytes.add(norms::statistics(n, p, kernels.layer_norm_stats)?)?;
+        }
+        layout => norm_bytes.add(times(norm(h, n)?, hidden_norms(layout))?)?,
+    }
+    let d = dims.head_dim;
+    match dims.qk_norm {
+        QkNormKind::None => {}
+        QkNormKind::PerHead => {
+            norm_bytes.add(norm(d, t.saturating_mul(rank.heads))?)?;
+            norm_bytes.add(norm(d, t.saturating_mul(rank.kv_heads))?)?;
+        }
+        QkNormKind::WholeProjection => {
+            norm_bytes.add(norm(rank.heads.saturating_mul(d), t)?)?;
+            norm_bytes.add(norm(rank.kv_heads.saturating_mul(d), t)?)?;
+        }
+    }
+
+    let mut attention_bytes = Tally::new();
+    attention_bytes.tensor_if(training.keeps_input(&linears.attention_input), &[p, n, h])?;
+    let mut lora_adapters = training.adapters(&linears.attention_input)
+        + training.adapters(&[linears.attention_output]);
+    if let QkvLayout::Latent(latent) = dims.qkv {
+        // kv_a_layernorm over the key/value bottleneck; in fp32 its
+        // `.to(float32)` copies nothing and the saved input is a view of
+        // `kv_a_proj_with_mqa`'s whole output, rotary part included.
+        norm_bytes.add(norm(latent.kv_lora_rank, n)?)?;
+        norm_bytes.tensor_if(
+            p == FP32 && norms::upcasts(dims.norm),
+            &[FP32, n, latent.qk_rope_head_dim],
+        )?;
+        attention_bytes.tensor_if(
+            training.keeps_input(&["kv_b_proj"]),
+            &[p, n, latent.kv_lora_rank],
+        )?;
+        lora_adapters += training.adapters(&["kv_b_proj"]);
+        if let Some(rank_q) = latent.q_lora_rank {
+            norm_bytes.add(norm(rank_q, n)?)?;
+            attention_bytes.tensor_if(training.keeps_input(&["q_b_proj"]), &[p, n, rank_q])?;
+            lora_adapters += training.adapters(&["q_b_proj"]);
+        }
+    }
+
+    let mut output_input = Tally::new();
+    output_input.tensor_if(
+        training.keeps_input(&[linears.attention_output]),
+        &[p, t, attention::output_width(rank, dims)],
+    )?;
+    let core = attention::core(
+        rank,
+        dims,
+        kernel,
+        CoreOptions {
+            dropout: dims.dropout.attention,
+            softcap: dims.softcap.attention,
+            mask: kernels.dropout_mask,
+        },
+    )?;
+
+    let mut block_input = Tally::new();
+    block_input.tensor_if(training.keeps_input(&linears.mlp_input), &[p, n, h])?;
+    let down_keeps_input = training.keeps_input(&[linears.mlp_output]);
+    let mlp_adapters =
+        training.adapters(&linears.mlp_input) + training.adapters(&[linears.mlp_output]);
+    let (mut mlp_bytes, mut expert_bytes) = (Bytes::ZERO, Bytes::ZERO);
+    match (&dims.experts, sparse) {
+        (Some(moe), true) => {
+            let mut tally = block_input;
+            tally.add(experts::router(rank, moe)?)?;
+            tally.add(experts::routed(rank, moe, kernels.experts)?)?;
+            tally.add(experts::shared(rank, moe.shared, down_keeps_input)?)?;
+            expert_bytes = tally.bytes();
+            if moe.shared != crate::architecture::SharedExpert::None {
+                lora_adapters += mlp_adapters;
+            }
+        }
+        _ => {
+            mlp_bytes = plus(
+                block_input.bytes(),
+                mlp::saved(rank, dims.mlp, rank.intermediate, down_keeps_input)?,
+            )?;
+            lora_adapters += mlp_adapters;
+        }
+    }
+
+    let mut dropout = Tally::new();
+    dropout.tensor_if(
+        dims.dropout.residual,
+        &[2, kernels.dropout_mask.bytes(p), n, h],
+    )?;
+    let mut lora = Tally::new();
+    lora.tensor(&[lora_adapters, p, n, training.rank])?;
+    let mut input = Tally::new();
+    input.tensor(&[p, n, h])?;
+
+    Ok(SavedLayer {
+        norms: norm_bytes.bytes(),
+        attention: attention_bytes.bytes(),
+        output_input: output_input.bytes(),
+        core,
+        core_inputs: attention::checkpoint_inputs(rank, dims)?,
+        mlp: mlp_bytes,
+        experts: expert_bytes,
+        dropout: dropout.bytes(),
+        lora: lora.bytes(),
+        input: input.bytes(),
+    })
+}

@@ -1,0 +1,79 @@
+//! Which linears keep their input: a frozen base and its LoRA adapters.
+//!
+//! A `Linear` saves its input only for its weight's gradient
+//! (`MmBackward0.self`); a frozen linear does not. A norm's weight-gradient
+//! operand (the normalized tensor) likewise goes with a frozen weight.
+//! peft's LoRA layer computes `base(x) + lora_B(lora_A(dropout(x))) *
+//! scaling`: with `lora_dropout = 0` (peft's default) `lora_A` saves `x`,
+//! the same storage the frozen base would have saved, and `lora_B` saves
+//! the `T x r` output of `lora_A` (peft `tuners/lora/layer.py`).
+
+use super::Workload;
+
+/// The trainable parts of the model, as activation memory sees them.
+#[derive(Debug, Clone, Copy)]
+pub struct Training<'a> {
+    /// Whether the base weights (linears and norms) are frozen.
+    pub frozen_base: bool,
+    adapted: &'a [String],
+    /// The LoRA rank r.
+    pub rank: u64,
+}
+
+impl<'a> Training<'a> {
+    /// The training of `workload`.
+    pub fn new(workload: &'a Workload) -> Training<'a> {
+        Training {
+            frozen_base: workload.frozen_base,
+            adapted: &workload.adapted,
+            rank: workload.lora_rank,
+        }
+    }
+
+    /// Whether the linear `name` carries an adapter.
+    pub fn is_adapted(&self, name: &str) -> bool {
+        self.adapted.iter().any(|adapted| adapted == name)
+    }
+
+    /// Whether linears reading one input (`q_proj`, `k_proj`, `v_proj`)
+    /// keep it: when trainable, or when any of them is adapted.
+    pub fn keeps_input(&self, names: &[&str]) -> bool {
+        !self.frozen_base || names.iter().any(|name| self.is_adapted(name))
+    }
+
+    /// How many of `names` carry an adapter (each saves a `T x r` tensor).
+    pub fn adapters(&self, names: &[&str]) -> u64 {
+        names.iter().filter(|name| self.is_adapted(name)).count() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activation::{Attention, Platform, Recompute};
+    use crate::dtype::DType;
+
+    #[test]
+    fn frozen_linears_drop_inputs_unless_adapted() {
+        let mut workload = Workload {
+            micro_batch: 1,
+            seq_len: 8,
+            attention: Attention::Sdpa,
+            recompute: Recompute::None,
+            dtype: DType::Bf16,
+            platform: Platform::Cuda,
+            frozen_base: false,
+            adapted: vec!["q_proj".to_string(), "v_proj".to_string()],
+            lora_rank: 16,
+            tensor_parallel: 1,
+            sequence_parallel: false,
+            pipeline: 1,
+        };
+        assert!(Training::new(&workload).keeps_input(&["o_proj"]));
+        workload.frozen_base = true;
+        let training = Training::new(&workload);
+        assert!(training.keeps_input(&["q_proj", "k_proj", "v_proj"]));
+        assert!(!training.keeps_input(&["o_proj"]));
+        assert_eq!(training.adapters(&["q_proj", "k_proj", "v_proj"]), 2);
+    }
+}

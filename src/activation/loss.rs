@@ -1,0 +1,85 @@
+//! The output head, the logits and the loss (transformers
+//! `loss/loss_utils.py` `ForCausalLMLoss`: `logits.float()`, labels padded
+//! and shifted, `cross_entropy` = `log_softmax` + `nll_loss`).
+
+use super::kernels::Kernels;
+use super::lora::Training;
+use super::norms::{self, NormSite};
+use super::parallel::Rank;
+use super::tally::Tally;
+use crate::architecture::Dimensions;
+use crate::error::Result;
+use crate::units::Bytes;
+
+/// Bytes of an int64 label.
+const INT64: u64 = 8;
+
+/// Bytes of an fp32 element.
+const FP32: u64 = 4;
+
+/// The output head's saved tensors besides the logits: the final norm
+/// over n sequence tokens, `lm_head`'s input P·n·h (unless frozen), and
+/// Gemma 2's `tanh(logits / cap)` P·T·V.
+pub fn head(
+    rank: &Rank,
+    dims: &Dimensions,
+    kernels: &Kernels,
+    training: &Training,
+) -> Result<Bytes> {
+    let mut saved = Tally::new();
+    saved.add(norms::saved(
+        NormSite {
+            kind: dims.norm,
+            width: rank.hidden,
+            rows: rank.sequence_tokens,
+            element: rank.element,
+            frozen: training.frozen_base,
+        },
+        kernels.layer_norm_stats,
+    )?)?;
+    saved.tensor_if(
+        training.keeps_input(&["lm_head"]),
+        &[rank.element, rank.sequence_tokens, rank.hidden],
+    )?;
+    saved.tensor_if(
+        dims.softcap.logits,
+        &[rank.element, rank.tokens, rank.vocab],
+    )?;
+    Ok(saved.bytes())
+}
+
+/// The logits the model returns, P·T·V (V per rank with a
+/// vocabulary-parallel head).
+pub fn logits(rank: &Rank) -> Result<Bytes> {
+    let mut tally = Tally::new();
+    tally.tensor(&[rank.element, rank.tokens, rank.vocab])?;
+    Ok(tally.bytes())
+}
+
+/// The loss's saved tensors: the fp32 log-softmax [T, V]
+/// (`LogSoftmaxBackward0.result`, `NllLossBackward0.self`) 4·T·V, the
+/// int64 targets (`NllLossBackward0.target`): 8·T, or 8·(S + 1) when
+/// B = 1 (the shifted labels are then a view of the padded ones), and the
+/// fp32 `total_weight`.
+pub fn loss(rank: &Rank) -> Result<Bytes> {
+    let mut saved = Tally::new();
+    saved.tensor(&[FP32, rank.tokens, rank.vocab])?;
+    if rank.batch == 1 {
+        saved.tensor(&[INT64, rank.seq + 1])?;
+    } else {
+        saved.tensor(&[INT64, rank.tokens])?;
+    }
+    saved.tensor(&[FP32])?;
+    Ok(saved.bytes())
+}
+
+/// The loss's backward temporaries: `nll_loss_backward` writes an fp32
+/// [T, V] gradient of the log-softmax, and `log_softmax_backward_data`
+/// an fp32 [T, V] gradient of the logits while the first is still alive:
+/// 2 x 4·T·V. The cast back to the logits' dtype that follows (4·T·V +
+/// P·T·V) is no larger.
+pub fn backward_transient(rank: &Rank) -> Result<Bytes> {
+    let mut tally = Tally::new();
+    tally.tensor(&[2, FP32, rank.tokens, rank.vocab])?;
+    Ok(tally.bytes())
+}

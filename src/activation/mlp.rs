@@ -1,0 +1,48 @@
+//! What a dense MLP saves between its input and output projections.
+
+use super::parallel::Rank;
+use super::tally::Tally;
+use crate::architecture::MlpKind;
+use crate::error::Result;
+use crate::units::Bytes;
+
+/// The `T x f` tensors an MLP saves besides the output projection's input.
+///
+/// * `Gated` (`LlamaMLP`: `down(act(gate(x)) * up(x))`): gate (saved by
+///   the activation, `SiluBackward0.self`), act(gate) and up (saved by the
+///   product, `MulBackward0`): 3. Phi-3's `gate_up_proj` output is the
+///   storage of gate and up: the same 2 x T x f.
+/// * `Gelu` (`Starcoder2MLP`, `GPTNeoXMLP`: `fc2(gelu(fc1(x)))`): fc1's
+///   output (`GeluBackward0.self`): 1.
+/// * `NewGelu` (GPT-2's `NewGELUActivation`, `0.5 x (1 + tanh(sqrt(2/pi)
+///   (x + 0.044715 x^3)))` in Python): x (`PowBackward0`), tanh's output,
+///   `0.5 x` and `1 + tanh` (`MulBackward0`): 4.
+pub fn intermediates(kind: MlpKind) -> u64 {
+    match kind {
+        MlpKind::Gated => 3,
+        MlpKind::Gelu => 1,
+        MlpKind::NewGelu => 4,
+    }
+}
+
+/// The MLP's saved intermediates on a rank, P·T·f·(intermediates + 1
+/// when the output projection keeps its input, the activation's output).
+pub fn saved(rank: &Rank, kind: MlpKind, width: u64, output_keeps_input: bool) -> Result<Bytes> {
+    let count = intermediates(kind) + u64::from(output_keeps_input);
+    let mut tally = Tally::new();
+    tally.tensor(&[count, rank.element, rank.tokens, width])?;
+    Ok(tally.bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swiglu_saves_four_tensors_unless_down_is_frozen() {
+        // The llama fixture: 4 x 45056 bytes for T = 128, f = 176 in bf16.
+        assert_eq!(intermediates(MlpKind::Gated) + 1, 4);
+        assert_eq!(intermediates(MlpKind::NewGelu) + 1, 5);
+        assert_eq!(intermediates(MlpKind::Gelu) + 1, 2);
+    }
+}

@@ -6,7 +6,7 @@ use super::attention::{Attention, LatentAttention};
 use super::blueprint::Routing;
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
-use super::decoder::{Decoder, Placement};
+use super::decoder::Placement;
 use super::dimensions::{Dimensions, Dropout, Router};
 use super::feed_forward::{Experts, FeedForward, SharedExperts};
 use super::params::{Norm, product};
@@ -60,11 +60,6 @@ pub fn blueprint(config: &Config) -> Result<Blueprint> {
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
     })
-}
-
-/// The tensors of [`blueprint`].
-pub fn describe(config: &Config) -> Result<Decoder> {
-    blueprint(config)?.decoder()
 }
 
 /// The activation dimensions of [`blueprint`]: `num_experts_per_tok`

@@ -1,59 +1,26 @@
 //! Granite, following transformers' `models/granite/configuration_granite.py`
 //! (`GraniteConfig`) and `modeling_granite.py` (`GraniteForCausalLM`).
+//!
+//! `GraniteConfig` declares Llama's size keys with Llama's defaults, and
+//! its multipliers and logit scaling change no shape, so Granite is Llama's
+//! blueprint under its own name.
 
-use super::attention::{Attention, Projections, QkNorm};
-use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
 use super::decoder::Decoder;
 use super::dimensions::{Dimensions, Dropout};
-use super::feed_forward::FeedForward;
-use super::params::Norm;
+use super::llama;
 use crate::error::Result;
 
-/// `GraniteForCausalLM`: Llama's tensors; its multipliers and logit scaling
-/// change no shape.
-pub fn blueprint(config: &Config) -> Result<Blueprint> {
-    let hidden = config.size("hidden_size", 4096)?;
-    let heads = config.size("num_attention_heads", 32)?;
-    let attention_bias = config.flag("attention_bias", false)?;
-    Ok(Blueprint {
-        vocab: config.size("vocab_size", 32000)?,
-        hidden,
-        layers: config.size("num_hidden_layers", 32)?,
-        attention: Attention::Separate(Projections {
-            heads,
-            kv_heads: config
-                .optional_size("num_key_value_heads", None)?
-                .unwrap_or(heads),
-            head_dim: config.head_dim_or_ratio(hidden, heads, "num_attention_heads")?,
-            qkv_bias: attention_bias,
-            output_bias: attention_bias,
-            output: "o_proj",
-            qk_norm: QkNorm::None,
-        }),
-        feed_forward: FeedForward::Gated {
-            intermediate: config.size("intermediate_size", 11008)?,
-            bias: config.flag("mlp_bias", false)?,
-        },
-        sparse: None,
-        layer_norms: PRE_NORMS,
-        norm: Norm::Weight,
-        final_norm: "model.norm",
-        tied: config.flag("tie_word_embeddings", false)?,
-        head_bias: false,
-    })
-}
-
-/// The tensors of [`blueprint`].
+/// The tensors of `GraniteForCausalLM`: Llama's.
 pub fn describe(config: &Config) -> Result<Decoder> {
-    blueprint(config)?.decoder()
+    llama::blueprint(config)?.decoder()
 }
 
-/// The activation dimensions of [`blueprint`], with `attention_dropout`
-/// (default 0.0).
+/// The activation dimensions of `GraniteForCausalLM`, with
+/// `attention_dropout` (default 0.0).
 pub fn dimensions(config: &Config) -> Result<Dimensions> {
     Ok(Dimensions {
         dropout: Dropout::attention(config.fraction("attention_dropout", 0.0)?),
-        ..blueprint(config)?.dimensions("granite", None)
+        ..llama::blueprint(config)?.dimensions("granite", None)
     })
 }

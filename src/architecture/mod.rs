@@ -68,6 +68,13 @@ use crate::model::Tensor;
 /// Reads a config into the model's layout.
 type Describe = fn(&Config) -> Result<Decoder>;
 
+/// The [`Describe`] of an architecture written as one llama-style blueprint.
+macro_rules! from_blueprint {
+    ($module:ident) => {
+        |config: &Config| $module::blueprint(config)?.decoder()
+    };
+}
+
 /// Every supported `model_type`, the file that reads its tensors and, where
 /// its activations are modelled, its dimensions, alphabetically.
 const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
@@ -76,15 +83,15 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("deepseek_v2", deepseek_v2::describe, None),
     (
         "deepseek_v3",
-        deepseek_v3::describe,
+        from_blueprint!(deepseek_v3),
         Some(deepseek_v3::dimensions),
     ),
     ("falcon", falcon::describe, None),
-    ("gemma", gemma::describe, Some(gemma::dimensions)),
-    ("gemma2", gemma2::describe, Some(gemma2::dimensions)),
+    ("gemma", from_blueprint!(gemma), Some(gemma::dimensions)),
+    ("gemma2", from_blueprint!(gemma2), Some(gemma2::dimensions)),
     (
         "gemma3_text",
-        gemma3_text::describe,
+        from_blueprint!(gemma3_text),
         Some(gemma3_text::dimensions),
     ),
     ("gpt2", gpt2::describe, Some(gpt2::dimensions)),
@@ -92,31 +99,39 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("gpt_neox", gpt_neox::describe, Some(gpt_neox::dimensions)),
     ("gptj", gptj::describe, None),
     ("granite", granite::describe, Some(granite::dimensions)),
-    ("llama", llama::describe, Some(llama::dimensions)),
-    ("mistral", mistral::describe, Some(mistral::dimensions)),
-    ("mixtral", mixtral::describe, Some(mixtral::dimensions)),
+    ("llama", from_blueprint!(llama), Some(llama::dimensions)),
+    (
+        "mistral",
+        from_blueprint!(mistral),
+        Some(mistral::dimensions),
+    ),
+    (
+        "mixtral",
+        from_blueprint!(mixtral),
+        Some(mixtral::dimensions),
+    ),
     ("mpt", mpt::describe, None),
     ("olmo", olmo::describe, None),
-    ("olmo2", olmo2::describe, Some(olmo2::dimensions)),
+    ("olmo2", from_blueprint!(olmo2), Some(olmo2::dimensions)),
     ("opt", opt::describe, None),
     ("phi", phi::describe, None),
-    ("phi3", phi3::describe, Some(phi3::dimensions)),
-    ("qwen2", qwen2::describe, Some(qwen2::dimensions)),
+    ("phi3", from_blueprint!(phi3), Some(phi3::dimensions)),
+    ("qwen2", from_blueprint!(qwen2), Some(qwen2::dimensions)),
     (
         "qwen2_moe",
-        qwen2_moe::describe,
+        from_blueprint!(qwen2_moe),
         Some(qwen2_moe::dimensions),
     ),
-    ("qwen3", qwen3::describe, Some(qwen3::dimensions)),
+    ("qwen3", from_blueprint!(qwen3), Some(qwen3::dimensions)),
     (
         "qwen3_moe",
-        qwen3_moe::describe,
+        from_blueprint!(qwen3_moe),
         Some(qwen3_moe::dimensions),
     ),
     ("stablelm", stablelm::describe, None),
     (
         "starcoder2",
-        starcoder2::describe,
+        from_blueprint!(starcoder2),
         Some(starcoder2::dimensions),
     ),
 ];

@@ -6,7 +6,6 @@ use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::Routing;
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
-use super::decoder::Decoder;
 use super::dimensions::{Dimensions, Dropout, Router};
 use super::feed_forward::{Experts, FeedForward};
 use super::params::Norm;
@@ -52,11 +51,6 @@ pub fn blueprint(config: &Config) -> Result<Blueprint> {
         tied: config.flag("tie_word_embeddings", false)?,
         head_bias: false,
     })
-}
-
-/// The tensors of [`blueprint`].
-pub fn describe(config: &Config) -> Result<Decoder> {
-    blueprint(config)?.decoder()
 }
 
 /// The activation dimensions of [`blueprint`]: `num_experts_per_tok`

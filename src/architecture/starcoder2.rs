@@ -5,7 +5,6 @@
 use super::attention::{Attention, Projections, QkNorm};
 use super::blueprint::{Blueprint, PRE_NORMS};
 use super::config::Config;
-use super::decoder::Decoder;
 use super::dimensions::{Dimensions, Dropout};
 use super::feed_forward::FeedForward;
 use super::params::Norm;
@@ -44,11 +43,6 @@ pub fn blueprint(config: &Config) -> Result<Blueprint> {
         tied: config.flag("tie_word_embeddings", true)?,
         head_bias: false,
     })
-}
-
-/// The tensors of [`blueprint`].
-pub fn describe(config: &Config) -> Result<Decoder> {
-    blueprint(config)?.decoder()
 }
 
 /// The activation dimensions of [`blueprint`]: `attention_dropout`,

@@ -244,3 +244,120 @@ fn bad_models_get_one_line_errors() {
         insta::assert_snapshot!(format!("model_error_{name}"), stderr);
     }
 }
+
+/// Issue 4: a shape-aware optimizer uses the checkpoint's real shapes:
+/// Adafactor factors the matrix and the 4-D tensor, keeps the vector whole.
+#[test]
+fn adafactor_reads_the_real_shapes_of_a_checkpoint() {
+    let dir = scratch("adafactor");
+    let file = dir.join("model.safetensors");
+    write_safetensors(
+        &file,
+        &[
+            ("model.layers.0.mlp.up_proj.weight", "F32", &[256, 512]),
+            ("model.layers.0.mlp.up_proj.bias", "F32", &[512]),
+            ("model.layers.0.conv.weight", "F32", &[32, 16, 3, 3]),
+        ],
+    );
+    let e = json_of(&[
+        "estimate",
+        "--model",
+        file.to_str().unwrap(),
+        "--optimizer",
+        "adafactor",
+        "--format",
+        "json",
+    ]);
+    // row_var [256, 1] + col_var [1, 512]; variance [512]; row_var [32, 16, 3, 1] + col_var [32, 16, 1, 3].
+    let elements = (256 + 512) + 512 + (32 * 16 * 3 + 32 * 16 * 3);
+    assert_eq!(e["memory"]["optimizer_states"], elements * 4);
+    // Three 0-d fp32 `step` counters on the host.
+    assert_eq!(e["host"]["optimizer_states"], 3 * 4);
+    // Adam on the same file keeps two full copies.
+    let adam = json_of(&[
+        "estimate",
+        "--model",
+        file.to_str().unwrap(),
+        "--optimizer",
+        "adam",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        adam["memory"]["optimizer_states"],
+        2 * 4 * (256 * 512 + 512 + 32 * 16 * 9)
+    );
+}
+
+/// Issue 3: every malformed checkpoint is one line on stderr and exit 2
+/// through the binary (the library's tests cover each attack in detail).
+#[test]
+fn malformed_checkpoints_exit_two() {
+    let dir = scratch("malformed");
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", vec![1, 2, 3]),
+        ("absurd_header_length", u64::MAX.to_le_bytes().to_vec()),
+        (
+            "header_past_the_end",
+            [64u64.to_le_bytes().to_vec(), b"{}".to_vec()].concat(),
+        ),
+        (
+            "invalid_utf8",
+            [2u64.to_le_bytes().to_vec(), vec![0xff, 0xfe]].concat(),
+        ),
+        (
+            "invalid_json",
+            [2u64.to_le_bytes().to_vec(), b"{x".to_vec()].concat(),
+        ),
+        ("unknown_dtype", {
+            let header = br#"{"w":{"dtype":"F7","shape":[1],"data_offsets":[0,1]}}"#;
+            [
+                (header.len() as u64).to_le_bytes().to_vec(),
+                header.to_vec(),
+                vec![0],
+            ]
+            .concat()
+        }),
+        ("offsets_inconsistent", {
+            let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#;
+            [
+                (header.len() as u64).to_le_bytes().to_vec(),
+                header.to_vec(),
+                vec![0; 4],
+            ]
+            .concat()
+        }),
+        ("negative_dimension", {
+            let header = br#"{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}"#;
+            [
+                (header.len() as u64).to_le_bytes().to_vec(),
+                header.to_vec(),
+                vec![0; 8],
+            ]
+            .concat()
+        }),
+    ];
+    for (name, bytes) in cases {
+        let path = dir.join(format!("{name}.safetensors"));
+        std::fs::write(&path, bytes).unwrap();
+        let (code, stdout, stderr) = run(&["params", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert!(stdout.is_empty(), "{name}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name}.safetensors")),
+            "{name}: {stderr}"
+        );
+    }
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"w": "missing.safetensors"}}"#,
+    )
+    .unwrap();
+    let (code, _, stderr) = run(&[
+        "params",
+        dir.join("model.safetensors.index.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("missing.safetensors"), "{stderr}");
+}

@@ -17,17 +17,8 @@ pub fn max_parameters(setup: &Setup, capacity: Bytes) -> Result<Count> {
         }
     };
     // Every trainable parameter costs at least one byte (its weight), so
-    // capacity + 1 parameters never fit.
-    let (mut fitting, mut failing) = (0u64, capacity.0.saturating_add(1));
-    while failing - fitting > 1 {
-        let middle = fitting + (failing - fitting) / 2;
-        if fits(middle)? {
-            fitting = middle;
-        } else {
-            failing = middle;
-        }
-    }
-    Ok(Count(fitting))
+    // more than `capacity` parameters never fit.
+    Ok(Count(largest_fitting(1, capacity.0, fits)?.unwrap_or(0)))
 }
 
 #[cfg(test)]
@@ -160,7 +151,6 @@ pub fn min_gpus(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<
         };
         peak_fits(model, &setup, capacity)
     };
-    // Fewest: the smallest d with fits(d), found as the largest failing one + 1.
     if fits(expert)? {
         return Ok(Some(expert * model_parallel));
     }
@@ -168,29 +158,13 @@ pub fn min_gpus(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<
         // Without sharding every data-parallel rank holds everything.
         return Ok(None);
     }
-    let mut failing = expert;
-    let mut step = expert;
-    let fitting = loop {
-        let next = failing + step;
-        if next > MAX_DATA_PARALLEL {
-            return Ok(None);
-        }
-        if fits(next)? {
-            break next;
-        }
-        failing = next;
-        step *= 2;
-    };
-    let (mut failing, mut fitting) = (failing / expert, fitting / expert);
-    while fitting - failing > 1 {
-        let middle = failing + (fitting - failing) / 2;
-        if fits(middle * expert)? {
-            fitting = middle;
-        } else {
-            failing = middle;
-        }
+    // Data parallelism moves in multiples of ep. The fewest ranks that fit
+    // are one step past the most that do not.
+    let steps = MAX_DATA_PARALLEL / expert;
+    match largest_fitting(1, steps, |k| Ok(!fits(k * expert)?))? {
+        Some(failing) if failing < steps => Ok(Some((failing + 1) * expert * model_parallel)),
+        _ => Ok(None),
     }
-    Ok(Some(fitting * expert * model_parallel))
 }
 
 /// The largest micro-batch or sequence length searched.

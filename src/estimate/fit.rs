@@ -17,8 +17,20 @@ pub fn max_parameters(setup: &Setup, capacity: Bytes) -> Result<Count> {
         }
     };
     // Every trainable parameter costs at least one byte (its weight), so
-    // more than `capacity` parameters never fit.
-    Ok(Count(largest_fitting(1, capacity.0, fits)?.unwrap_or(0)))
+    // capacity + 1 parameters never fit. Plain bisection over [0, capacity + 1],
+    // not `largest_fitting`'s doubling: for the shape-aware rules a flat
+    // vector's memory is not monotone (torchao quantizes only lengths divisible
+    // by its block), and the thresholds reported so far come from this search.
+    let (mut fitting, mut failing) = (0u64, capacity.0.saturating_add(1));
+    while failing - fitting > 1 {
+        let middle = fitting + (failing - fitting) / 2;
+        if fits(middle)? {
+            fitting = middle;
+        } else {
+            failing = middle;
+        }
+    }
+    Ok(Count(fitting))
 }
 
 #[cfg(test)]

@@ -1,19 +1,8 @@
 //! The real binary: reports as snapshots, exit codes, and every error message.
 
-use assert_cmd::Command;
+mod common;
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("trainmem")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
+use common::run;
 
 fn ok(args: &[&str]) -> String {
     let (code, stdout, stderr) = run(args);

@@ -1,29 +1,16 @@
 //! Activations, the peak of a step, and the searches of `trainmem fit`,
 //! through the real binary.
 
+mod common;
+
 use assert_cmd::Command;
+use common::{int, json_of};
 use serde_json::Value;
 
 fn json(args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.extend(["--format", "json"]);
-    let output = Command::cargo_bin("trainmem")
-        .unwrap()
-        .args(&all)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{all:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-fn int(value: &Value) -> u64 {
-    value
-        .as_u64()
-        .unwrap_or_else(|| panic!("{value} is not an integer"))
+    json_of(&all)
 }
 
 const LLAMA: [&str; 8] = [

@@ -3,27 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+mod common;
+
+use common::{json_of, run};
 use serde_json::{Value, json};
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("trainmem")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
-
-fn json_of(args: &[&str]) -> Value {
-    let (code, stdout, stderr) = run(args);
-    assert_eq!(code, 0, "{args:?}: {stderr}");
-    serde_json::from_str(&stdout).unwrap()
-}
 
 fn total(model: &str) -> u64 {
     json_of(&["params", model, "--format", "json"])["parameters"]["total"]

@@ -1,28 +1,15 @@
 //! Sharding, offload and model parallelism, through the real binary.
 
+mod common;
+
 use assert_cmd::Command;
+use common::{int, json_of};
 use serde_json::Value;
 
 fn estimate(args: &[&str]) -> Value {
     let mut all = vec!["estimate", "--format", "json"];
     all.extend_from_slice(args);
-    let output = Command::cargo_bin("trainmem")
-        .unwrap()
-        .args(&all)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{all:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-fn int(value: &Value) -> u64 {
-    value
-        .as_u64()
-        .unwrap_or_else(|| panic!("{value} is not an integer"))
+    json_of(&all)
 }
 
 /// ZeRO (arXiv 1910.02054) Table 1: per-device model-state memory in GB for

@@ -4,22 +4,11 @@
 //! an optimiser costs before any activation is stored") are in
 //! `shared/reference/seeds/`; each assertion names the sentence it pins.
 
-use assert_cmd::Command;
-use serde_json::Value;
+mod common;
 
-fn trainmem(args: &[&str]) -> Value {
-    let output = Command::cargo_bin("trainmem")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
+use assert_cmd::Command;
+use common::{int, json_of as trainmem};
+use serde_json::Value;
 
 fn estimate(params: &str, optimizer: &str, precision: &str) -> Value {
     trainmem(&[
@@ -33,12 +22,6 @@ fn estimate(params: &str, optimizer: &str, precision: &str) -> Value {
         "--format",
         "json",
     ])
-}
-
-fn int(value: &Value) -> u64 {
-    value
-        .as_u64()
-        .unwrap_or_else(|| panic!("{value} is not an integer"))
 }
 
 /// Seed 000: "1 billion × 3 × 2 bytes, which comes to 6 GB"; 13B gives 78 GB;

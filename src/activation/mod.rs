@@ -41,7 +41,7 @@ use self::recompute::{Kept, PARTS};
 use self::tally::{Tally, plus, times};
 use crate::architecture::{Dimensions, LayerLayout, NormKind};
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::units::Bytes;
 
 /// The attention implementation.
@@ -66,6 +66,50 @@ pub enum Recompute {
     Selective,
     /// Gradient checkpointing: each layer keeps only its input.
     Full,
+}
+
+impl Attention {
+    /// Reads `eager`, `sdpa` or `flash` (`flash-attention-2`).
+    pub fn parse(name: &str) -> Result<Attention> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "eager" => Ok(Attention::Eager),
+            "sdpa" => Ok(Attention::Sdpa),
+            "flash" | "flash-attention-2" | "flash_attention_2" => Ok(Attention::Flash),
+            other => Err(Error::UnknownName {
+                kind: "attention",
+                name: other.to_string(),
+                suggestion: None,
+                accepted: "eager, sdpa, flash".to_string(),
+            }),
+        }
+    }
+}
+
+impl Recompute {
+    /// Every mode, in the order `trainmem fit` reports them.
+    pub const ALL: [Recompute; 3] = [Recompute::None, Recompute::Selective, Recompute::Full];
+
+    /// Reads `none`, `selective` or `full`.
+    pub fn parse(name: &str) -> Result<Recompute> {
+        Recompute::ALL
+            .into_iter()
+            .find(|mode| mode.name() == name.trim().to_ascii_lowercase())
+            .ok_or_else(|| Error::UnknownName {
+                kind: "recompute mode",
+                name: name.trim().to_ascii_lowercase(),
+                suggestion: None,
+                accepted: "none, selective, full".to_string(),
+            })
+    }
+
+    /// The name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Recompute::None => "none",
+            Recompute::Selective => "selective",
+            Recompute::Full => "full",
+        }
+    }
 }
 
 /// Where the kernels run: their saved tensors differ in a few places

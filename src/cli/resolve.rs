@@ -124,32 +124,8 @@ const DEFAULT_OVERHEAD: &str = "1GiB";
 /// The workload of `--micro-batch`, `--seq-len`, `--attention` and
 /// `--recompute` (none without a micro-batch), and the overhead added to the peak.
 pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<Workload>, Bytes)> {
-    let attention = match args.attention.trim().to_ascii_lowercase().as_str() {
-        "eager" => Attention::Eager,
-        "sdpa" => Attention::Sdpa,
-        "flash" | "flash-attention-2" | "flash_attention_2" => Attention::Flash,
-        other => {
-            return Err(Error::UnknownName {
-                kind: "attention",
-                name: other.to_string(),
-                suggestion: None,
-                accepted: "eager, sdpa, flash".to_string(),
-            });
-        }
-    };
-    let recompute = match args.recompute.trim().to_ascii_lowercase().as_str() {
-        "none" => Recompute::None,
-        "selective" => Recompute::Selective,
-        "full" => Recompute::Full,
-        other => {
-            return Err(Error::UnknownName {
-                kind: "recompute mode",
-                name: other.to_string(),
-                suggestion: None,
-                accepted: "none, selective, full".to_string(),
-            });
-        }
-    };
+    let attention = Attention::parse(&args.attention)?;
+    let recompute = Recompute::parse(&args.recompute)?;
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
             let overhead = args

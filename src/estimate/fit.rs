@@ -257,7 +257,7 @@ impl Fit {
         };
         let mut recompute_modes = Vec::new();
         if matches!(question, Question::MicroBatch | Question::SeqLen) {
-            for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
+            for recompute in Recompute::ALL {
                 let mut mode = setup.clone();
                 if let Some(workload) = mode.workload.as_mut() {
                     workload.recompute = recompute;

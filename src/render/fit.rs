@@ -1,17 +1,8 @@
 //! The answer of `trainmem fit`.
 
 use super::{Format, Table, json};
-use crate::activation::Recompute;
 use crate::estimate::Fit;
 use crate::units::{UnitSystem, format_ratio};
-
-fn mode(recompute: Recompute) -> &'static str {
-    match recompute {
-        Recompute::None => "none",
-        Recompute::Selective => "selective",
-        Recompute::Full => "full",
-    }
-}
 
 /// The largest model, micro-batch or sequence that fits, and the fewest GPUs.
 pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
@@ -56,7 +47,7 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
     let mut table = Table::new(&["recompute", &format!(">{searched}")]);
     for m in &fit.recompute_modes {
         table.row([
-            mode(m.recompute).to_string(),
+            m.recompute.name().to_string(),
             m.largest.map_or("none fits".to_string(), |v| v.to_string()),
         ]);
     }

@@ -110,6 +110,7 @@ fn workload(fixture: &Value) -> (Workload, Kernels) {
         tensor_parallel: 1,
         sequence_parallel: false,
         pipeline: 1,
+        quantized_inputs_kept: false,
     };
     (workload, kernels)
 }

@@ -26,9 +26,16 @@ const LLAMA: [&str; 8] = [
 
 /// Without a micro-batch the peak is the model states (the seed texts' question).
 #[test]
-fn without_a_micro_batch_the_peak_is_the_model_states() {
+fn without_a_micro_batch_the_peak_is_the_model_states_and_the_step() {
+    // The step timeline without activations: every model state, then the
+    // optimizer's temporaries on top (Adam's foreach `sqrt`, one fp32 copy).
     let e = json(&["estimate", "--params", "7B"]);
-    assert_eq!(e["memory"]["peak"], e["memory"]["total"]);
+    assert_eq!(
+        int(&e["memory"]["peak"]),
+        int(&e["memory"]["total"]) + int(&e["transients"]["optimizer_step"])
+    );
+    assert_eq!(int(&e["memory"]["peak"]), 112_000_000_000 + 28_000_000_000);
+    assert_eq!(e["timeline"]["peak"]["phase"], "optimizer");
     assert_eq!(int(&e["memory"]["activations"]), 0);
     assert_eq!(e["activations_estimated"], false);
 }
@@ -51,11 +58,25 @@ fn a_micro_batch_adds_activations_and_a_peak() {
     let memory = &e["memory"];
     assert_eq!(memory["activations"], e["activations"]["total"]);
     let states = int(&memory["total"]) - int(&memory["activations"]);
+    // The peak is the step timeline's maximum: the model states, the
+    // overhead, and what the step holds at that moment, which is never more
+    // than every activation and temporary at once.
+    let peak = &e["timeline"]["peak"];
+    assert_eq!(memory["peak"], peak["bytes"]);
+    let by_kind: u64 = peak["by_kind"].as_object().unwrap().values().map(int).sum();
+    assert_eq!(by_kind, int(&memory["peak"]));
     let transients = &e["transients"];
-    let backward = int(&memory["activations"])
-        + int(&transients["backward"]).max(int(&transients["parameter_gather"]));
-    let during = backward.max(int(&transients["optimizer_step"]));
-    assert_eq!(int(&memory["peak"]), states + during + int(&e["overhead"]));
+    let every_temporary = int(&transients["backward"])
+        + int(&transients["parameter_gather"])
+        + int(&transients["optimizer_step"]);
+    assert!(int(&memory["peak"]) > states + int(&e["overhead"]));
+    assert!(
+        int(&memory["peak"])
+            <= int(&memory["total"])
+                + every_temporary
+                + int(&e["overhead"])
+                + int(&e["activations"]["logits"])
+    );
     assert_eq!(
         e["fits"],
         Value::Bool(int(&memory["peak"]) <= int(&e["capacity"]["bytes"]))

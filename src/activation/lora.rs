@@ -18,6 +18,8 @@ pub struct Training<'a> {
     adapted: &'a [String],
     /// The LoRA rank r.
     pub rank: u64,
+    /// Frozen quantized linears save their input anyway (bitsandbytes < 0.43.2).
+    quantized_inputs_kept: bool,
 }
 
 impl<'a> Training<'a> {
@@ -27,6 +29,7 @@ impl<'a> Training<'a> {
             frozen_base: workload.frozen_base,
             adapted: &workload.adapted,
             rank: workload.lora_rank,
+            quantized_inputs_kept: workload.quantized_inputs_kept,
         }
     }
 
@@ -37,8 +40,14 @@ impl<'a> Training<'a> {
 
     /// Whether linears reading one input (`q_proj`, `k_proj`, `v_proj`)
     /// keep it: when trainable, or when any of them is adapted.
+    ///
+    /// Before bitsandbytes 0.43.2, `MatMul4Bit` saved its input whether or
+    /// not the weight trained, so every quantized linear (all but the output
+    /// head, which QLoRA keeps in the compute dtype) keeps it.
     pub fn keeps_input(&self, names: &[&str]) -> bool {
-        !self.frozen_base || names.iter().any(|name| self.is_adapted(name))
+        !self.frozen_base
+            || names.iter().any(|name| self.is_adapted(name))
+            || (self.quantized_inputs_kept && !names.contains(&"lm_head"))
     }
 
     /// How many of `names` carry an adapter (each saves a `T x r` tensor).
@@ -68,6 +77,7 @@ mod tests {
             tensor_parallel: 1,
             sequence_parallel: false,
             pipeline: 1,
+            quantized_inputs_kept: false,
         };
         assert!(Training::new(&workload).keeps_input(&["o_proj"]));
         workload.frozen_base = true;

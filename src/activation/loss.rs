@@ -73,6 +73,16 @@ pub fn loss(rank: &Rank) -> Result<Bytes> {
     Ok(saved.bytes())
 }
 
+/// The fp32 copy `ForCausalLMLoss` makes of half-precision logits
+/// (`logits.float()`), 4·T·V: it lives until `cross_entropy` has computed
+/// the log-softmax, which saves its own output, not this input. fp32 logits
+/// are not copied.
+pub fn upcast(rank: &Rank) -> Result<Bytes> {
+    let mut tally = Tally::new();
+    tally.tensor_if(rank.element != FP32, &[FP32, rank.tokens, rank.vocab])?;
+    Ok(tally.bytes())
+}
+
 /// The loss's backward temporaries: `nll_loss_backward` writes an fp32
 /// [T, V] gradient of the log-softmax, and `log_softmax_backward_data`
 /// an fp32 [T, V] gradient of the logits while the first is still alive:

@@ -124,6 +124,22 @@ pub enum Platform {
     Cpu,
 }
 
+impl Platform {
+    /// Reads `cuda` or `cpu`.
+    pub fn parse(name: &str) -> Result<Platform> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "cuda" | "gpu" => Ok(Platform::Cuda),
+            "cpu" => Ok(Platform::Cpu),
+            other => Err(Error::UnknownName {
+                kind: "platform",
+                name: other.to_string(),
+                suggestion: None,
+                accepted: "cuda, cpu".to_string(),
+            }),
+        }
+    }
+}
+
 /// One training micro-step's shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Workload {
@@ -151,6 +167,9 @@ pub struct Workload {
     pub sequence_parallel: bool,
     /// Pipeline stages p: the first stage holds p micro-batches in flight (1F1B).
     pub pipeline: u64,
+    /// bitsandbytes before 0.43.2: each 4-bit matmul (`MatMul4Bit`) saved its
+    /// input for backward even with a frozen weight.
+    pub quantized_inputs_kept: bool,
 }
 
 /// A part of the activation memory.
@@ -186,6 +205,75 @@ pub struct Activations {
     pub backward_transient: Bytes,
     /// How figures were rounded or assumed.
     pub notes: Vec<String>,
+    /// The same figures layer by layer, in the order the step allocates and
+    /// frees them: what the step timeline reads.
+    #[serde(skip)]
+    pub schedule: Schedule,
+}
+
+/// What one pipeline stage's activations are made of, layer by layer, for the
+/// step timeline (`crate::timeline`): each layer's saved tensors appear in
+/// forward and disappear in backward; the loss's tensors sit between.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schedule {
+    /// The pipeline stage, from 0.
+    pub stage: u64,
+    /// Micro-batches whose activations the stage holds at once (1F1B).
+    pub in_flight: u64,
+    /// The stage's layers, in forward order.
+    pub layers: Vec<LayerActivations>,
+    /// Saved before the layers: the embedding's indices and dropout mask.
+    pub embeddings: Bytes,
+    /// Shared by the layers of a micro-batch: the rotary tables.
+    pub shared: Bytes,
+    /// Saved by the final norm and the output head (its input, Gemma 2's
+    /// soft-capped logits).
+    pub head: Bytes,
+    /// The logits the model returns, P·T·V.
+    pub logits: Bytes,
+    /// The fp32 copy `ForCausalLMLoss` makes of half-precision logits, 4·T·V,
+    /// alive until `cross_entropy` returns (0 when the logits are fp32).
+    pub logits_upcast: Bytes,
+    /// The loss's saved tensors (fp32 log-softmax, targets).
+    pub loss: Bytes,
+    /// The loss's backward temporaries (two fp32 T x V gradients).
+    pub loss_backward: Bytes,
+    /// The gradient of the logits in their own dtype, P·T·V, alive while the
+    /// output head runs backward.
+    pub logits_gradient: Bytes,
+    /// Whether the stage holds the output head and the loss.
+    pub has_head: bool,
+    /// The largest single activation tensor of a layer, P·T·w for its widest
+    /// intermediate w.
+    pub widest_tensor: Bytes,
+}
+
+/// One layer's activations on one rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayerActivations {
+    /// The layer's index in the model.
+    pub layer: u64,
+    /// What it keeps from its forward until its backward.
+    pub kept: Bytes,
+    /// What recomputation rebuilds of it at the start of its backward.
+    pub recomputed: Bytes,
+    /// The gradients its backward holds at once besides its saved tensors:
+    /// the gradient of its output and of its widest intermediate.
+    pub backward: Bytes,
+}
+
+/// The activation memory of every pipeline stage that can be the most loaded
+/// (the first and the last; the only one without pipelining).
+pub fn stages(dims: &Dimensions, workload: &Workload) -> Result<Vec<Activations>> {
+    let kernels = workload.platform.kernels();
+    let step = Step::new(dims, workload, &kernels)?;
+    let mut all = Vec::new();
+    for stage in candidate_stages(dims.layers, workload.pipeline) {
+        let mut activations = step.stage(stage)?;
+        activations.notes.extend(step.notes());
+        all.push(activations);
+    }
+    Ok(all)
 }
 
 /// The activation memory of `dims` under `workload`, on the most loaded
@@ -267,6 +355,32 @@ impl<'a> Step<'a> {
         recompute::kept(self.workload.recompute, &saved)
     }
 
+    /// What one layer's backward holds besides its saved tensors: the
+    /// gradient of the layer's output (P·n·h, the residual stream's) and
+    /// two gradients as wide as its widest intermediate (P·T·w each: the
+    /// MLP's gate and up projections, or the attention's q, k, v), which
+    /// autograd holds together while the matmuls' backward runs.
+    fn layer_backward(&self) -> Result<Bytes> {
+        let rank = &self.rank;
+        let mut tally = Tally::new();
+        tally.tensor(&[rank.element, rank.sequence_tokens, rank.hidden])?;
+        tally.add(times(self.widest_tensor()?, 2)?)?;
+        Ok(tally.bytes())
+    }
+
+    /// P·T·w for the layer's widest intermediate w.
+    fn widest_tensor(&self) -> Result<Bytes> {
+        let rank = &self.rank;
+        let widest = rank
+            .intermediate
+            .max(rank.expert_intermediate)
+            .max(rank.shared_intermediate)
+            .max(rank.hidden);
+        let mut tally = Tally::new();
+        tally.tensor(&[rank.element, rank.tokens, widest])?;
+        Ok(tally.bytes())
+    }
+
     /// The activations a pipeline stage holds.
     fn stage(&self, stage: Stage) -> Result<Activations> {
         let end = stage.first_layer.saturating_add(stage.layers);
@@ -296,29 +410,53 @@ impl<'a> Step<'a> {
             }
         }
 
+        let mut schedule = Schedule {
+            stage: stage.index,
+            in_flight,
+            has_head: stage.head,
+            ..Schedule::default()
+        };
+        let backward = self.layer_backward()?;
+        schedule.widest_tensor = self.widest_tensor()?;
+        for layer in stage.first_layer..end {
+            let kind = if self.dims.is_sparse(layer) {
+                &sparse
+            } else {
+                &dense
+            };
+            schedule.layers.push(LayerActivations {
+                layer,
+                kept: kind.total()?,
+                recomputed: kind.recomputed,
+                backward,
+            });
+        }
         let mut outside = Tally::new();
         if stage.embeddings {
-            outside.add(embeddings::saved(&self.rank, self.dims, self.kernels)?)?;
+            schedule.embeddings = embeddings::saved(&self.rank, self.dims, self.kernels)?;
+            outside.add(schedule.embeddings)?;
         }
         if stage.layers > 0 {
-            outside.add(embeddings::shared_by_layers(
+            schedule.shared = embeddings::shared_by_layers(
                 &self.rank,
                 self.dims,
                 self.workload.recompute,
                 self.kernel,
-            )?)?;
+            )?;
+            outside.add(schedule.shared)?;
         }
         let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
         if stage.head {
-            outside.add(loss::head(
-                &self.rank,
-                self.dims,
-                self.kernels,
-                &self.training,
-            )?)?;
+            schedule.head = loss::head(&self.rank, self.dims, self.kernels, &self.training)?;
+            outside.add(schedule.head)?;
             logits = loss::logits(&self.rank)?;
             loss_bytes = loss::loss(&self.rank)?;
             transient = loss::backward_transient(&self.rank)?;
+            schedule.logits = logits;
+            schedule.loss = loss_bytes;
+            schedule.loss_backward = transient;
+            schedule.logits_upcast = loss::upcast(&self.rank)?;
+            schedule.logits_gradient = logits;
         }
         for (kind, count) in [(dense, dense_layers), (sparse, sparse_layers)] {
             if count > 0 {
@@ -352,6 +490,7 @@ impl<'a> Step<'a> {
             loss: loss_bytes,
             backward_transient: transient,
             notes,
+            schedule,
         })
     }
 
@@ -364,6 +503,7 @@ impl<'a> Step<'a> {
             loss: Bytes::ZERO,
             backward_transient: Bytes::ZERO,
             notes: Vec::new(),
+            schedule: Schedule::default(),
         }
     }
 
@@ -439,6 +579,7 @@ mod tests {
             tensor_parallel: 1,
             sequence_parallel: false,
             pipeline: 1,
+            quantized_inputs_kept: false,
         }
     }
 

@@ -191,6 +191,7 @@ mod tests {
             tensor_parallel: t,
             sequence_parallel,
             pipeline: 1,
+            quantized_inputs_kept: false,
         }
     }
 

@@ -201,10 +201,30 @@ pub struct ParallelArgs {
     #[arg(long)]
     pub sequence_parallel: bool,
 
-    /// Whose bookkeeping: deepspeed (default), megatron (fp32 gradient buffers)
-    /// or fsdp2 (sharded parameters in their original dtype; default with --fsdp).
+    /// Whose bookkeeping: deepspeed (default), megatron (fp32 gradient buffers),
+    /// fsdp2 (sharded parameters in their original dtype; default with --fsdp)
+    /// or fsdp1 (flat parameters; moves the whole model to each GPU before
+    /// sharding unless --init says otherwise).
     #[arg(long, value_name = "NAME")]
     pub framework: Option<String>,
+
+    /// How FSDP computes in half precision: policy (MixedPrecisionPolicy:
+    /// each layer gathered in the compute dtype and freed after use, as
+    /// torchtitan and accelerate do) or autocast (fp32 parameters under
+    /// torch.autocast, which saves half copies of the linear weights).
+    #[arg(long, value_name = "MODE", default_value = "policy")]
+    pub fsdp_mixed_precision: String,
+
+    /// How each rank first gets the weights: meta (only its shard: meta
+    /// device, zero.Init), rank0 (rank 0 broadcasts module by module) or
+    /// every-rank (the whole model on every GPU before sharding). Default:
+    /// what the framework does (every-rank for fsdp1, meta otherwise).
+    #[arg(long, value_name = "MODE")]
+    pub init: Option<String>,
+
+    /// DeepSpeed's reduce_bucket_size in elements (default 500000000, DeepSpeed's own).
+    #[arg(long, value_name = "ELEMENTS")]
+    pub reduce_bucket_size: Option<u64>,
 }
 
 /// Fine-tuning: LoRA adapters, frozen tensors, a quantized base.
@@ -282,6 +302,26 @@ pub struct WorkloadArgs {
     /// 0 gives what torch.cuda.max_memory_allocated() reports.
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub overhead: Option<String>,
+
+    /// Micro-batches whose gradients accumulate before each optimizer step:
+    /// the gradients then exist before each backward.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub grad_accumulation: u64,
+
+    /// Where the kernels run: cuda, or cpu (the CPU kernels the activation
+    /// fixtures measure to the byte, so a prediction can be checked against
+    /// autograd on a laptop; no overhead by default).
+    #[arg(long, value_name = "PLATFORM", default_value = "cuda")]
+    pub platform: String,
+
+    /// The bitsandbytes version of a QLoRA run: before 0.43.2 each 4-bit
+    /// matmul kept its input for backward (default: a current version).
+    #[arg(long, value_name = "VERSION")]
+    pub bitsandbytes: Option<String>,
+
+    /// PyTorch's allocator with expandable_segments:True, for memory.reserved.
+    #[arg(long)]
+    pub expandable_segments: bool,
 
     /// Decoder layers of a bare --params model (with --hidden, --heads, --ffn, --vocab).
     #[arg(long, value_name = "N")]

@@ -56,7 +56,7 @@ fn estimate_command(args: &EstimateArgs) -> Result<String> {
         resolve::capacity(&args.capacity)?,
         parallelism,
     )?;
-    (setup.workload, setup.overhead) = resolve::workload(&args.workload, &args.parallel)?;
+    resolve::apply_workload(&mut setup, &args.workload, &args.parallel)?;
     let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     if let Some(dimensions) = resolve::dimensions(&args.workload)? {
         model.dimensions = Some(dimensions);
@@ -95,7 +95,7 @@ fn fit(args: &FitArgs) -> Result<String> {
         seq_len: workload.seq_len.or(workload.micro_batch.map(|_| 1)),
         ..workload.clone()
     };
-    (setup.workload, setup.overhead) = resolve::workload(&filled, &args.parallel)?;
+    resolve::apply_workload(&mut setup, &filled, &args.parallel)?;
     let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     if let Some(dimensions) = resolve::dimensions(workload)? {
         model.dimensions = Some(dimensions);
@@ -178,7 +178,7 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     let mut base = Setup::new(optimizers.first().copied().unwrap_or(from), precision)
         .with_capacity(resolve::capacity_of(capacity_text, args.device.as_deref())?);
     base.parallelism = parallelism;
-    (base.workload, base.overhead) = resolve::workload(&args.workload, &args.parallel)?;
+    resolve::apply_workload(&mut base, &args.workload, &args.parallel)?;
     let mut models = models;
     if let Some(dimensions) = resolve::dimensions(&args.workload)? {
         for model in models.iter_mut().filter(|m| !m.shapes_known) {

@@ -8,12 +8,13 @@ use crate::architecture::Dimensions;
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::estimate::{Capacity, Setup};
+use crate::estimate::{Capacity, Setup, StepOptions};
 use crate::finetune::{Bias, FineTune, Lora, Quantization, Targets};
 use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
-use crate::parallel::{Framework, Offload, Parallelism, ZeroStage};
+use crate::parallel::{Framework, FsdpMixedPrecision, Init, Offload, Parallelism, ZeroStage};
 use crate::precision::Precision;
 use crate::render::Format;
+use crate::timeline::AllocatorOptions;
 use crate::units::{Bytes, Count, UnitSystem};
 
 /// The optimizer, its options and the precision of `--optimizer`,
@@ -70,6 +71,7 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         pipeline: args.pp,
         expert: args.ep,
         framework,
+        fsdp_mixed_precision: FsdpMixedPrecision::parse(&args.fsdp_mixed_precision)?,
     }
     .validated()
 }
@@ -121,10 +123,79 @@ pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
 /// The default of `--overhead` when activations are estimated.
 const DEFAULT_OVERHEAD: &str = "1GiB";
 
+/// Sets `setup`'s workload, overhead and step options from the workload and
+/// parallel flags.
+pub fn apply_workload(
+    setup: &mut Setup,
+    args: &WorkloadArgs,
+    parallel: &ParallelArgs,
+) -> Result<()> {
+    (setup.workload, setup.overhead) = workload(args, parallel)?;
+    setup.step = step(args, parallel)?;
+    Ok(())
+}
+
+/// The step options of `--grad-accumulation`, `--init`, `--reduce-bucket-size`
+/// and `--expandable-segments`.
+pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions> {
+    if args.grad_accumulation == 0 {
+        return Err(Error::InvalidValue {
+            what: "--grad-accumulation",
+            value: "0".to_string(),
+            reason: "must be at least 1 (1: no accumulation)".to_string(),
+        });
+    }
+    if parallel.reduce_bucket_size == Some(0) {
+        return Err(Error::InvalidValue {
+            what: "--reduce-bucket-size",
+            value: "0".to_string(),
+            reason: "must be at least 1 element".to_string(),
+        });
+    }
+    Ok(StepOptions {
+        grad_accumulation: args.grad_accumulation,
+        init: parallel.init.as_deref().map(Init::parse).transpose()?,
+        reduce_bucket_size: parallel.reduce_bucket_size,
+        allocator: AllocatorOptions {
+            expandable_segments: args.expandable_segments,
+        },
+    })
+}
+
+/// The bitsandbytes release from which frozen 4-bit matmuls no longer save
+/// their input (bitsandbytes 0.43.2, `MatMul4Bit.forward`).
+const BITSANDBYTES_SAVES_NO_INPUT: (u64, u64, u64) = (0, 43, 2);
+
+/// Whether `--bitsandbytes VERSION` is a release whose 4-bit matmul keeps its input.
+fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
+    let Some(text) = version else {
+        return Ok(false);
+    };
+    let invalid = || Error::InvalidValue {
+        what: "--bitsandbytes",
+        value: text.to_string(),
+        reason: "give a version such as `0.43.1` or `0.45.0`".to_string(),
+    };
+    let mut parts = text.trim().trim_start_matches('v').split('.');
+    let mut number = || -> Result<u64> {
+        match parts.next() {
+            None => Ok(0),
+            Some(part) => part.parse().map_err(|_| invalid()),
+        }
+    };
+    let version = (number()?, number()?, number()?);
+    if parts.next().is_some() {
+        return Err(invalid());
+    }
+    Ok(version < BITSANDBYTES_SAVES_NO_INPUT)
+}
+
 /// The workload of `--micro-batch`, `--seq-len`, `--attention` and
 /// `--recompute` (none without a micro-batch), and the overhead added to the peak.
 pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<Workload>, Bytes)> {
     let attention = Attention::parse(&args.attention)?;
+    let platform = Platform::parse(&args.platform)?;
+    let quantized_inputs_kept = bitsandbytes_keeps_input(args.bitsandbytes.as_deref())?;
     let recompute = Recompute::parse(&args.recompute)?;
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
@@ -165,15 +236,21 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         attention,
         recompute,
         dtype: crate::dtype::DType::Bf16,
-        platform: Platform::Cuda,
+        platform,
         frozen_base: false,
         adapted: Vec::new(),
         lora_rank: 0,
         tensor_parallel: 1,
         sequence_parallel: parallel.sequence_parallel,
         pipeline: 1,
+        quantized_inputs_kept,
     };
-    let overhead = overhead(args.overhead.as_deref().unwrap_or(DEFAULT_OVERHEAD))?;
+    // No CUDA context on the CPU.
+    let default_overhead = match platform {
+        Platform::Cuda => DEFAULT_OVERHEAD,
+        Platform::Cpu => "0",
+    };
+    let overhead = overhead(args.overhead.as_deref().unwrap_or(default_overhead))?;
     Ok((Some(workload), overhead))
 }
 

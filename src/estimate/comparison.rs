@@ -109,7 +109,7 @@ impl Comparison {
         let (mut rows, skipped) = price(optimizers, models, base)?;
         // Ranked by memory on the last (largest) model, cheapest first; the
         // sort is stable, so equal rows keep the order they were asked in.
-        rows.sort_by_key(|row| row.estimates.last().map(|e| e.memory.peak));
+        rows.sort_by_key(|row| row.estimates.last().map(|e| e.memory.total));
         let swap = swap
             .map(|(from, to, model)| Swap::new(from, to, model, base))
             .transpose()?;

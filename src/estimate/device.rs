@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::model::{Model, Role, Shape, Tensor};
 use crate::optimizer::{GlobalContext, Location, StateTensor};
 use crate::parallel::{Framework, Layout, Offload, layer_of, place};
+use crate::timeline::Module;
 use crate::units::{Bytes, Count};
 
 /// What one accelerator (the most loaded) and its host hold.
@@ -33,6 +34,24 @@ pub struct DeviceMemory {
     /// Parameters the accelerator is responsible for (its tensor-, pipeline-
     /// and expert-parallel part, before data-parallel sharding).
     pub local_parameters: Count,
+    /// The stage's modules in forward order, for the step timeline.
+    pub modules: Vec<Module>,
+    /// The stage's weights before data-parallel sharding, in their stored dtype.
+    pub unsharded_weights: Bytes,
+    /// Its largest module's weights before sharding, in their stored dtype.
+    pub largest_module_weights: Bytes,
+    /// Trainable elements of the rank's optimizer partition (after sharding).
+    pub trainable_partition: Count,
+    /// The most elements of one placed tensor inside the stage's layers.
+    pub largest_tensor: Count,
+}
+
+/// One module's footprint on a stage, summed over its tensors.
+#[derive(Debug, Default, Clone)]
+struct ModuleTally {
+    module: Module,
+    /// Its weights before sharding, in their stored dtype.
+    weights: Bytes,
 }
 
 /// A piece kept either whole per tensor or in flat data-parallel buffers.
@@ -138,8 +157,8 @@ impl Group {
     }
 }
 
-/// The memory of the most loaded accelerator under `setup.parallelism`.
-pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
+/// The memory of every pipeline stage's accelerator under `setup.parallelism`.
+pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
     let parallelism = setup.parallelism;
     let layout = Layout::of(model);
     let zero = parallelism.zero;
@@ -151,8 +170,17 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
     // ZeRO-3 gathers one module at a time: a decoder layer, or a tensor's own
     // module outside the layers (the embedding, the head).
     let mut layer_weights: BTreeMap<(u64, String), Bytes> = BTreeMap::new();
+    let mut modules: BTreeMap<(u64, String), ModuleTally> = BTreeMap::new();
+    let linears: std::collections::BTreeSet<usize> = crate::finetune::linears(model)
+        .into_iter()
+        .map(|linear| linear.weight)
+        .collect();
+    let compute = setup.precision.activations;
+    let mut largest_tensor = vec![Count::default(); stages];
+    let fsdp_policy = framework.is_fsdp()
+        && parallelism.fsdp_mixed_precision == crate::parallel::FsdpMixedPrecision::Policy;
 
-    for tensor in &model.tensors {
+    for (index, tensor) in model.tensors.iter().enumerate() {
         let Some(placement) = place(tensor, &layout, &parallelism)? else {
             continue;
         };
@@ -166,6 +194,13 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
                 .and_then(|g| g.get_mut(usize::from(placement.expert)))
                 .ok_or_else(|| Error::overflow("the pipeline stage index"))?;
             add_count(&mut group.parameters, elements.0)?;
+            // The largest tensor inside the layers: the typical size of the
+            // step's buffers (a flat model's one tensor, when there are no layers).
+            if (layer_of(&tensor.name).is_some() || !model.shapes_known)
+                && let Some(largest) = largest_tensor.get_mut(*stage as usize)
+            {
+                *largest = (*largest).max(elements);
+            }
             let weight_bytes = precision.weight_bytes(tensor, shape)?;
             if tensor.quantization.is_some() {
                 group
@@ -180,6 +215,21 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
                     degree,
                 )?;
             }
+            module_footprint(
+                modules
+                    .entry((*stage, gathered_module(&tensor.name)))
+                    .or_default(),
+                Footprint {
+                    tensor,
+                    elements,
+                    weight_bytes,
+                    precision: &precision,
+                    compute,
+                    fsdp_policy,
+                    linear: linears.contains(&index),
+                    setup,
+                },
+            )?;
             if zero.shards_weights() && model.shapes_known {
                 // One layer gathered whole, with its gradient before the reduce-scatter.
                 let gradient = if tensor.trainable {
@@ -252,17 +302,123 @@ pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
         }
     }
 
-    let mut best: Option<DeviceMemory> = None;
+    let mut all = Vec::with_capacity(groups.len());
     for (stage, stage_groups) in groups.into_iter().enumerate() {
-        let device = finish_stage(stage as u64, stage_groups, setup, &layer_weights)?;
-        if best
-            .as_ref()
-            .is_none_or(|b| device.memory.total > b.memory.total)
-        {
-            best = Some(device);
+        let stage = stage as u64;
+        let mut device = finish_stage(stage, stage_groups, setup, &layer_weights)?;
+        let mut stage_modules: Vec<ModuleTally> = modules
+            .range((stage, String::new())..)
+            .take_while(|((s, _), _)| *s == stage)
+            .map(|(_, tally)| tally.clone())
+            .collect();
+        stage_modules.sort_by_key(|m| {
+            (
+                !m.module.before_layers,
+                m.module.layer.is_none(),
+                m.module.layer,
+            )
+        });
+        device.largest_tensor = largest_tensor
+            .get(stage as usize)
+            .copied()
+            .unwrap_or_default();
+        for tally in &stage_modules {
+            device.unsharded_weights = device.unsharded_weights.add(tally.weights, WHAT)?;
+            device.largest_module_weights = device.largest_module_weights.max(tally.weights);
+        }
+        device.modules = stage_modules.into_iter().map(|m| m.module).collect();
+        all.push(device);
+    }
+    Ok(all)
+}
+
+/// The memory of the most loaded accelerator under `setup.parallelism`.
+pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
+    most_loaded(per_stage(model, setup)?)
+}
+
+/// The stage whose persistent total is the largest.
+pub fn most_loaded(stages: Vec<DeviceMemory>) -> Result<DeviceMemory> {
+    stages
+        .into_iter()
+        .reduce(|best, next| {
+            if next.memory.total > best.memory.total {
+                next
+            } else {
+                best
+            }
+        })
+        .ok_or_else(|| Error::overflow("the pipeline stages"))
+}
+
+/// What one tensor adds to its module's footprint.
+struct Footprint<'a> {
+    tensor: &'a Tensor,
+    elements: Count,
+    weight_bytes: Bytes,
+    precision: &'a crate::precision::Precision,
+    compute: DType,
+    fsdp_policy: bool,
+    linear: bool,
+    setup: &'a Setup,
+}
+
+/// Adds one tensor to its module: what ZeRO-3 gathers (FSDP's
+/// `MixedPrecisionPolicy` gathers in the compute dtype, DeepSpeed the
+/// stored half-precision weights), the gradient backward produces (in the
+/// compute dtype under the policy, the recipe's gradient dtype otherwise),
+/// FSDP's reduce-scatter input (the reduce dtype, the sharded gradient's),
+/// autocast's saved half copy of a linear weight, and the largest weight
+/// bitsandbytes dequantizes.
+fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
+    let Footprint {
+        tensor,
+        elements,
+        weight_bytes,
+        precision,
+        compute,
+        fsdp_policy,
+        linear,
+        setup,
+    } = part;
+    let parallelism = setup.parallelism;
+    let module = &mut tally.module;
+    module.layer = layer_of(&tensor.name);
+    module.before_layers = module.layer.is_none() && tensor.role == Role::Embedding;
+    tally.weights = tally.weights.add(weight_bytes, WHAT)?;
+    if parallelism.zero.shards_weights() {
+        let gathered = match (tensor.quantization, fsdp_policy) {
+            (None, true) => compute.size_of(elements)?,
+            _ => weight_bytes,
+        };
+        module.gathered = module.gathered.add(gathered, WHAT)?;
+    }
+    if let Some(quantization) = tensor.quantization {
+        let _ = quantization;
+        module.dequantized = module.dequantized.max(compute.size_of(elements)?);
+    } else if linear
+        && tensor.training_dtype.is_none()
+        && precision.weights != precision.activations
+        && !fsdp_policy
+    {
+        module.autocast = module.autocast.add(compute.size_of(elements)?, WHAT)?;
+    }
+    if tensor.trainable {
+        let produced = if fsdp_policy && tensor.training_dtype.is_none() {
+            compute
+        } else {
+            precision.gradients
+        };
+        let gradient = produced.size_of(elements)?;
+        module.gradient = module.gradient.add(gradient, WHAT)?;
+        module.largest_gradient = module.largest_gradient.max(gradient);
+        if parallelism.zero.shards_gradients() && parallelism.framework.is_fsdp() {
+            module.reduce_buffer = module
+                .reduce_buffer
+                .add(precision.gradients.size_of(elements)?, WHAT)?;
         }
     }
-    best.ok_or_else(|| Error::overflow("the pipeline stages"))
+    Ok(())
 }
 
 /// Shards one stage's pieces, applies the optimizer's flat partitions,
@@ -326,16 +482,29 @@ fn finish_stage(
             Location::Host => add(&mut host_states, bytes)?,
         }
     }
-    let optimizer_step = setup.optimizer.step_temporaries.bytes(&context)?;
+    let mut optimizer_step = setup.optimizer.step_temporaries.bytes(&context)?;
 
-    // Offload: what moves to the host.
+    // Offload (ZeRO-Offload, `stage_1_and_2.py` and `stage3.py` with
+    // `offload_optimizer`): the master weights and states live on the host,
+    // the step runs there on an fp32 copy of the gradient partition (4 bytes
+    // per parameter of the partition), and its temporaries are host memory.
+    // ZeRO-2 copies each reduced gradient straight into that pinned buffer,
+    // so no gradient partition stays on the device; ZeRO-3 also keeps the
+    // half-precision gradient partition on the host. Per parameter of the
+    // partition with Adam: 16 host bytes (ZeRO-1/2), 18 (ZeRO-3), 20 (ZeRO-3
+    // with the parameters offloaded too).
     let mut host = [Bytes::ZERO; 4];
     if parallelism.offload != Offload::None {
         host[1] = std::mem::take(&mut master);
         host[3] = std::mem::take(&mut states);
+        host[2] = DType::Fp32.size_of(Count(trainable))?;
         if parallelism.zero.shards_gradients() {
-            host[2] = std::mem::take(&mut gradients);
+            let partition = std::mem::take(&mut gradients);
+            if parallelism.zero.shards_weights() {
+                host[2] = host[2].add(partition, WHAT)?;
+            }
         }
+        optimizer_step = Bytes::ZERO;
     }
     if parallelism.offload == Offload::OptimizerAndParams {
         host[0] = std::mem::take(&mut weights);
@@ -365,6 +534,11 @@ fn finish_stage(
         },
         stage,
         local_parameters: Count(parameters),
+        modules: Vec::new(),
+        unsharded_weights: Bytes::ZERO,
+        largest_module_weights: Bytes::ZERO,
+        trainable_partition: Count(trainable),
+        largest_tensor: Count::default(),
     })
 }
 

@@ -24,9 +24,12 @@ pub struct Memory {
     pub activations: Bytes,
     /// The sum of the pieces above.
     pub total: Bytes,
-    /// The step's peak: the total plus its largest temporary and the fixed
-    /// overhead; the total itself when no micro-batch is given.
+    /// The step's peak: the maximum of its timeline of allocations and
+    /// frees, the overhead included (on the host: the total).
     pub peak: Bytes,
+    /// What PyTorch's caching allocator reserves at most over the same step,
+    /// simulated, plus the overhead (on the host: the total).
+    pub reserved: Bytes,
 }
 
 impl Memory {
@@ -56,6 +59,7 @@ impl Memory {
             activations,
             total,
             peak: total,
+            reserved: total,
         })
     }
 

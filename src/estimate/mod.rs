@@ -6,6 +6,7 @@ mod comparison;
 mod device;
 mod fit;
 mod memory;
+mod plan;
 mod setup;
 mod slice;
 mod textbook;
@@ -15,7 +16,8 @@ pub use fit::{
     Fit, Question, RecomputeFit, max_micro_batch, max_parameters, max_seq_len, min_gpus,
 };
 pub use memory::Memory;
-pub use setup::{Capacity, Setup};
+pub use plan::DEEPSPEED_REDUCE_BUCKET;
+pub use setup::{Capacity, Setup, StepOptions};
 pub use slice::{Slice, SliceTerm};
 pub use textbook::{Textbook, TextbookRequest};
 
@@ -30,6 +32,7 @@ use crate::model::{CheckpointSummary, Model};
 use crate::optimizer::{GlobalContext, Location, Options, StateTensor};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
+use crate::timeline::{self, Timeline};
 use crate::units::{Bytes, Count};
 
 /// The training memory of one model under one setup, piece by piece.
@@ -57,6 +60,9 @@ pub struct Estimate {
     /// Memory allocated and freed within a step, per accelerator: part of the
     /// step's peak, not of the persistent total.
     pub transients: Transients,
+    /// The step timeline's peak and phases (`memory.peak` is its maximum);
+    /// `trainmem timeline` lists its events.
+    pub timeline: Timeline,
     /// How training is spread, and which accelerator `memory` describes.
     pub parallelism: ParallelismSummary,
     /// Fixed overhead added to the peak (CUDA context, fragmentation).
@@ -321,8 +327,22 @@ impl Elements {
 /// only), a gradient n x |gradient dtype|, and the states the optimizer's rule
 /// gives in the state dtype; then the optimizer's global state and the
 /// temporaries of its step. The parallel layout decides which part of each
-/// piece the most loaded accelerator holds (see `device.rs`).
+/// piece the most loaded accelerator holds (see `device.rs`). The peak is the
+/// maximum of the step's timeline (see `crate::timeline` and `plan.rs`).
 pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
+    Ok(estimate_with_timeline(model, setup, false)?.0)
+}
+
+/// The estimate and the step timeline of its most loaded rank, every event kept.
+pub fn timeline(model: &Model, setup: &Setup) -> Result<(Estimate, Timeline)> {
+    estimate_with_timeline(model, setup, true)
+}
+
+fn estimate_with_timeline(
+    model: &Model,
+    setup: &Setup,
+    keep_events: bool,
+) -> Result<(Estimate, Timeline)> {
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
@@ -334,32 +354,23 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
             ..setup.clone()
         },
     )?;
-    let device = if setup.parallelism.is_single()
+    let stages = if setup.parallelism.is_single()
         && setup.parallelism.tensor == 1
         && setup.parallelism.pipeline == 1
     {
-        single.clone()
+        vec![single.clone()]
     } else {
-        device::per_device(model, setup)?
+        device::per_stage(model, setup)?
     };
-    let activations = activations_of(model, setup)?;
+    let (device, activations, step) = heaviest_step(model, setup, stages, keep_events)?;
     let mut transients = device.transients;
     let (mut memory, host) = (device.memory, device.host);
     if let Some(activations) = &activations {
         memory = memory.with_activations(activations.total)?;
         transients.backward = activations.backward_transient;
-        // Backward holds the activations and its own temporaries; the
-        // optimizer step runs after they are freed.
-        let backward = activations.total.add(
-            transients.backward.max(transients.parameter_gather),
-            "the peak",
-        )?;
-        let during_step = backward.max(transients.optimizer_step);
-        memory.peak = memory
-            .model_states()
-            .add(during_step, "the peak")?
-            .add(setup.overhead, "the peak")?;
     }
+    memory.peak = step.peak.bytes;
+    memory.reserved = step.reserved.add(setup.overhead, "the reserved memory")?;
     let parameters = Parameters {
         total: model.total_parameters()?,
         trainable: model.trainable_parameters()?,
@@ -369,7 +380,11 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         "the gradient-and-optimizer slice",
     )?;
     let fits = setup.capacity.as_ref().map(|c| memory.peak <= c.bytes);
-    Ok(Estimate {
+    let summary = Timeline {
+        events: Vec::new(),
+        ..step.clone()
+    };
+    let estimate = Estimate {
         model: ModelSummary {
             name: model.name.clone(),
             source: model.source.clone(),
@@ -387,11 +402,8 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
         memory,
         host,
         transients,
-        overhead: if activations.is_some() {
-            setup.overhead
-        } else {
-            Bytes::ZERO
-        },
+        timeline: summary,
+        overhead: setup.overhead,
         activations_estimated: activations.is_some(),
         activations,
         parallelism: ParallelismSummary {
@@ -412,9 +424,126 @@ pub fn estimate(model: &Model, setup: &Setup) -> Result<Estimate> {
             .notes
             .iter()
             .cloned()
-            .chain(notes(model, setup, single.host.optimizer_states))
+            .chain(notes(model, setup, host.optimizer_states))
+            .chain(step_notes(model, setup))
             .collect(),
-    })
+    };
+    Ok((estimate, step))
+}
+
+/// The stage whose step peaks highest, with its activations and timeline:
+/// every stage without a micro-batch, else the stages that can be the most
+/// loaded (the first holds the most micro-batches, the last the loss).
+fn heaviest_step(
+    model: &Model,
+    setup: &Setup,
+    stages: Vec<device::DeviceMemory>,
+    keep_events: bool,
+) -> Result<(device::DeviceMemory, Option<Activations>, Timeline)> {
+    let candidates: Vec<(usize, Option<Activations>)> = match activations_of(model, setup)? {
+        None => (0..stages.len()).map(|stage| (stage, None)).collect(),
+        Some(all) => all
+            .into_iter()
+            .map(|a| {
+                (
+                    usize::try_from(a.schedule.stage).unwrap_or(usize::MAX),
+                    Some(a),
+                )
+            })
+            .collect(),
+    };
+    let mut best: Option<(usize, Option<Activations>, Timeline)> = None;
+    for (stage, activations) in candidates {
+        let Some(device) = stages.get(stage) else {
+            continue;
+        };
+        let activations = activations.map(|a| with_autocast(a, device)).transpose()?;
+        let step = timeline::peak_of(&plan::plan(model, setup, device, activations.as_ref())?)?;
+        if best
+            .as_ref()
+            .is_none_or(|(_, _, b)| step.peak.bytes > b.peak.bytes)
+        {
+            best = Some((stage, activations, step));
+        }
+    }
+    let (stage, activations, mut step) =
+        best.ok_or_else(|| Error::overflow("the pipeline stages"))?;
+    let device = stages
+        .into_iter()
+        .nth(stage)
+        .ok_or_else(|| Error::overflow("the pipeline stages"))?;
+    if keep_events {
+        step = timeline::build(&plan::plan(model, setup, &device, activations.as_ref())?)?;
+    }
+    Ok((device, activations, step))
+}
+
+/// Adds torch.autocast's saved half copies of the stage's linear weights
+/// (one set per micro-batch in flight) to its activations.
+fn with_autocast(
+    mut activations: Activations,
+    device: &device::DeviceMemory,
+) -> Result<Activations> {
+    let per_micro_batch = device
+        .modules
+        .iter()
+        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.autocast, "the activations"))?;
+    let autocast =
+        per_micro_batch.times(activations.schedule.in_flight.max(1), "the activations")?;
+    if autocast > Bytes::ZERO {
+        activations.total = activations.total.add(autocast, "the activations")?;
+        activations.layers.push(activation::Part {
+            name: "autocast weight copies".to_string(),
+            bytes: autocast,
+        });
+        activations.notes.push(
+            "torch.autocast keeps a half-precision copy of each fp32 linear weight, saved for backward".to_string(),
+        );
+    }
+    Ok(activations)
+}
+
+/// What the step's timeline rests on.
+fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
+    let mut notes = Vec::new();
+    let parallelism = setup.parallelism;
+    if parallelism.zero.shards_weights() && model.shapes_known {
+        notes.push(format!(
+            "init {}: {}",
+            plan::init_mode(setup).name(),
+            match plan::init_mode(setup) {
+                crate::parallel::Init::Meta =>
+                    "each rank materializes only its shard (meta device, zero.Init)",
+                crate::parallel::Init::Rank0 =>
+                    "rank 0 loads the model in host memory and broadcasts it module by module",
+                crate::parallel::Init::EveryRank =>
+                    "every rank holds the whole model before sharding it (the load phase)",
+            }
+        ));
+    }
+    if parallelism.framework.is_fsdp() && setup.precision.weights != setup.precision.activations {
+        notes.push(match parallelism.fsdp_mixed_precision {
+            crate::parallel::FsdpMixedPrecision::Policy => "FSDP mixed precision: MixedPrecisionPolicy gathers each module's parameters in the compute dtype and frees them after use; no autocast copies (--fsdp-mixed-precision autocast for torch.autocast over fp32 parameters)".to_string(),
+            crate::parallel::FsdpMixedPrecision::Autocast => "FSDP mixed precision: fp32 parameters under torch.autocast, whose half copies of the linear weights are saved for backward".to_string(),
+        });
+    }
+    if parallelism.framework == crate::parallel::Framework::DeepSpeed && parallelism.data() > 1 {
+        notes.push(format!(
+            "DeepSpeed reduces gradients through a bucket of reduce_bucket_size = {} elements (--reduce-bucket-size)",
+            setup.step.reduce_bucket_size.unwrap_or(DEEPSPEED_REDUCE_BUCKET)
+        ));
+    }
+    if setup.step.grad_accumulation > 1 {
+        notes.push(format!(
+            "gradient accumulation over {} micro-batches: the gradients exist before each backward",
+            setup.step.grad_accumulation
+        ));
+    }
+    notes.push(format!(
+        "reserved memory (torch.cuda.max_memory_reserved() plus the overhead) is simulated with the caching allocator's rounding and pools over the timeline's allocations{}: approximate",
+        if setup.step.allocator.expandable_segments { ", expandable_segments" } else { "" }
+    ));
+    notes
 }
 
 fn copies(elements: &Elements, parameters: Count) -> Copies {
@@ -439,9 +568,9 @@ fn copies(elements: &Elements, parameters: Count) -> Copies {
     }
 }
 
-/// The activations of one micro-batch on the most loaded accelerator, when a
-/// micro-batch is given and the architecture is known.
-fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Activations>> {
+/// The activations of one micro-batch on each pipeline stage that can be
+/// the most loaded, when a micro-batch is given and the architecture is known.
+fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations>>> {
     let (Some(workload), Some(dims)) = (&setup.workload, &model.dimensions) else {
         return Ok(None);
     };
@@ -471,46 +600,14 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Activations>> {
         adapted,
         ..workload.clone()
     };
-    let mut estimate = activation::activations(dims, &workload)?;
-    let autocast = autocast_copies(model, setup)?;
-    if autocast > Bytes::ZERO {
-        estimate.total = estimate.total.add(autocast, "the activations")?;
-        estimate.layers.push(activation::Part {
-            name: "autocast weight copies".to_string(),
-            bytes: autocast,
-        });
-        estimate.notes.push(
-            "torch.autocast keeps a half-precision copy of each fp32 linear weight, saved for backward".to_string(),
-        );
-    }
-    Ok(Some(estimate))
-}
-
-/// Under torch.autocast the fp32 weights of linear layers are cast to the
-/// autocast dtype once per forward and the copies are saved for backward.
-fn autocast_copies(model: &Model, setup: &Setup) -> Result<Bytes> {
-    let precision = &setup.precision;
-    if precision.weights == precision.activations {
-        return Ok(Bytes::ZERO);
-    }
-    let mut elements = 0u64;
-    for linear in crate::finetune::linears(model) {
-        if let Some(tensor) = model.tensors.get(linear.weight)
-            && tensor.quantization.is_none()
-            && tensor.training_dtype.is_none()
-        {
-            add_elements(&mut elements, tensor.shape.elements().0)?;
-        }
-    }
-    let local = elements.div_ceil(setup.parallelism.tensor * setup.parallelism.pipeline);
-    precision.activations.size_of(Count(local))
+    Ok(Some(activation::stages(dims, &workload)?))
 }
 
 fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
     let mut notes = Vec::new();
     match (&setup.workload, &model.dimensions) {
         (None, _) => notes.push(
-            "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); memory is the model states alone"
+            "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); the peak is the model states and the step's temporaries"
                 .to_string(),
         ),
         (Some(_), None) => notes.push(format!(

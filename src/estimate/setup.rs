@@ -26,6 +26,24 @@ pub struct Setup {
     /// Memory the accelerator loses beyond the tensors (CUDA context,
     /// allocator fragmentation), added to the peak.
     pub overhead: Bytes,
+    /// How the step runs around the model: accumulation, initialization,
+    /// reduction buckets, the allocator.
+    pub step: StepOptions,
+}
+
+/// The choices of the training loop and the framework that shape the step's
+/// timeline but not the pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StepOptions {
+    /// Micro-batches whose gradients accumulate before each optimizer step
+    /// (`--grad-accumulation`); 1 when none.
+    pub grad_accumulation: u64,
+    /// How the weights first reach each rank (`--init`); the framework's default when `None`.
+    pub init: Option<crate::parallel::Init>,
+    /// DeepSpeed's `reduce_bucket_size` in elements; DeepSpeed's default when `None`.
+    pub reduce_bucket_size: Option<u64>,
+    /// PyTorch's caching allocator settings, for `memory.reserved`.
+    pub allocator: crate::timeline::AllocatorOptions,
 }
 
 /// The memory of one accelerator, and what the user called it.
@@ -48,6 +66,10 @@ impl Setup {
             parallelism: Parallelism::SINGLE,
             workload: None,
             overhead: Bytes::ZERO,
+            step: StepOptions {
+                grad_accumulation: 1,
+                ..StepOptions::default()
+            },
         }
     }
 

@@ -5,9 +5,11 @@
 //! is split among them; [`placement`] decides which part of each tensor the
 //! most loaded accelerator holds, and the estimate shards its pieces.
 
+mod init;
 mod layout;
 mod placement;
 
+pub use init::Init;
 pub use layout::{Layout, is_token_embedding, layer_of};
 pub use placement::{Placement, place};
 
@@ -36,8 +38,40 @@ pub struct Parallelism {
     pub pipeline: u64,
     /// Expert-parallel degree (MoE experts split across ranks).
     pub expert: u64,
-    /// Whose bookkeeping: DeepSpeed, Megatron or FSDP2.
+    /// Whose bookkeeping: DeepSpeed, Megatron, FSDP2 or FSDP1.
     pub framework: Framework,
+    /// How FSDP runs mixed precision (ignored by the other frameworks).
+    pub fsdp_mixed_precision: FsdpMixedPrecision,
+}
+
+/// How FSDP computes in half precision over fp32 sharded parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsdpMixedPrecision {
+    /// `MixedPrecisionPolicy(param_dtype=bf16)` (FSDP2) or `MixedPrecision`
+    /// (FSDP1): each layer's parameters are gathered in the compute dtype and
+    /// freed after use; gradients come in that dtype and are reduced in fp32.
+    /// What torchtitan, torchtune and accelerate configure.
+    Policy,
+    /// fp32 parameters gathered, `torch.autocast` over them: autocast's
+    /// half copies of the linear weights are saved for backward.
+    Autocast,
+}
+
+impl FsdpMixedPrecision {
+    /// Reads `policy` or `autocast`.
+    pub fn parse(text: &str) -> Result<FsdpMixedPrecision> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "policy" => Ok(FsdpMixedPrecision::Policy),
+            "autocast" => Ok(FsdpMixedPrecision::Autocast),
+            _ => Err(Error::UnknownName {
+                kind: "FSDP mixed precision",
+                name: text.to_string(),
+                suggestion: None,
+                accepted: "policy (MixedPrecisionPolicy: parameters gathered in the compute dtype), autocast (fp32 parameters under torch.autocast)".to_string(),
+            }),
+        }
+    }
 }
 
 /// What ZeRO stage (or FSDP strategy) shards across data-parallel ranks.
@@ -85,6 +119,11 @@ pub enum Framework {
     /// PyTorch FSDP2 (`fully_shard`): parameters sharded in their original
     /// dtype, dim 0 padded to ceil(dim0 / d) rows; no separate master copy.
     Fsdp2,
+    /// PyTorch FSDP1 (`FullyShardedDataParallel`): each wrapped module's
+    /// parameters flattened into one `FlatParameter` sharded as ceil(N / d);
+    /// fp32 shards serve as the master copy, as in FSDP2. Without a meta-device
+    /// `param_init_fn`, it moves the whole module to the device before sharding.
+    Fsdp1,
 }
 
 impl ZeroStage {
@@ -162,13 +201,19 @@ impl Framework {
             "deepspeed" | "zero" => Ok(Framework::DeepSpeed),
             "megatron" | "megatron-lm" => Ok(Framework::Megatron),
             "fsdp2" | "fsdp" => Ok(Framework::Fsdp2),
+            "fsdp1" => Ok(Framework::Fsdp1),
             _ => Err(Error::UnknownName {
                 kind: "framework",
                 name: text.to_string(),
                 suggestion: None,
-                accepted: "deepspeed, megatron, fsdp2".to_string(),
+                accepted: "deepspeed, megatron, fsdp2, fsdp1".to_string(),
             }),
         }
+    }
+
+    /// Whether this is PyTorch FSDP (1 or 2).
+    pub fn is_fsdp(self) -> bool {
+        matches!(self, Framework::Fsdp1 | Framework::Fsdp2)
     }
 
     /// The recipe as this framework keeps it. Megatron accumulates
@@ -185,7 +230,7 @@ impl Framework {
                 },
                 ..precision
             },
-            Framework::Fsdp2 => match precision.master_weights {
+            Framework::Fsdp2 | Framework::Fsdp1 => match precision.master_weights {
                 Some(master) => Precision {
                     weights: master,
                     gradients: master,
@@ -210,6 +255,7 @@ impl Parallelism {
         pipeline: 1,
         expert: 1,
         framework: Framework::DeepSpeed,
+        fsdp_mixed_precision: FsdpMixedPrecision::Policy,
     };
 
     /// Checks that the degrees multiply up and the options combine.

@@ -247,13 +247,11 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             e.host.total.display(units)
         ));
     }
-    if e.memory.peak != e.memory.total {
-        let transients = &e.transients;
+    lines.push(peak_line(e, units));
+    if e.memory.reserved != e.memory.peak {
         lines.push(format!(
-            "peak = model states + max(activations + backward's largest temporary {}, optimizer step {}) + overhead {}",
-            transients.backward.max(transients.parameter_gather).display(units),
-            transients.optimizer_step.display(units),
-            e.overhead.display(units)
+            "reserved by PyTorch's caching allocator (simulated, with the overhead): {}",
+            e.memory.reserved.display(units)
         ));
     }
     let transients = &e.transients;
@@ -284,6 +282,25 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
     }
     lines.extend(e.notes.iter().map(|n| format!("note: {n}")));
     lines
+}
+
+/// `peak: backward, layer 31: weights 16.06 GB, ...`: the moment of the
+/// step timeline's maximum and what is allocated then.
+fn peak_line(e: &Estimate, units: UnitSystem) -> String {
+    let peak = &e.timeline.peak;
+    let parts: Vec<String> = crate::timeline::Kind::ALL
+        .iter()
+        .filter(|kind| peak.by_kind.get(**kind) > Bytes::ZERO)
+        .map(|kind| format!("{} {}", kind.name(), peak.by_kind.get(*kind).display(units)))
+        .collect();
+    format!(
+        "peak of the step timeline: {}{}: {}",
+        peak.phase.name(),
+        peak.layer
+            .map(|l| format!(", layer {l}"))
+            .unwrap_or_default(),
+        parts.join(", ")
+    )
 }
 
 /// `80 GB: fits, 24 GB spare` or `80 GB: does not fit, 32 GB over`.

@@ -1,0 +1,139 @@
+//! The step plan of one rank: what each framework puts where, and when, as
+//! the step timeline (`crate::timeline`) replays it.
+//!
+//! Choices, by framework (read from their sources):
+//! * ZeRO-3 / FSDP full shard gather one module at a time, the next one
+//!   prefetched: FSDP2's implicit forward prefetch and `BACKWARD_PRE`,
+//!   FSDP1's `limit_all_gathers` (two in flight), DeepSpeed's
+//!   `stage3_prefetch_bucket_size`.
+//! * Gradients: none exist when backward starts (`zero_grad(set_to_none=True)`,
+//!   the default since torch 2.0) unless they accumulate over micro-batches
+//!   or live in Megatron's persistent `main_grad` buffers
+//!   (`megatron/core/distributed/param_and_grad_buffer.py`), which
+//!   `zero_grad` zeroes in place rather than frees.
+//! * ZeRO-2/3 and FSDP reduce-scatter each module's gradient and keep a
+//!   shard; FSDP copies the gradient into a reduce-scatter input in the
+//!   reduce dtype first (`foreach_reduce` in
+//!   `torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py`).
+//! * DeepSpeed reduces gradients through a bucket of `reduce_bucket_size`
+//!   elements (default 500,000,000, `deepspeed/runtime/zero/config.py`), and
+//!   at the step copies its half-precision gradient partition to fp32
+//!   (`single_partition_of_fp32_groups[i].grad` in `stage_1_and_2.py`; per
+//!   `sub_group_size` of 1e9 elements in `stage3.py`).
+//! * Offloaded optimizers step on the host: no step temporaries on the device.
+
+use super::device::DeviceMemory;
+use super::setup::Setup;
+use crate::activation::Activations;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::model::Model;
+use crate::parallel::{Framework, Init, Offload};
+use crate::timeline::{Gradients, Load, OptimizerStep, Residents, StepPlan};
+use crate::units::{Bytes, Count};
+
+/// DeepSpeed's default `reduce_bucket_size`, in elements.
+pub const DEEPSPEED_REDUCE_BUCKET: u64 = 500_000_000;
+
+/// DeepSpeed ZeRO-3's default `sub_group_size`, in elements: the step
+/// converts one sub-group's gradients to fp32 at a time.
+const DEEPSPEED_SUB_GROUP: u64 = 1_000_000_000;
+
+const WHAT: &str = "the step plan";
+
+/// The init mode the step uses: the one given, or the framework's default.
+pub fn init_mode(setup: &Setup) -> Init {
+    setup
+        .step
+        .init
+        .unwrap_or_else(|| Init::default_for(setup.parallelism.framework))
+}
+
+/// The plan of `device`'s step under `setup`, with `activations` when a
+/// micro-batch is given.
+pub fn plan<'a>(
+    model: &Model,
+    setup: &Setup,
+    device: &'a DeviceMemory,
+    activations: Option<&'a Activations>,
+) -> Result<StepPlan<'a>> {
+    let parallelism = setup.parallelism;
+    let framework = parallelism.framework;
+    let zero = parallelism.zero;
+    let memory = &device.memory;
+    let gathers = zero.shards_weights() && model.shapes_known;
+    let load = match (init_mode(setup), zero.shards_weights()) {
+        (Init::EveryRank, true) => Load {
+            whole_model: device.unsharded_weights,
+            broadcast_module: Bytes::ZERO,
+        },
+        (Init::Rank0, true) => Load {
+            whole_model: Bytes::ZERO,
+            broadcast_module: device.largest_module_weights,
+        },
+        _ => Load::default(),
+    };
+    let produced = device
+        .modules
+        .iter()
+        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.gradient, WHAT))?;
+    let reduce_bucket = if framework == Framework::DeepSpeed && parallelism.data() > 1 {
+        let elements = setup
+            .step
+            .reduce_bucket_size
+            .unwrap_or(DEEPSPEED_REDUCE_BUCKET);
+        setup
+            .precision
+            .gradients
+            .size_of(Count(elements))?
+            .min(produced)
+    } else {
+        Bytes::ZERO
+    };
+    let gradient_partition = if framework == Framework::DeepSpeed
+        && zero.shards_optimizer()
+        && setup.precision.master_weights.is_some()
+        && setup.precision.gradients != DType::Fp32
+        && parallelism.offload == Offload::None
+    {
+        let partition = device.trainable_partition.0;
+        let elements = if zero.shards_weights() {
+            partition.min(DEEPSPEED_SUB_GROUP)
+        } else {
+            partition
+        };
+        DType::Fp32.size_of(Count(elements))?
+    } else {
+        Bytes::ZERO
+    };
+    Ok(StepPlan {
+        overhead: setup.overhead,
+        residents: Residents {
+            weights: memory.weights,
+            master_weights: memory.master_weights,
+            gradients: memory.gradients,
+            optimizer_states: memory.optimizer_states,
+        },
+        modules: &device.modules,
+        gathers,
+        prefetch: true,
+        activations: activations.map(|a| &a.schedule),
+        load,
+        gradients: Gradients {
+            resident_from_start: framework == Framework::Megatron
+                || setup.step.grad_accumulation > 1,
+            sharded: zero.shards_gradients(),
+            fused_update: setup.optimizer.fused_backward,
+            reduce_bucket,
+            freed_after_step: framework != Framework::Megatron,
+        },
+        optimizer: OptimizerStep {
+            temporaries: device.transients.optimizer_step,
+            gradient_partition,
+        },
+        allocator: setup.step.allocator,
+        granularity: DType::Fp32
+            .size_of(device.largest_tensor)?
+            .max(activations.map_or(Bytes::ZERO, |a| a.schedule.widest_tensor)),
+    })
+}

@@ -1,0 +1,628 @@
+//! Replaying a [`StepPlan`]: the running total, the phases and the peak.
+
+use super::allocator::Allocator;
+use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline};
+use crate::activation::LayerActivations;
+use crate::error::{Error, Result};
+use crate::units::Bytes;
+
+const WHAT: &str = "the step timeline";
+
+/// An allocation that can be freed later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Block(usize);
+
+/// What an allocation was, to free it.
+#[derive(Debug, Clone, Copy)]
+struct Allocation {
+    kind: Kind,
+    tensor: &'static str,
+    bytes: u64,
+    live: bool,
+}
+
+/// The running state of a replay.
+struct Builder {
+    keep: bool,
+    events: Vec<Event>,
+    live: [u64; 7],
+    total: u64,
+    phase: Phase,
+    layer: Option<u64>,
+    peak: Peak,
+    phases: Vec<PhaseSummary>,
+    allocations: Vec<Allocation>,
+    allocator: Allocator,
+}
+
+impl Builder {
+    fn new(keep: bool, allocator: Allocator) -> Builder {
+        Builder {
+            keep,
+            events: Vec::new(),
+            live: [0; 7],
+            total: 0,
+            phase: Phase::Load,
+            layer: None,
+            peak: Peak {
+                bytes: Bytes::ZERO,
+                phase: Phase::Load,
+                layer: None,
+                by_kind: ByKind::default(),
+            },
+            phases: vec![PhaseSummary {
+                phase: Phase::Load,
+                start: Bytes::ZERO,
+                peak: Bytes::ZERO,
+                end: Bytes::ZERO,
+            }],
+            allocations: Vec::new(),
+            allocator,
+        }
+    }
+
+    /// Starts `phase` at the current total.
+    fn enter(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.layer = None;
+        let now = Bytes(self.total);
+        self.phases.push(PhaseSummary {
+            phase,
+            start: now,
+            peak: now,
+            end: now,
+        });
+    }
+
+    /// Moves to `layer` (or outside the layers).
+    fn at(&mut self, layer: Option<u64>) {
+        self.layer = layer;
+    }
+
+    fn record(&mut self, kind: Kind, tensor: &'static str, bytes: i64, block: usize) {
+        if let Some(summary) = self.phases.last_mut() {
+            summary.end = Bytes(self.total);
+            summary.peak = summary.peak.max(Bytes(self.total));
+        }
+        if self.keep {
+            self.events.push(Event {
+                phase: self.phase,
+                layer: self.layer,
+                kind,
+                tensor,
+                bytes,
+                total: Bytes(self.total),
+                block,
+            });
+        }
+    }
+
+    /// Allocates `bytes` of `kind`; nothing (and no event) for zero bytes.
+    fn alloc(&mut self, kind: Kind, tensor: &'static str, bytes: Bytes) -> Result<Option<Block>> {
+        if bytes == Bytes::ZERO {
+            return Ok(None);
+        }
+        let signed = i64::try_from(bytes.0).map_err(|_| Error::overflow(WHAT))?;
+        self.total = self
+            .total
+            .checked_add(bytes.0)
+            .ok_or_else(|| Error::overflow(WHAT))?;
+        let slot = &mut self.live[kind.index()];
+        *slot = slot
+            .checked_add(bytes.0)
+            .ok_or_else(|| Error::overflow(WHAT))?;
+        let block = self.allocations.len();
+        self.allocations.push(Allocation {
+            kind,
+            tensor,
+            bytes: bytes.0,
+            live: true,
+        });
+        if kind != Kind::Overhead {
+            self.allocator.malloc(block, bytes.0)?;
+        }
+        if self.total > self.peak.bytes.0 {
+            self.peak = Peak {
+                bytes: Bytes(self.total),
+                phase: self.phase,
+                layer: self.layer,
+                by_kind: ByKind(self.live.map(Bytes)),
+            };
+        }
+        self.record(kind, tensor, signed, block);
+        Ok(Some(Block(block)))
+    }
+
+    /// Frees an allocation made before (nothing for `None` or one already freed).
+    fn free(&mut self, block: Option<Block>) -> Result<()> {
+        let Some(Block(index)) = block else {
+            return Ok(());
+        };
+        let Some(allocation) = self.allocations.get_mut(index) else {
+            return Ok(());
+        };
+        if !allocation.live {
+            return Ok(());
+        }
+        allocation.live = false;
+        let Allocation {
+            kind,
+            tensor,
+            bytes,
+            ..
+        } = *allocation;
+        // Every free matches an allocation of the same kind, so neither
+        // subtraction can go below zero.
+        self.total = self.total.saturating_sub(bytes);
+        let slot = &mut self.live[kind.index()];
+        *slot = slot.saturating_sub(bytes);
+        if kind != Kind::Overhead {
+            self.allocator.free(index, bytes);
+        }
+        let signed = i64::try_from(bytes).map_err(|_| Error::overflow(WHAT))?;
+        self.record(kind, tensor, -signed, index);
+        Ok(())
+    }
+
+    /// Allocates and at once frees: a buffer alive for one operation.
+    fn transient(&mut self, kind: Kind, tensor: &'static str, bytes: Bytes) -> Result<()> {
+        let block = self.alloc(kind, tensor, bytes)?;
+        self.free(block)
+    }
+
+    fn finish(self) -> Timeline {
+        let load_peak = self
+            .phases
+            .iter()
+            .filter(|p| p.phase == Phase::Load)
+            .map(|p| p.peak)
+            .max()
+            .unwrap_or(Bytes::ZERO);
+        Timeline {
+            events: self.events,
+            peak: self.peak,
+            phases: self.phases,
+            load_peak,
+            reserved: Bytes(self.allocator.peak_reserved()),
+        }
+    }
+}
+
+/// One unit the step runs: a module, the activations of a layer, or both.
+#[derive(Debug, Clone, Copy)]
+struct Unit<'a> {
+    layer: Option<u64>,
+    module: Option<&'a Module>,
+    activations: Option<&'a LayerActivations>,
+    /// Its share of the gradients that stay when backward ends.
+    gradient_share: Bytes,
+}
+
+/// The modules and layers in forward order: modules before the layers, each
+/// layer with its module and activations, modules after the layers.
+fn units<'a>(plan: &StepPlan<'a>) -> Result<Vec<Unit<'a>>> {
+    let unit = |module: &'a Module| Unit {
+        layer: module.layer,
+        module: Some(module),
+        activations: None,
+        gradient_share: Bytes::ZERO,
+    };
+    let mut layer_modules: Vec<&Module> =
+        plan.modules.iter().filter(|m| m.layer.is_some()).collect();
+    layer_modules.sort_by_key(|m| m.layer);
+    let mut units: Vec<Unit> = plan
+        .modules
+        .iter()
+        .filter(|m| m.layer.is_none() && m.before_layers)
+        .map(unit)
+        .collect();
+    let layer_activations: &[LayerActivations] = plan.activations.map_or(&[], |a| &a.layers);
+    // Merge the two sorted lists by layer.
+    let (mut modules, mut activations) = (
+        layer_modules.iter().peekable(),
+        layer_activations.iter().peekable(),
+    );
+    loop {
+        let next_module = modules.peek().and_then(|m| m.layer);
+        let next_activation = activations.peek().map(|a| a.layer);
+        let layer = match (next_module, next_activation) {
+            (None, None) => break,
+            (Some(m), None) => m,
+            (None, Some(a)) => a,
+            (Some(m), Some(a)) => m.min(a),
+        };
+        let module = match next_module {
+            Some(m) if m == layer => modules.next().copied(),
+            _ => None,
+        };
+        let activations_of_layer = match next_activation {
+            Some(a) if a == layer => activations.next(),
+            _ => None,
+        };
+        units.push(Unit {
+            layer: Some(layer),
+            module,
+            activations: activations_of_layer,
+            gradient_share: Bytes::ZERO,
+        });
+    }
+    units.extend(
+        plan.modules
+            .iter()
+            .filter(|m| m.layer.is_none() && !m.before_layers)
+            .map(unit),
+    );
+    share_gradients(&mut units, plan.residents.gradients)?;
+    Ok(units)
+}
+
+/// Splits the gradients that stay after backward over the units in
+/// proportion to the gradient each produces, so that they add up exactly
+/// (the remainder goes to the largest).
+fn share_gradients(units: &mut [Unit], resident: Bytes) -> Result<()> {
+    let produced: u128 = units
+        .iter()
+        .map(|u| u128::from(u.module.map_or(0, |m| m.gradient.0)))
+        .sum();
+    let largest = units
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, u)| (u.module.map_or(0, |m| m.gradient.0), std::cmp::Reverse(*i)))
+        .map(|(i, _)| i);
+    let Some(largest) = largest else {
+        return Ok(());
+    };
+    let mut given = 0u64;
+    if produced > 0 {
+        for unit in units.iter_mut() {
+            let gradient = u128::from(unit.module.map_or(0, |m| m.gradient.0));
+            let share = (u128::from(resident.0) * gradient)
+                .checked_div(produced)
+                .unwrap_or(0);
+            let share = u64::try_from(share).map_err(|_| Error::overflow(WHAT))?;
+            unit.gradient_share = Bytes(share);
+            given = given
+                .checked_add(share)
+                .ok_or_else(|| Error::overflow(WHAT))?;
+        }
+    }
+    if let Some(unit) = units.get_mut(largest) {
+        unit.gradient_share = Bytes(unit.gradient_share.0 + resident.0.saturating_sub(given));
+    }
+    Ok(())
+}
+
+/// Replays `plan`; keeps the events when `keep`.
+pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
+    let mut b = Builder::new(keep, Allocator::new(plan.allocator, plan.granularity.0));
+    let residents = plan.residents;
+    let units = units(plan)?;
+    let activations = plan.activations;
+    let has_head = activations.is_some_and(|a| a.has_head);
+    let in_flight = activations.map_or(1, |a| a.in_flight.max(1));
+
+    // Load: what exists before the step starts.
+    b.alloc(
+        Kind::Overhead,
+        "CUDA context and allocator reserve (--overhead)",
+        plan.overhead,
+    )?;
+    if plan.load.whole_model > Bytes::ZERO {
+        let whole = b.alloc(
+            Kind::Weights,
+            "the whole model, before sharding",
+            plan.load.whole_model,
+        )?;
+        b.alloc(Kind::Weights, "weights", residents.weights)?;
+        b.free(whole)?;
+    } else {
+        b.alloc(Kind::Weights, "weights", residents.weights)?;
+        b.transient(
+            Kind::Weights,
+            "a module broadcast whole from rank 0",
+            plan.load.broadcast_module,
+        )?;
+    }
+    b.alloc(
+        Kind::MasterWeights,
+        "master weights",
+        residents.master_weights,
+    )?;
+    b.alloc(
+        Kind::OptimizerStates,
+        "optimizer states",
+        residents.optimizer_states,
+    )?;
+    let mut gradient_blocks = Vec::new();
+    if plan.gradients.resident_from_start {
+        gradient_blocks.push(b.alloc(
+            Kind::Gradients,
+            "gradient buffers (kept across micro-batches)",
+            residents.gradients,
+        )?);
+    }
+
+    // Forward.
+    b.enter(Phase::Forward);
+    let count = units.len();
+    let mut kept = vec![
+        vec![(None, None); count];
+        usize::try_from(in_flight).map_err(|_| Error::overflow(WHAT))?
+    ];
+    let mut outside = Vec::with_capacity(kept.len());
+    let (mut head, mut logits) = (None, None);
+    for saved in kept.iter_mut() {
+        b.at(None);
+        outside.push(match activations {
+            Some(a) => b.alloc(
+                Kind::Activations,
+                "embeddings and rotary tables (saved)",
+                a.embeddings.add(a.shared, WHAT)?,
+            )?,
+            None => None,
+        });
+        let mut gathered = vec![None; count];
+        for (index, unit) in units.iter().enumerate() {
+            b.at(unit.layer);
+            gather(
+                &mut b,
+                plan,
+                &units,
+                &mut gathered,
+                index,
+                index.checked_add(1),
+            )?;
+            if let Some(module) = unit.module {
+                b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
+            }
+            if activations.is_some() {
+                let layer = match unit.activations {
+                    Some(layer) => b.alloc(Kind::Activations, "saved activations", layer.kept)?,
+                    None => None,
+                };
+                let autocast = match unit.module {
+                    Some(module) => {
+                        b.alloc(Kind::Activations, "autocast weight copies", module.autocast)?
+                    }
+                    None => None,
+                };
+                if let Some(slot) = saved.get_mut(index) {
+                    *slot = (layer, autocast);
+                }
+            }
+            if index + 1 == count
+                && has_head
+                && let Some(a) = activations
+            {
+                head = b.alloc(
+                    Kind::Activations,
+                    "final norm and output head (saved)",
+                    a.head,
+                )?;
+                logits = b.alloc(Kind::Activations, "logits", a.logits)?;
+            }
+            if let Some(slot) = gathered.get_mut(index) {
+                b.free(slot.take())?;
+            }
+        }
+    }
+    if count == 0
+        && has_head
+        && let Some(a) = activations
+    {
+        head = b.alloc(
+            Kind::Activations,
+            "final norm and output head (saved)",
+            a.head,
+        )?;
+        logits = b.alloc(Kind::Activations, "logits", a.logits)?;
+    }
+
+    // The loss.
+    b.enter(Phase::Loss);
+    let mut loss = None;
+    if let (true, Some(a)) = (has_head, activations) {
+        let upcast = b.alloc(
+            Kind::Temporaries,
+            "fp32 upcast of the logits",
+            a.logits_upcast,
+        )?;
+        loss = b.alloc(Kind::Activations, "log-softmax and targets (saved)", a.loss)?;
+        b.free(upcast)?;
+        // The Trainer's compute_loss returns the loss alone: the model's
+        // outputs, the logits with them, are dropped before backward.
+        b.free(logits)?;
+    }
+
+    // Backward.
+    b.enter(Phase::Backward);
+    let bucket = b.alloc(
+        Kind::Temporaries,
+        "gradient reduction bucket",
+        plan.gradients.reduce_bucket,
+    )?;
+    let mut first_backward = true;
+    for (micro_batch, saved) in kept.iter().enumerate().rev() {
+        b.at(None);
+        let mut logits_gradient = None;
+        if let (true, Some(a)) = (has_head, activations) {
+            let loss_gradients =
+                b.alloc(Kind::Temporaries, "loss gradients (fp32)", a.loss_backward)?;
+            b.free(loss.take())?;
+            b.free(loss_gradients)?;
+            logits_gradient = b.alloc(
+                Kind::Temporaries,
+                "gradient of the logits",
+                a.logits_gradient,
+            )?;
+        }
+        let mut gathered = vec![None; count];
+        for (index, unit) in units.iter().enumerate().rev() {
+            b.at(unit.layer);
+            gather(
+                &mut b,
+                plan,
+                &units,
+                &mut gathered,
+                index,
+                index.checked_sub(1),
+            )?;
+            let (recomputed, flow) = match unit.activations {
+                Some(layer) if activations.is_some() => (
+                    b.alloc(
+                        Kind::Activations,
+                        "recomputed activations",
+                        layer.recomputed,
+                    )?,
+                    b.alloc(Kind::Temporaries, "activation gradients", layer.backward)?,
+                ),
+                _ => (None, None),
+            };
+            if let Some(module) = unit.module {
+                b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
+                gradients(
+                    &mut b,
+                    plan,
+                    unit,
+                    module,
+                    first_backward,
+                    &mut gradient_blocks,
+                )?;
+            } else if !plan.gradients.sharded
+                && !plan.gradients.resident_from_start
+                && first_backward
+            {
+                gradient_blocks.push(b.alloc(Kind::Gradients, "gradients", unit.gradient_share)?);
+            }
+            b.free(recomputed)?;
+            b.free(flow)?;
+            if let Some((layer, autocast)) = saved.get(index) {
+                b.free(*layer)?;
+                b.free(*autocast)?;
+            }
+            if index + 1 == count {
+                b.free(head.take())?;
+                b.free(logits_gradient.take())?;
+            }
+            if index == 0 {
+                b.free(outside.get(micro_batch).copied().flatten())?;
+            }
+            if let Some(slot) = gathered.get_mut(index) {
+                b.free(slot.take())?;
+            }
+        }
+        b.at(None);
+        b.free(head.take())?;
+        b.free(logits_gradient)?;
+        b.free(outside.get(micro_batch).copied().flatten())?;
+        first_backward = false;
+    }
+    b.free(bucket)?;
+
+    // The optimizer step, then zero_grad(set_to_none=True).
+    b.enter(Phase::Optimizer);
+    let partition = b.alloc(
+        Kind::Temporaries,
+        "fp32 gradient partition",
+        plan.optimizer.gradient_partition,
+    )?;
+    b.transient(
+        Kind::Temporaries,
+        "optimizer step temporaries",
+        plan.optimizer.temporaries,
+    )?;
+    b.free(partition)?;
+    if plan.gradients.freed_after_step {
+        for block in gradient_blocks {
+            b.free(block)?;
+        }
+    }
+    Ok(b.finish())
+}
+
+/// Under ZeRO-3/FSDP, gathers unit `index` unless it is already gathered,
+/// and the unit at `next` when prefetching.
+fn gather(
+    b: &mut Builder,
+    plan: &StepPlan,
+    units: &[Unit],
+    gathered: &mut [Option<Block>],
+    index: usize,
+    next: Option<usize>,
+) -> Result<()> {
+    if !plan.gathers {
+        return Ok(());
+    }
+    let mut targets = vec![index];
+    if plan.prefetch {
+        targets.extend(next);
+    }
+    for target in targets {
+        let (Some(unit), Some(slot)) = (units.get(target), gathered.get(target)) else {
+            continue;
+        };
+        if slot.is_none() {
+            let bytes = unit.module.map_or(Bytes::ZERO, |m| m.gathered);
+            let tensor = if target == index {
+                "gathered parameters"
+            } else {
+                "gathered parameters (prefetched)"
+            };
+            let block = b.alloc(Kind::Weights, tensor, bytes)?;
+            if let Some(slot) = gathered.get_mut(target) {
+                *slot = block;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The gradient one module's backward produces, and what stays of it.
+fn gradients(
+    b: &mut Builder,
+    plan: &StepPlan,
+    unit: &Unit,
+    module: &Module,
+    first_backward: bool,
+    kept: &mut Vec<Option<Block>>,
+) -> Result<()> {
+    let policy = plan.gradients;
+    if policy.fused_update {
+        // The update is applied as each gradient is produced: one tensor's
+        // gradient at a time.
+        return b.transient(
+            Kind::Gradients,
+            "gradient (applied at once)",
+            module.largest_gradient,
+        );
+    }
+    if policy.resident_from_start || !first_backward {
+        // Accumulated into buffers that already exist: the new gradient is a temporary.
+        let fresh = b.alloc(
+            Kind::Temporaries,
+            "gradient before accumulation",
+            module.gradient,
+        )?;
+        if policy.sharded {
+            b.transient(
+                Kind::Temporaries,
+                "reduce-scatter buffer",
+                module.reduce_buffer,
+            )?;
+        }
+        return b.free(fresh);
+    }
+    if policy.sharded {
+        let whole = b.alloc(Kind::Gradients, "unsharded gradient", module.gradient)?;
+        let buffer = b.alloc(
+            Kind::Temporaries,
+            "reduce-scatter buffer",
+            module.reduce_buffer,
+        )?;
+        kept.push(b.alloc(Kind::Gradients, "gradient shard", unit.gradient_share)?);
+        b.free(buffer)?;
+        return b.free(whole);
+    }
+    kept.push(b.alloc(Kind::Gradients, "gradients", unit.gradient_share)?);
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! The replay on hand-made plans, checked by hand.
+
+use super::*;
+use crate::activation::LayerActivations;
+
+const GB: u64 = 1_000_000_000;
+
+fn layer(index: u64, gradient: u64, gathered: u64) -> Module {
+    Module {
+        layer: Some(index),
+        gathered: Bytes(gathered),
+        gradient: Bytes(gradient),
+        largest_gradient: Bytes(gradient),
+        ..Module::default()
+    }
+}
+
+fn plan<'a>(modules: &'a [Module], activations: Option<&'a Schedule>) -> StepPlan<'a> {
+    StepPlan {
+        overhead: Bytes::ZERO,
+        residents: Residents {
+            weights: Bytes(4 * GB),
+            master_weights: Bytes::ZERO,
+            gradients: Bytes(4 * GB),
+            optimizer_states: Bytes(8 * GB),
+        },
+        modules,
+        gathers: false,
+        prefetch: true,
+        activations,
+        load: Load::default(),
+        gradients: Gradients {
+            freed_after_step: true,
+            ..Gradients::default()
+        },
+        optimizer: OptimizerStep {
+            temporaries: Bytes(4 * GB),
+            gradient_partition: Bytes::ZERO,
+        },
+        allocator: AllocatorOptions::default(),
+        granularity: Bytes(GB),
+    }
+}
+
+fn schedule(layers: u64, kept: u64) -> Schedule {
+    Schedule {
+        stage: 0,
+        in_flight: 1,
+        layers: (0..layers)
+            .map(|layer| LayerActivations {
+                layer,
+                kept: Bytes(kept),
+                recomputed: Bytes::ZERO,
+                backward: Bytes::ZERO,
+            })
+            .collect(),
+        has_head: true,
+        logits: Bytes(GB),
+        loss: Bytes(2 * GB),
+        loss_backward: Bytes(4 * GB),
+        logits_gradient: Bytes(GB / 2),
+        ..Schedule::default()
+    }
+}
+
+/// Without activations the step is the model states plus its largest
+/// temporary: here the optimizer's 4 GB over 4 + 4 + 8 GB of states.
+#[test]
+fn model_states_alone_peak_at_the_optimizer_step() {
+    let modules = [layer(0, 2 * GB, 0), layer(1, 2 * GB, 0)];
+    let t = build(&plan(&modules, None)).unwrap();
+    assert_eq!(t.peak.bytes, Bytes(20 * GB));
+    assert_eq!(t.peak.phase, Phase::Optimizer);
+    assert_eq!(t.peak.by_kind.get(Kind::Gradients), Bytes(4 * GB));
+    // The step returns to the residents: zero_grad frees the gradients.
+    assert_eq!(t.events.last().unwrap().total, Bytes(12 * GB));
+}
+
+/// With activations the peak is where the most is held: after the loss,
+/// when backward's fp32 loss gradients join every layer's saved tensors.
+#[test]
+fn activations_peak_at_the_start_of_backward() {
+    let modules = [layer(0, 2 * GB, 0), layer(1, 2 * GB, 0)];
+    let activations = schedule(2, 3 * GB);
+    let t = build(&plan(&modules, Some(&activations))).unwrap();
+    // Residents 12 GB + 6 GB of layers + 2 GB log-softmax + 4 GB loss
+    // gradients; the 1 GB logits were dropped after the loss.
+    assert_eq!(t.peak.bytes, Bytes(24 * GB));
+    assert_eq!((t.peak.phase, t.peak.layer), (Phase::Backward, None));
+    let maximum = t.events.iter().map(|e| e.total).max().unwrap();
+    assert_eq!(maximum, t.peak.bytes);
+    let sum: i64 = t.events.iter().map(|e| e.bytes).sum();
+    assert_eq!(sum as u64, 12 * GB, "everything but the residents is freed");
+}
+
+/// ZeRO-3: a layer and its prefetched neighbour are gathered at once.
+#[test]
+fn gathered_layers_rise_and_fall() {
+    let modules = [
+        layer(0, GB, 3 * GB),
+        layer(1, GB, 3 * GB),
+        layer(2, GB, 3 * GB),
+    ];
+    let mut p = plan(&modules, None);
+    p.gathers = true;
+    p.gradients.sharded = true;
+    p.residents.gradients = Bytes(GB / 2);
+    p.optimizer.temporaries = Bytes::ZERO;
+    let t = build(&p).unwrap();
+    // The residents hold 4 + 8 GB; two gathered layers 6 GB, an unsharded
+    // gradient 1 GB and the shards kept so far.
+    assert_eq!(t.peak.phase, Phase::Backward);
+    assert!(t.peak.bytes >= Bytes(19 * GB), "{:?}", t.peak);
+    assert!(t.peak.bytes <= Bytes(19 * GB + GB / 2), "{:?}", t.peak);
+    p.prefetch = false;
+    let single = build(&p).unwrap();
+    let prefetched = t.peak.bytes.0 - single.peak.bytes.0;
+    assert!((5 * GB / 2..=3 * GB).contains(&prefetched), "{prefetched}");
+}
+
+/// `every-rank` init: the whole model exists on the rank before its shard.
+#[test]
+fn loading_the_whole_model_can_be_the_peak() {
+    let modules = [layer(0, GB, GB)];
+    let mut p = plan(&modules, None);
+    p.load.whole_model = Bytes(40 * GB);
+    let t = build(&p).unwrap();
+    assert_eq!(t.peak.phase, Phase::Load);
+    assert_eq!(t.peak.bytes, Bytes(44 * GB));
+    assert_eq!(t.load_peak, Bytes(44 * GB));
+}
+
+/// Accumulated gradients exist from the start; each backward adds a temporary.
+#[test]
+fn accumulated_gradients_are_resident_before_backward() {
+    let modules = [layer(0, 2 * GB, 0), layer(1, 2 * GB, 0)];
+    let mut p = plan(&modules, None);
+    p.gradients.resident_from_start = true;
+    p.optimizer.temporaries = Bytes::ZERO;
+    let t = build(&p).unwrap();
+    assert_eq!(t.phases[0].end, Bytes(16 * GB));
+    assert_eq!(t.peak.bytes, Bytes(18 * GB));
+}
+
+#[test]
+fn the_reserved_estimate_covers_the_allocated_peak() {
+    let modules = [layer(0, 2 * GB, 0), layer(1, 2 * GB, 0)];
+    let activations = schedule(2, 3 * GB);
+    let t = build(&plan(&modules, Some(&activations))).unwrap();
+    assert!(
+        t.reserved >= t.peak.bytes,
+        "{:?} < {:?}",
+        t.reserved,
+        t.peak
+    );
+}

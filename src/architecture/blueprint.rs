@@ -198,6 +198,7 @@ impl Blueprint {
                 width: head_dim,
                 fp32_tables: false,
                 tables: 1,
+                concatenated: false,
             },
             dropout: Dropout::default(),
             softcap: Softcap::default(),

@@ -91,6 +91,10 @@ pub enum LayerLayout {
     /// Attention and MLP read the same input through two LayerNorms
     /// (GPT-NeoX's `use_parallel_residual`): the input is saved once.
     ParallelResidual,
+    /// Attention and MLP read the output of one LayerNorm (Phi's
+    /// `input_layernorm`): the norm's input and its output, which the
+    /// q/k/v projections and the MLP's first linear share, are saved once.
+    ParallelSharedNorm,
 }
 
 /// How queries, keys and values are projected, which decides which

@@ -30,6 +30,7 @@ const REQUIRED: &[&str] = &[
     "gpt_neox",
     "mixtral",
     "qwen3_moe",
+    "phi",
 ];
 const TOLERANCE: f64 = 0.05;
 

@@ -172,6 +172,88 @@ fn architecture_flags_give_a_bare_count_activations() {
     assert!(int(&e["memory"]["activations"]) > 0);
 }
 
+/// Issue 10 (e): phi's activations were never estimated, not even for
+/// the `phi-2` preset. A Phi layer in bf16 with flash attention on CUDA,
+/// by hand (T = 2048, h = a·d = 2560, f = 10240, 32 layers): one
+/// LayerNorm's input and fp32 statistics 2Th + 8T, its output read by
+/// q/k/v and fc1 once 2Th, the copy of the per-head flash output `dense`
+/// reads 2Th, q, k, v, output 8Th and the log-sum-exp 4aT, NewGELU's four
+/// tensors and fc2's input 10Tf, two 1-byte `resid_pdrop` masks 2Th.
+#[test]
+fn phi_2_activations_are_estimated_exactly() {
+    let base = [
+        "estimate",
+        "--model",
+        "phi-2",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "2048",
+    ];
+    let e = json(&base);
+    assert_eq!(e["activations_estimated"], true);
+    assert!(int(&e["memory"]["activations"]) > 0);
+    assert_eq!(e["memory"]["activations"], e["activations"]["total"]);
+
+    let mut args = base.to_vec();
+    args.extend(["--precision", "mixed-bf16", "--attention", "flash"]);
+    let e = json(&args);
+    let parts: Vec<(String, u64)> = e["activations"]["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|part| {
+            (
+                part["name"].as_str().unwrap().to_string(),
+                int(&part["bytes"]),
+            )
+        })
+        .collect();
+    let (t, h, f, a, layers) = (2048u64, 2560u64, 10240u64, 32u64, 32u64);
+    let expected = [
+        ("norms", 2 * t * h + 8 * t),
+        ("attention", 2 * t * h + 2 * t * h),
+        ("attention core", 8 * t * h + 4 * a * t),
+        ("mlp", 10 * t * f),
+        ("dropout masks", 2 * t * h),
+    ]
+    .map(|(name, bytes)| (name.to_string(), layers * bytes));
+    assert_eq!(parts, expected);
+}
+
+/// Phi-1.5 has no preset: its published config.json (microsoft/phi-1_5,
+/// the `PhiConfig` sizes) read from a file.
+#[test]
+fn a_phi_1_5_config_gets_activations() {
+    let dir = tempfile::Builder::new()
+        .prefix("trainmem-phi")
+        .tempdir_in(std::env::temp_dir())
+        .unwrap();
+    let path = dir.path().join("config.json");
+    let config = serde_json::json!({
+        "architectures": ["PhiForCausalLM"], "model_type": "phi",
+        "attention_dropout": 0.0, "embd_pdrop": 0.0, "resid_pdrop": 0.0,
+        "hidden_act": "gelu_new", "hidden_size": 2048, "intermediate_size": 8192,
+        "layer_norm_eps": 1e-05, "max_position_embeddings": 2048,
+        "num_attention_heads": 32, "num_hidden_layers": 24, "num_key_value_heads": null,
+        "partial_rotary_factor": 0.5, "qk_layernorm": false, "rope_scaling": null,
+        "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": 51200,
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    let e = json(&[
+        "estimate",
+        "--model",
+        path.to_str().unwrap(),
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "2048",
+    ]);
+    assert_eq!(e["activations_estimated"], true);
+    assert!(int(&e["memory"]["activations"]) > 0);
+    assert_eq!(int(&e["parameters"]["total"]), 1_418_270_720);
+}
+
 #[test]
 fn workload_errors_are_one_line() {
     for args in [

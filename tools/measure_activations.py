@@ -7,7 +7,7 @@ HuggingFace causal LM with random weights (no hub access: the config is a
 local dict), runs ONE training-mode forward pass with ``labels=input_ids`` and
 records exactly which tensors autograd saved for the backward pass.
 
-Run from the repository root (about 6 minutes on 2 CPU cores, ~330 fixtures)::
+Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 
     /work/venv/bin/python tools/measure_activations.py            # all fixtures
     /work/venv/bin/python tools/measure_activations.py --only llama__base
@@ -184,6 +184,7 @@ BASES: dict[str, dict] = {
     "gemma2": {**LLAMA_LIKE, "head_dim": 16},
     "gemma3_text": {**LLAMA_LIKE, "head_dim": 16},
     "phi3": {**LLAMA_LIKE, "pad_token_id": 0},          # default pad id 32000 > vocab
+    "phi": dict(LLAMA_LIKE),                            # partial_rotary_factor defaults to 0.5
     "olmo2": dict(LLAMA_LIKE),
     "starcoder2": dict(LLAMA_LIKE),
     "gpt2": {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 256, "vocab_size": 1000,
@@ -210,6 +211,7 @@ DROPOUT_KEYS = {
     "gpt2": {"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1},
     "gpt_neox": {"attention_dropout": 0.1, "hidden_dropout": 0.1},
     "phi3": {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1},
+    "phi": {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1},
     "starcoder2": {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1},
 }
 DEFAULT_DROPOUT = {"attention_dropout": 0.1}
@@ -308,7 +310,7 @@ def specs() -> list[dict]:
                         description="as dropout, F.dropout patched to torch.native_dropout "
                                     "(GPU-style 1-byte bool mask)")
         # -- larger vocab / deeper (linearity checks) ---------------------------
-        if full or mt in ("gemma2", "gpt_neox", "mixtral", "qwen3_moe"):
+        if full or mt in ("gemma2", "gpt_neox", "mixtral", "qwen3_moe", "phi"):
             vk = "vocab_size"
             lk = "n_layer" if mt == "gpt2" else "num_hidden_layers"
             add("vocab4000", {**base, vk: 4000}, description="vocab 4000")
@@ -316,6 +318,9 @@ def specs() -> list[dict]:
             if full:
                 add("vocab4000", {**base, vk: 4000}, dtype="fp32", description="vocab 4000")
                 add("layers4", {**base, lk: 4}, attn="eager", description="4 layers")
+        # -- phi: q/k LayerNorms, partial rotary, one dropout at a time, GELU kernels --
+        if mt == "phi":
+            phi_variants(add, base)
         # -- gradient checkpointing --------------------------------------------
         if full:
             for dtype in ("fp32", "bf16"):
@@ -349,6 +354,40 @@ def specs() -> list[dict]:
             add("experts_eager", base, attn="eager", experts="eager",
                 description="experts_implementation eager (loop over experts)")
     return out
+
+
+def phi_variants(add, base: dict) -> None:
+    """Phi's own knobs: one LayerNorm feeding attention and the MLP, optional
+    q/k LayerNorms over each head, partial rotary (default 0.5), three dropouts."""
+    qk = {**base, "qk_layernorm": True}
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            add("qk_layernorm", qk, dtype=dtype, attn=attn,
+                description="qk_layernorm true: LayerNorm over each query and key head")
+    add("qk_layernorm", qk, B=1, S=16, description="qk_layernorm true, other B and S")
+    add("qk_layernorm_kv2", {**qk, "num_attention_heads": 8, "num_key_value_heads": 2},
+        description="qk_layernorm true with GQA: 8 query heads (d = 8), 2 kv heads")
+    for factor in (0.4, 1.0):
+        for attn in ("eager", "sdpa"):
+            add(f"rotary{factor}", {**base, "partial_rotary_factor": factor}, attn=attn,
+                description=f"partial_rotary_factor {factor} (rotary width int(16 x {factor}))")
+    add("rotary0.4", {**base, "partial_rotary_factor": 0.4}, dtype="fp32",
+        description="partial_rotary_factor 0.4 (rotary width 6)")
+    add("rope_parameters", {**base, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                        "partial_rotary_factor": 0.25}},
+        description="partial_rotary_factor 0.25 given inside rope_parameters (rotary width 4)")
+    for key in ("resid_pdrop", "embd_pdrop", "attention_dropout"):
+        for attn in ("eager", "sdpa"):
+            add(f"{key}_only", {**base, key: 0.1}, attn=attn,
+                description=f"{key} 0.1 alone (CPU F.dropout: mask in activation dtype)")
+    for act in ("gelu", "gelu_pytorch_tanh"):
+        add(f"act_{act}", {**base, "hidden_act": act},
+            description=f"hidden_act {act} (a kernel GELU instead of NewGELU in Python)")
+    for dtype, attn in (("bf16", "sdpa"), ("fp32", "eager")):
+        add("gc", base, dtype=dtype, attn=attn, gc=True,
+            description="gradient_checkpointing_enable(use_reentrant=False)")
+    add("frozen_but_embed", base, frozen="all_but_embeddings",
+        description="every parameter frozen except model.embed_tokens.weight")
 
 
 # ---------------------------------------------------------------------------

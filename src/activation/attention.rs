@@ -10,7 +10,7 @@ use super::kernels::{DropoutMask, Kernels, SdpaDispatch};
 use super::norms::FP32;
 use super::parallel::Rank;
 use super::tally::Tally;
-use crate::architecture::{Dimensions, EagerSoftmax, QkvLayout};
+use crate::architecture::{Dimensions, EagerSoftmax, Positions, QkvLayout};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::units::Bytes;
@@ -152,7 +152,9 @@ pub struct CoreOptions {
 ///   `flash_attn_func`): q P·T·a·dq, k and v at kv heads (no repeat),
 ///   output P·T·a·dv, fp32 log-sum-exp [B, a, S]; head sizes padded to
 ///   the kernel's multiple (a padded v is a copy); a v of another head
-///   size is padded to dq (transformers does so for flash-attention).
+///   size is padded to dq (transformers does so for flash-attention). The
+///   output takes q's layout: per head after rotary's `torch.cat` (GPT-NeoX,
+///   Phi, Phi-3), when the output projection saves a contiguous copy.
 /// * Memory-efficient (`_efficient_attention_forward`): q, k, v, output,
 ///   fp32 log-sum-exp [B, a, ceil(S / 32) x 32].
 ///
@@ -203,7 +205,7 @@ pub fn core(rank: &Rank, dims: &Dimensions, kernel: Kernel, options: CoreOptions
             saved.tensor_if(!value_copied, &[p, t, rest])?;
             saved.tensor(&[p, t, a, padded_value])?;
             saved.tensor(&[FP32, b, a, s])?;
-            !value_copied && dims.qkv != QkvLayout::Fused
+            !value_copied && !queries_per_head(dims)
         }
         Kernel::MemoryEfficient => {
             saved.tensor(&[p, t, a, 2 * dq + dv])?;
@@ -270,6 +272,18 @@ pub fn checkpoint_inputs(rank: &Rank, dims: &Dimensions) -> Result<Bytes> {
 /// projection's input): a·dv.
 pub fn output_width(rank: &Rank, dims: &Dimensions) -> u64 {
     rank.heads * head_dims(dims).1
+}
+
+/// Whether q and k reach the kernel as new tensors laid out per head
+/// (rotary's `torch.cat`), whose layout the flash kernel's output takes.
+fn queries_per_head(dims: &Dimensions) -> bool {
+    matches!(
+        dims.positions,
+        Positions::Rotary {
+            concatenated: true,
+            ..
+        }
+    )
 }
 
 /// The query/key and value head sizes.

@@ -55,6 +55,7 @@ pub fn shared_by_layers(
         width,
         fp32_tables,
         tables,
+        ..
     } = dims.positions
     {
         let element = if fp32_tables { FP32 } else { rank.element };

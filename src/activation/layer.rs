@@ -17,6 +17,7 @@ use crate::units::Bytes;
 /// Norms sitting before or after a layer's two blocks, by layout.
 fn hidden_norms(layout: LayerLayout) -> u64 {
     match layout {
+        LayerLayout::ParallelSharedNorm => 1,
         LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::ParallelResidual => 2,
         LayerLayout::Sandwich => 4,
     }
@@ -55,6 +56,14 @@ pub struct SavedLayer {
 /// two RMSNorms 2(4Th + 4T + 2Th), q/k/v's input 2Th, the core, the
 /// output projection's input (shared with the flash output), the MLP's
 /// input 2Th and intermediates 4·2Tf.
+///
+/// For a Phi layer (one LayerNorm feeding both blocks; CPU statistics in
+/// the input dtype, no dropout): the norm's input and statistics
+/// P·Th + 2·P·T, its output once P·Th (q/k/v's and fc1's input), q/k
+/// LayerNorms P·T·a·d + 2·P·T·a and P·T·kv·d + 2·P·T·kv when
+/// `qk_layernorm`, the core, a copy of its output for `dense` P·T·a·d
+/// (the flash output is laid out per head), `NewGELU`'s 4·P·Tf and fc2's
+/// input P·Tf; with `resid_pdrop` two masks 2·P·Th.
 pub fn saved(
     rank: &Rank,
     dims: &Dimensions,
@@ -101,7 +110,8 @@ pub fn saved(
     }
 
     let mut attention_bytes = Tally::new();
-    attention_bytes.tensor_if(training.keeps_input(&linears.attention_input), &[p, n, h])?;
+    let attention_keeps_input = training.keeps_input(&linears.attention_input);
+    attention_bytes.tensor_if(attention_keeps_input, &[p, n, h])?;
     let mut lora_adapters = training.adapters(&linears.attention_input)
         + training.adapters(&[linears.attention_output]);
     if let QkvLayout::Latent(latent) = dims.qkv {
@@ -141,8 +151,13 @@ pub fn saved(
         },
     )?;
 
+    // With one shared norm the MLP's input is the storage q/k/v keep.
+    let input_shared = dims.layout == LayerLayout::ParallelSharedNorm && attention_keeps_input;
     let mut block_input = Tally::new();
-    block_input.tensor_if(training.keeps_input(&linears.mlp_input), &[p, n, h])?;
+    block_input.tensor_if(
+        training.keeps_input(&linears.mlp_input) && !input_shared,
+        &[p, n, h],
+    )?;
     let down_keeps_input = training.keeps_input(&[linears.mlp_output]);
     let mlp_adapters =
         training.adapters(&linears.mlp_input) + training.adapters(&[linears.mlp_output]);

@@ -547,8 +547,16 @@ impl<'a> Step<'a> {
                 },
             ));
         }
-        if dims.layout == LayerLayout::ParallelResidual && workload.recompute != Recompute::Full {
-            notes.push("parallel residual: both LayerNorms read one saved input".to_string());
+        if workload.recompute != Recompute::Full {
+            match dims.layout {
+                LayerLayout::ParallelResidual => notes
+                    .push("parallel residual: both LayerNorms read one saved input".to_string()),
+                LayerLayout::ParallelSharedNorm => notes.push(
+                    "parallel residual: attention and the MLP read one LayerNorm's saved output"
+                        .to_string(),
+                ),
+                LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::Sandwich => {}
+            }
         }
         notes.push(
             "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer".to_string(),
@@ -741,6 +749,36 @@ mod tests {
         // Two LayerNorms: fp32 statistics (+2 x 2 x 2T); three dropout
         // masks: 1 byte instead of 2 (-B·a·S² - 2 x T·h).
         assert_eq!(cuda + b * a * s * s + 2 * t * h, cpu + 2 * 2 * 2 * t);
+    }
+
+    #[test]
+    fn a_phi_layer_keeps_its_one_norm_output_once_for_both_blocks() {
+        let dims = dimensions(&json!({
+            "model_type": "phi", "hidden_size": 64, "num_attention_heads": 4,
+            "intermediate_size": 176, "num_hidden_layers": 2, "vocab_size": 1000,
+        }))
+        .unwrap();
+        let (t, h, r) = (128u64, 64u64, 8u64);
+        let mut w = workload(2, 64, Attention::Sdpa);
+        w.platform = Platform::Cpu;
+        // The fixture phi__base__bf16__sdpa__b2s64.
+        assert_eq!(layer(&dims, &w), 342_528);
+        w.frozen_base = true;
+        let frozen = layer(&dims, &w);
+        w.lora_rank = r;
+        // An adapter on either block keeps the shared output; on both, still once.
+        for adapted in [vec!["fc1"], vec!["q_proj"], vec!["q_proj", "fc1"]] {
+            let adapters = adapted.len() as u64;
+            w.adapted = adapted.into_iter().map(str::to_string).collect();
+            assert_eq!(
+                layer(&dims, &w),
+                frozen + 2 * t * h + adapters * 2 * t * r,
+                "{:?}",
+                w.adapted
+            );
+        }
+        let e = activations(&dims, &w).unwrap();
+        assert!(e.notes.iter().any(|n| n.contains("one LayerNorm")));
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub struct Blueprint {
 /// The norm names of a llama layer.
 pub const PRE_NORMS: &[&str] = &["input_layernorm", "post_attention_layernorm"];
 
+/// The norm name of a layer whose attention and MLP read one norm's
+/// output in parallel (Phi).
+pub const PARALLEL_NORM: &[&str] = &["input_layernorm"];
+
 /// The norm names of a Gemma 2 and Gemma 3 layer: around both blocks.
 pub const SANDWICH_NORMS: &[&str] = &[
     "input_layernorm",
@@ -186,6 +190,8 @@ impl Blueprint {
                 LayerLayout::Sandwich
             } else if self.layer_norms == PRE_NORMS {
                 LayerLayout::PreNorm
+            } else if self.layer_norms == PARALLEL_NORM {
+                LayerLayout::ParallelSharedNorm
             } else {
                 LayerLayout::PostNorm
             },
@@ -198,6 +204,7 @@ impl Blueprint {
                 width: head_dim,
                 fp32_tables: false,
                 tables: 1,
+                concatenated: false,
             },
             dropout: Dropout::default(),
             softcap: Softcap::default(),

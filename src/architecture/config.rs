@@ -103,6 +103,24 @@ impl<'a> Config<'a> {
         }
     }
 
+    /// A nested object (`rope_parameters`), read key by key like the file:
+    /// `None` when absent, `null` or empty, as Python's `if config.key:`.
+    pub fn object(&self, key: &str) -> Result<Option<Config<'a>>> {
+        match self.keys.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(keys)) if keys.is_empty() => Ok(None),
+            Some(Value::Object(keys)) => Ok(Some(Config { keys })),
+            Some(other) => Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: format!(
+                    "{} is {}; accepted: an object such as `{{\"rope_type\": \"default\"}}`",
+                    quote(other),
+                    describe(other)
+                ),
+            }),
+        }
+    }
+
     /// A list of sizes (layer indices such as `mlp_only_layers`); absent or
     /// `null` is the empty list.
     pub fn size_list(&self, key: &str) -> Result<Vec<u64>> {
@@ -288,6 +306,23 @@ mod tests {
             Err(Error::InvalidConfig { key, problem }) => (key, problem),
             other => panic!("expected InvalidConfig, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn nested_objects_are_read_like_the_file() {
+        let value = json!({
+            "rope_parameters": {"partial_rotary_factor": 0.4}, "empty": {},
+            "nothing": null, "number": 3,
+        });
+        let config = Config::new(&value).unwrap();
+        let rope = config.object("rope_parameters").unwrap().unwrap();
+        assert_eq!(rope.fraction("partial_rotary_factor", 1.0).unwrap(), 0.4);
+        assert!(config.object("empty").unwrap().is_none());
+        assert!(config.object("nothing").unwrap().is_none());
+        assert!(config.object("absent").unwrap().is_none());
+        let (key, message) = problem(config.object("number").map(|nested| nested.is_some()));
+        assert_eq!(key, "number");
+        assert!(message.starts_with("`3` is a number"), "{message}");
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub enum LayerLayout {
     /// Attention and MLP read the same input through two LayerNorms
     /// (GPT-NeoX's `use_parallel_residual`): the input is saved once.
     ParallelResidual,
+    /// Attention and MLP read the output of one LayerNorm (Phi's
+    /// `input_layernorm`): the norm's input and its output, which the
+    /// q/k/v projections and the MLP's first linear share, are saved once.
+    ParallelSharedNorm,
 }
 
 /// How queries, keys and values are projected, which decides which
@@ -104,8 +108,7 @@ pub enum QkvLayout {
     Separate,
     /// One fused projection whose q and k are rotated into new tensors
     /// while v stays a view of it (Phi-3, GPT-NeoX): saving v keeps the
-    /// whole projection alive, and the kernel's output is laid out per head,
-    /// so the output projection gets a copy.
+    /// whole projection alive.
     Fused,
     /// DeepSeek's multi-head latent attention.
     Latent(LatentDims),
@@ -210,11 +213,16 @@ pub enum Router {
 #[serde(rename_all = "snake_case")]
 pub enum Positions {
     /// Rotary embeddings: `tables` pairs of cos/sin [1, S, width], in fp32
-    /// (OLMo 2) or the model dtype, shared by every layer.
+    /// (OLMo 2) or the model dtype, shared by every layer. `concatenated`:
+    /// the rotated and the passed-through parts of q and k are joined by
+    /// `torch.cat` (partial rotary in GPT-NeoX, Phi, Phi-3), which lays the
+    /// new q and k out per head, and so the flash kernel's output too: the
+    /// output projection then gets a contiguous copy of it.
     Rotary {
         width: u64,
         fp32_tables: bool,
         tables: u64,
+        concatenated: bool,
     },
     /// A learned position embedding (GPT-2's `wpe`).
     Learned,
@@ -305,6 +313,7 @@ impl Dimensions {
                 width: head_dim,
                 fp32_tables: false,
                 tables: 1,
+                concatenated: false,
             },
             dropout: Dropout::default(),
             softcap: Softcap::default(),
@@ -438,7 +447,8 @@ mod tests {
             Positions::Rotary {
                 width: 4,
                 fp32_tables: false,
-                tables: 1
+                tables: 1,
+                concatenated: true,
             }
         );
         assert_eq!(neox.layout, LayerLayout::ParallelResidual);

@@ -63,6 +63,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             width: dims.head_dim,
             fp32_tables: false,
             tables,
+            concatenated: false,
         },
         ..dims
     })

@@ -136,6 +136,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             width: partial_width(sizes.head_dim, rotated),
             fp32_tables: false,
             tables: 1,
+            concatenated: true,
         },
         dropout: Dropout {
             attention: config.fraction("attention_dropout", 0.0)? > 0.0,

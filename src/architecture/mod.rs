@@ -114,7 +114,7 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("olmo", olmo::describe, None),
     ("olmo2", from_blueprint!(olmo2), Some(olmo2::dimensions)),
     ("opt", opt::describe, None),
-    ("phi", phi::describe, None),
+    ("phi", from_blueprint!(phi), Some(phi::dimensions)),
     ("phi3", from_blueprint!(phi3), Some(phi3::dimensions)),
     ("qwen2", from_blueprint!(qwen2), Some(qwen2::dimensions)),
     (

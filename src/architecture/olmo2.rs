@@ -55,6 +55,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             width: dims.head_dim,
             fp32_tables: true,
             tables: 1,
+            concatenated: false,
         },
         ..dims
     })

@@ -55,6 +55,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             width: partial_width(dims.head_dim, rotated),
             fp32_tables: false,
             tables: 1,
+            concatenated: true,
         },
         ..dims
     })

@@ -51,7 +51,10 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, String> {
     })?;
     let raw: RawIndex = serde_json::from_str(text).map_err(|e| {
         if e.is_data() {
-            format!("the index is not a safetensors index ({e}); {EXPECTED_INDEX}")
+            format!(
+                "the index is not a safetensors index ({}); {EXPECTED_INDEX}",
+                super::json_position(&e)
+            )
         } else {
             format!("the index is not valid json ({e}); {EXPECTED_INDEX}")
         }

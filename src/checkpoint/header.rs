@@ -13,8 +13,8 @@
 use std::collections::HashSet;
 use std::io::{self, Read};
 
-use super::CheckpointTensor;
 use super::raw_header::{JsonValue, RawEntry, RawHeader};
+use super::{CheckpointTensor, MAX_CHECKPOINT_TENSORS};
 use crate::dtype::DType;
 use crate::model::Shape;
 use crate::units::Bytes;
@@ -165,6 +165,11 @@ struct Entry {
 /// Checks a parsed header as the safetensors crate's `Metadata::validate`
 /// and `read_metadata` do.
 fn validate(raw: RawHeader, header_length: u64, file_length: u64) -> Result<Header, String> {
+    if raw.too_many {
+        return Err(format!(
+            "the header names more than {MAX_CHECKPOINT_TENSORS} tensors; accepted: at most {MAX_CHECKPOINT_TENSORS} (the largest released checkpoints hold about 140,000)"
+        ));
+    }
     check_metadata(&raw.metadata)?;
     let mut names = HashSet::with_capacity(raw.entries.len());
     for (name, _) in &raw.entries {

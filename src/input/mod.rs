@@ -22,8 +22,12 @@ use crate::error::{Error, Result};
 use crate::model::{CheckpointSummary, Model, Role, Tensor};
 use crate::units::{Bytes, Count};
 
-/// The largest config.json read; real ones are a few kilobytes.
-const MAX_CONFIG_BYTES: u64 = 16 << 20;
+/// The largest config.json read. Real ones are a few kilobytes, the largest
+/// (with label maps or module lists) under a few hundred. Parsed JSON takes
+/// about 16 times its text (serde_json's `Value` is 32 bytes per number),
+/// so 1 MiB keeps a hostile file (`"mlp_only_layers": [0, 0, ...]`) to
+/// tens of megabytes where 16 MiB cost 350 MB.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The model that `spec` names: an existing file or folder, else a preset.
 pub fn load_model(spec: &str) -> Result<Model> {
@@ -192,6 +196,9 @@ fn folder_checkpoint(path: &Path) -> Result<Option<Checkpoint>> {
             Some(mut all) => {
                 all.data_bytes = all.data_bytes.add(next.data_bytes, "the checkpoint size")?;
                 all.tensors.extend(next.tensors);
+                if all.tensors.len() > checkpoint::MAX_CHECKPOINT_TENSORS {
+                    return Err(file_error(path, checkpoint::too_many_tensors()));
+                }
                 all.files.extend(next.files);
                 all
             }
@@ -211,7 +218,7 @@ fn config_file(path: &Path) -> Result<Model> {
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
         return Err(file_error(
             path,
-            "larger than 16 MiB; a config.json is a few kilobytes",
+            "larger than 1 MiB; a config.json is a few kilobytes",
         ));
     }
     let config: Value = serde_json::from_slice(&bytes)

@@ -239,6 +239,17 @@ fn counts_that_size_allocations_are_capped() {
         ],
         &["history_size=10000000", "at most 1000"],
     );
+    // rank x experts used to overflow (a panic in debug builds).
+    refused(
+        &[
+            "estimate",
+            "--model",
+            "mixtral-8x7b",
+            "--lora-rank",
+            "2305843009213693952",
+        ],
+        &["LoRA rank times the expert count", "overflows"],
+    );
     let dir = temp_dir();
     let mut config = layers_of_width_8(2);
     config["model_type"] = json!("mixtral");

@@ -11,8 +11,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use trainmem::checkpoint::{
-    Checkpoint, MAX_HEADER_BYTES, MAX_INDEX_BYTES, parse_header, parse_index, read_header,
-    read_index, read_safetensors,
+    Checkpoint, MAX_CHECKPOINT_TENSORS, MAX_HEADER_BYTES, MAX_INDEX_BYTES, parse_header,
+    parse_index, read_header, read_index, read_safetensors,
 };
 use trainmem::{Bytes, DType, Error, Result};
 
@@ -736,6 +736,26 @@ fn json_errors_do_not_quote_file_content() {
     assert!(!problem.contains("secret-token"), "{problem}");
     let problem = parse_index(br#"{"metadata": {}}"#).unwrap_err();
     assert!(problem.contains("missing field `weight_map`"), "{problem}");
+}
+
+#[test]
+fn too_many_tensors_are_refused_without_being_stored() {
+    // Entries past the cap are not even checked: `0` is not a tensor.
+    let mut json = String::from("{");
+    for index in 0..=MAX_CHECKPOINT_TENSORS {
+        json.push_str(&format!("\"t{index}\":0,"));
+    }
+    json.pop();
+    json.push('}');
+    assert_header_refused(&json, 0, &["more than 262144 tensors"]);
+    let mut index = String::from(r#"{"weight_map": {"#);
+    for tensor in 0..=MAX_CHECKPOINT_TENSORS {
+        index.push_str(&format!("\"t{tensor}\":\"m.safetensors\","));
+    }
+    index.pop();
+    index.push_str("}}");
+    let problem = parse_index(index.as_bytes()).unwrap_err();
+    assert!(problem.contains("more than 262144 tensors"), "{problem}");
 }
 
 #[test]

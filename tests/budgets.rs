@@ -333,7 +333,10 @@ fn the_worst_accepted_configs_cost_under_a_second_and_256_mb() {
     let dir = temp_dir();
     let most = write_config(dir.path(), "most.json", &most_tensors());
     let deep = write_config(dir.path(), "deep.json", &layers_of_width_8(1024));
+    // About the deepest config whose fit still answers within the budget.
+    let answered = write_config(dir.path(), "answered.json", &layers_of_width_8(300));
     let (most, deep) = (most.to_str().unwrap(), deep.to_str().unwrap());
+    let answered = answered.to_str().unwrap();
     let workload = ["--micro-batch", "1", "--seq-len", "4096"];
     let fit = ["--seq-len", "128", "--device", "h100-80gb"];
     let sharded = ["--gpus", "8", "--zero", "3"];
@@ -350,6 +353,10 @@ fn the_worst_accepted_configs_cost_under_a_second_and_256_mb() {
         ),
         (
             [&["estimate", "--model", deep][..], &workload].concat(),
+            true,
+        ),
+        (
+            [&["fit", "--model", answered][..], &fit, &sharded].concat(),
             true,
         ),
         // fit spends its whole budget on the deepest config, then refuses.

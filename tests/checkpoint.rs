@@ -739,6 +739,25 @@ fn json_errors_do_not_quote_file_content() {
 }
 
 #[test]
+fn long_names_from_a_file_are_abbreviated_in_messages() {
+    let long = "x".repeat(100_000);
+    for header in [
+        format!(r#"{{"{long}": 0}}"#),
+        format!(r#"{{"w": {{"dtype": "{long}", "shape": [1], "data_offsets": [0, 1]}}}}"#),
+        format!(r#"{{"w": {{"dtype": "U8", "shape": ["{long}"], "data_offsets": [0, 1]}}}}"#),
+        format!(r#"{{"{long}": {{"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}}}"#),
+    ] {
+        let (_dir, _path, result) = read_bytes(&safetensors_bytes(&header, 2));
+        let message = result.unwrap_err().to_string();
+        assert!(message.len() < 1_000, "{} bytes", message.len());
+        assert!(message.contains("xxx..."), "{message}");
+    }
+    let index = format!(r#"{{"weight_map": {{"{long}": "../{long}"}}}}"#);
+    let problem = parse_index(index.as_bytes()).unwrap_err();
+    assert!(problem.len() < 1_000, "{} bytes", problem.len());
+}
+
+#[test]
 fn too_many_tensors_are_refused_without_being_stored() {
     // Entries past the cap are not even checked: `0` is not a tensor.
     let mut json = String::from("{");

@@ -174,6 +174,7 @@ fn validate(raw: RawHeader, header_length: u64, file_length: u64) -> Result<Head
     let mut names = HashSet::with_capacity(raw.entries.len());
     for (name, _) in &raw.entries {
         if !names.insert(name.as_str()) {
+            let name = super::abbreviated(name);
             return Err(format!(
                 "tensor `{name}` appears twice in the header; expected each name once"
             ));
@@ -258,7 +259,8 @@ fn check_metadata(metadata: &[JsonValue]) -> Result<(), String> {
 /// Checks one entry on its own: fields present and well typed, a known dtype,
 /// and a byte range whose length is the shape's element count x the dtype's
 /// size (checked).
-fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
+fn check_entry(full_name: String, entry: RawEntry) -> Result<Entry, String> {
+    let name = super::abbreviated(&full_name);
     let (dtype, shape, data_offsets) = match entry {
         RawEntry::NotObject(kind) => {
             return Err(format!(
@@ -296,7 +298,8 @@ fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
     };
     let dtype = DType::from_safetensors(&dtype_text).ok_or_else(|| {
         format!(
-            "tensor `{name}` has unknown dtype `{dtype_text}`; accepted: {}",
+            "tensor `{name}` has unknown dtype `{}`; accepted: {}",
+            super::abbreviated(&dtype_text),
             SAFETENSORS_DTYPES.join(", ")
         )
     })?;
@@ -367,7 +370,7 @@ fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
         ));
     }
     Ok(Entry {
-        name,
+        name: full_name,
         dtype,
         dims,
         begin,
@@ -377,8 +380,8 @@ fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
 
 /// The message for a tensor that does not begin where the previous one ends.
 fn not_contiguous(entry: &Entry, previous: Option<&str>, data_end: u64) -> String {
-    let (name, begin) = (&entry.name, entry.begin);
-    match previous {
+    let (name, begin) = (super::abbreviated(&entry.name), entry.begin);
+    match previous.map(super::abbreviated) {
         None => format!(
             "tensor `{name}` comes first in the data but begins at byte {begin}; expected the data_offsets to start at 0 with no gap"
         ),

@@ -115,6 +115,7 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, String> {
     let mut shards: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (tensor, shard) in weight_map {
         if !is_plain_file_name(&shard) {
+            let (tensor, shard) = (super::abbreviated(&tensor), super::abbreviated(&shard));
             return Err(format!(
                 "`weight_map` puts tensor `{tensor}` in `{shard}`, which is not a plain file name; expected a shard file in the index's folder such as `model-00001-of-00002.safetensors` (absolute paths, `..` and path separators are refused)"
             ));

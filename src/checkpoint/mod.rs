@@ -102,8 +102,9 @@ pub fn read_index(path: &Path) -> Result<Checkpoint> {
     };
     let roots = link_roots(path, folder);
     let mut shard_of: HashMap<String, &str> = HashMap::new();
-    for (shard, names) in &index.shards {
-        let shard_path = folder.join(shard);
+    for (shard_name, names) in &index.shards {
+        let shard_path = folder.join(shard_name);
+        let shard = abbreviated(shard_name);
         if leaves(&shard_path, &roots) {
             return Err(index_error(format!(
                 "shard `{shard}` named in `weight_map` is a link to a file outside the index's folder; expected the shard file itself in the folder (links are followed only within it)"
@@ -119,15 +120,17 @@ pub fn read_index(path: &Path) -> Result<Checkpoint> {
             read_header(&file, length).map_err(|problem| file_error(&shard_path, problem))?;
         let present: HashSet<&str> = header.tensors.iter().map(|t| t.name.as_str()).collect();
         if let Some(absent) = names.iter().find(|name| !present.contains(name.as_str())) {
+            let absent = abbreviated(absent);
             return Err(index_error(format!(
                 "`weight_map` puts tensor `{absent}` in shard `{shard}`, but that shard's header has no tensor `{absent}`"
             )));
         }
         for tensor in &header.tensors {
-            if let Some(other) = shard_of.insert(tensor.name.clone(), shard) {
+            if let Some(other) = shard_of.insert(tensor.name.clone(), shard_name) {
                 return Err(index_error(format!(
-                    "tensor `{}` is in both shard `{other}` and shard `{shard}`; expected each tensor in one shard",
-                    tensor.name
+                    "tensor `{}` is in both shard `{}` and shard `{shard}`; expected each tensor in one shard",
+                    abbreviated(&tensor.name),
+                    abbreviated(other)
                 )));
             }
         }
@@ -210,6 +213,19 @@ pub(crate) fn json_position(error: &serde_json::Error) -> String {
         error.line(),
         error.column()
     )
+}
+
+/// The most characters of a name from a file (a tensor, a shard, a dtype)
+/// a message quotes: real tensor names are under 80, and a hostile header
+/// could hold a name of 100 MB.
+const QUOTED_CHARACTERS: usize = 100;
+
+/// `text` for a message, cut with `...` past [`QUOTED_CHARACTERS`].
+pub(crate) fn abbreviated(text: &str) -> String {
+    match text.char_indices().nth(QUOTED_CHARACTERS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
 }
 
 /// An I/O error as a lowercase phrase.

@@ -73,7 +73,7 @@ impl JsonValue {
                 format!("`{f}` (too large for 64 bits)")
             }
             JsonValue::Float(f) => format!("`{f}` (not an integer)"),
-            JsonValue::Text(s) => format!("the string `{s:?}`"),
+            JsonValue::Text(s) => format!("the string `{:?}`", super::abbreviated(s)),
             JsonValue::Array(_) => "an array".to_string(),
             JsonValue::Object { .. } => "an object".to_string(),
             JsonValue::Other(kind) => (*kind).to_string(),

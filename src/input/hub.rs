@@ -11,7 +11,7 @@ pub fn not_downloaded(spec: &str) -> Option<Error> {
     let (_, name) = hub_id(spec)?;
     let reason = match matching_preset(name) {
         Some(preset) => format!(
-            "it looks like a hugging face hub id, and trainmem does not download anything; the preset `{preset}` is that model's published config.json (`--model {preset}`), or point --model at a local config.json or model folder"
+            "it looks like a hugging face hub id, and trainmem does not download anything; the preset `{preset}` has that architecture, from its published config.json (`--model {preset}`), or point --model at a local config.json or model folder"
         ),
         None => "it looks like a hugging face hub id, and trainmem does not download anything; point --model at a local config.json or model folder (such as the hub cache's `snapshots/<revision>` folder), or give a preset from `trainmem models`".to_string(),
     };

@@ -14,6 +14,13 @@ use crate::error::{Error, Result};
 /// and the product of two such sizes still fits in 64 bits.
 pub const MAX_SIZE: u64 = u32::MAX as u64;
 
+/// The most routed experts a mixture-of-experts layer may have. Switch-C
+/// has 2,048, the most of any released model; DeepSeek-V3 256, Kimi K2 384.
+/// Experts are fused into two tensors, so nothing walks them one by one;
+/// the cap refuses nonsense early and keeps products with the expert count
+/// (LoRA's rank x experts adapters, the router) small.
+pub const MAX_EXPERTS: u64 = 16_384;
+
 /// How much of an offending value an error message quotes.
 const QUOTED_CHARACTERS: usize = 40;
 
@@ -83,6 +90,25 @@ impl<'a> Config<'a> {
             Some(head_dim) => Ok(head_dim),
             None => ratio(hidden, heads, heads_key),
         }
+    }
+
+    /// The number of routed experts, known under several keys as
+    /// [`Config::size_of_first`] reads them, at most [`MAX_EXPERTS`].
+    pub fn expert_count(&self, keys: &[&str], default: u64) -> Result<u64> {
+        let count = self.size_of_first(keys, default)?;
+        if count <= MAX_EXPERTS {
+            return Ok(count);
+        }
+        let key = keys
+            .iter()
+            .find(|key| self.keys.contains_key(**key))
+            .unwrap_or(&"num_experts");
+        Err(Error::InvalidConfig {
+            key: (*key).to_string(),
+            problem: format!(
+                "`{count}` experts is more than trainmem accepts; accepted: at most {MAX_EXPERTS} experts (the most released is 2,048, Switch-C)"
+            ),
+        })
     }
 
     /// A boolean switch: absent takes `default`; `null` counts as false, as

@@ -10,10 +10,20 @@ use super::params::{Param, Params};
 use crate::error::{Error, Result};
 use crate::model::Tensor;
 
-/// The most tensors one config.json may describe. The largest real models
-/// have a few thousand; the bound keeps a hostile file (a billion layers)
-/// from exhausting memory.
-pub const MAX_TENSORS: u64 = 5_000_000;
+/// The most tensors one config.json may describe. The largest real configs
+/// describe about two thousand (StableLM 2 12B, with a norm module per
+/// head; DeepSeek-V3 fuses its experts into about a thousand); 2^16 leaves
+/// thirty times that. Every command walks the inventory at least once per
+/// estimate, and `fit` a few hundred times, so this bound, with
+/// [`MAX_LAYERS`], is what keeps a 150-byte config from costing gigabytes
+/// and minutes.
+pub const MAX_TENSORS: u64 = 1 << 16;
+
+/// The most decoder layers a config.json may have. The deepest released
+/// causal LMs have 126 (Llama 3.1 405B) and 118 (PaLM 540B); 1,024 leaves
+/// eight times that, and keeps the layer walks here and in the estimate
+/// (ZeRO-3 gathers and pipeline stages go layer by layer) small.
+pub const MAX_LAYERS: u64 = 1024;
 
 /// A whole model: full names before and after the layers, and the layers.
 #[derive(Debug, Clone)]
@@ -146,10 +156,14 @@ impl Decoder {
                 self.layers.count
             ),
         };
-        // Every layer holds at least one tensor, so more layers than the
-        // bound are refused without walking them.
-        if self.layers.count > MAX_TENSORS {
-            return Err(too_many());
+        if self.layers.count > MAX_LAYERS {
+            return Err(Error::InvalidConfig {
+                key: self.layers.count_key.to_string(),
+                problem: format!(
+                    "`{}` layers is more than trainmem accepts; accepted: at most {MAX_LAYERS} layers (the deepest released models have about 126)",
+                    self.layers.count
+                ),
+            });
         }
         let mut total = (self.before_layers.len() + self.after_layers.len()) as u64;
         for index in 0..self.layers.count {
@@ -263,15 +277,45 @@ mod tests {
             layers: Layers::uniform("model.layers", count, "num_hidden_layers", one_tensor("w")),
             after_layers: Params::new(),
         };
-        assert_eq!(huge(MAX_TENSORS).tensor_count().unwrap(), 5_000_000);
-        for count in [MAX_TENSORS + 1, 4_000_000_000, u64::MAX] {
+        assert_eq!(huge(MAX_LAYERS).tensor_count().unwrap(), 1024);
+        for count in [MAX_LAYERS + 1, MAX_TENSORS + 1, 4_000_000_000, u64::MAX] {
             match huge(count).into_tensors() {
                 Err(Error::InvalidConfig { key, problem }) => {
                     assert_eq!(key, "num_hidden_layers");
-                    assert!(problem.contains("more than 5000000"), "{problem}");
+                    assert!(problem.contains("at most 1024 layers"), "{problem}");
                 }
                 other => panic!("expected InvalidConfig, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn too_many_tensors_within_the_layer_cap_are_refused() {
+        let mut wide = Params::new();
+        for index in 0..64 {
+            wide.tensor(format!("w{index}"), vec![2], Role::Mlp)
+                .unwrap();
+        }
+        let decoder = |count| Decoder {
+            before_layers: Params::new(),
+            layers: Layers::uniform("model.layers", count, "num_hidden_layers", wide.clone()),
+            after_layers: Params::new(),
+        };
+        assert_eq!(decoder(1024).tensor_count().unwrap(), 65_536);
+        match decoder(1024).into_tensors().map(|_| ()) {
+            Ok(()) => {}
+            other => panic!("expected the cap itself to be accepted, got {other:?}"),
+        }
+        let mut over = decoder(1024);
+        over.after_layers
+            .tensor("norm.weight", vec![2], Role::Norm)
+            .unwrap();
+        match over.into_tensors() {
+            Err(Error::InvalidConfig { key, problem }) => {
+                assert_eq!(key, "num_hidden_layers");
+                assert!(problem.contains("more than 65536"), "{problem}");
+            }
+            other => panic!("expected InvalidConfig, got {other:?}"),
         }
     }
 }

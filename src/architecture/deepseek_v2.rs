@@ -18,7 +18,7 @@ pub fn describe(config: &Config) -> Result<Decoder> {
     let attention_bias = config.flag("attention_bias", false)?;
     let mlp_bias = config.flag("mlp_bias", false)?;
     let moe = FeedForward::Experts(Experts {
-        count: config.size_of_first(&["num_experts", "n_routed_experts"], 64)?,
+        count: config.expert_count(&["num_experts", "n_routed_experts"], 64)?,
         intermediate: moe_intermediate,
         shared: Some(SharedExperts {
             module: "shared_experts",

@@ -24,7 +24,7 @@ pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let moe_intermediate = config.size("moe_intermediate_size", 2048)?;
     let attention_bias = config.flag("attention_bias", false)?;
     let moe = FeedForward::Experts(Experts {
-        count: config.size_of_first(&["num_local_experts", "n_routed_experts"], 256)?,
+        count: config.expert_count(&["num_local_experts", "n_routed_experts"], 256)?,
         intermediate: moe_intermediate,
         shared: Some(SharedExperts {
             module: "shared_experts",

@@ -33,7 +33,7 @@ pub fn blueprint(config: &Config) -> Result<Blueprint> {
             qk_norm: QkNorm::None,
         }),
         feed_forward: FeedForward::Experts(Experts {
-            count: config.size_of_first(&["num_experts", "num_local_experts"], 8)?,
+            count: config.expert_count(&["num_experts", "num_local_experts"], 8)?,
             intermediate: config.size("intermediate_size", 14336)?,
             shared: None,
         }),

@@ -57,6 +57,9 @@ pub use dimensions::{
     dimensions, supported_for_activations,
 };
 
+pub use self::config::MAX_EXPERTS;
+pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
+
 use serde_json::Value;
 
 use self::config::Config;
@@ -222,17 +225,31 @@ mod tests {
 
     #[test]
     fn a_huge_layer_count_is_refused_before_allocating() {
-        for layers in [1_000_000u64, 4_000_000_000] {
+        for layers in [1025u64, 500_000, 1_000_000, 4_000_000_000] {
             let (key, problem) =
                 invalid(json!({"model_type": "llama", "num_hidden_layers": layers}));
             assert_eq!(key, "num_hidden_layers");
-            assert!(
-                problem.contains("more than 5000000 parameter tensors"),
-                "{problem}"
-            );
+            assert!(problem.contains("at most 1024 layers"), "{problem}");
         }
         let (key, _) = invalid(json!({"model_type": "gpt2", "n_layer": 4_000_000_000u64}));
         assert_eq!(key, "n_layer");
+    }
+
+    #[test]
+    fn too_many_experts_are_refused_with_their_key() {
+        for (model_type, key) in [
+            ("mixtral", "num_local_experts"),
+            ("qwen2_moe", "num_experts"),
+            ("qwen3_moe", "num_experts"),
+            ("deepseek_v2", "n_routed_experts"),
+            ("deepseek_v3", "n_routed_experts"),
+        ] {
+            let (found, problem) = invalid(json!({"model_type": model_type, key: 16_385}));
+            assert_eq!(found, key, "{model_type}");
+            assert!(problem.contains("at most 16384 experts"), "{problem}");
+            let config = json!({"model_type": model_type, key: 16_384, "num_hidden_layers": 1});
+            assert!(tensors_from_config(&config).is_ok(), "{model_type}");
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 2048)?;
     let heads = config.size("num_attention_heads", 16)?;
     let qkv_bias = config.flag("qkv_bias", true)?;
-    let experts = config.size("num_experts", 60)?;
+    let experts = config.expert_count(&["num_experts"], 60)?;
     let moe = FeedForward::Experts(Experts {
         count: experts,
         intermediate: config.size("moe_intermediate_size", 1408)?,

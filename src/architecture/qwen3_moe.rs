@@ -21,7 +21,7 @@ pub fn blueprint(config: &Config) -> Result<Blueprint> {
     let hidden = config.size("hidden_size", 2048)?;
     let heads = config.size("num_attention_heads", 32)?;
     let attention_bias = config.flag("attention_bias", false)?;
-    let experts = config.size_of_first(&["num_local_experts", "num_experts"], 128)?;
+    let experts = config.expert_count(&["num_local_experts", "num_experts"], 128)?;
     let moe = FeedForward::Experts(Experts {
         count: experts,
         intermediate: config.size("moe_intermediate_size", 768)?,

@@ -13,8 +13,8 @@
 use std::collections::HashSet;
 use std::io::{self, Read};
 
-use super::CheckpointTensor;
 use super::raw_header::{JsonValue, RawEntry, RawHeader};
+use super::{CheckpointTensor, MAX_CHECKPOINT_TENSORS};
 use crate::dtype::DType;
 use crate::model::Shape;
 use crate::units::Bytes;
@@ -68,7 +68,7 @@ pub fn parse_header(bytes: &[u8], file_length: u64) -> Result<Header, String> {
         .and_then(|end| bytes.get(8..end))
         .ok_or_else(|| {
             format!(
-                "the header is cut short: its length says {header_length} bytes, but only {} follow",
+                "the header is cut short: only {} of its bytes follow the length prefix",
                 bytes.len().saturating_sub(8)
             )
         })?;
@@ -89,7 +89,7 @@ pub fn read_header<R: Read>(mut reader: R, file_length: u64) -> Result<Header, S
     let header_length = header_length(prefix, file_length)?;
     // At most MAX_HEADER_BYTES, checked above, so this allocation is bounded.
     let length = usize::try_from(header_length)
-        .map_err(|_| format!("the header length `{header_length}` does not fit in memory"))?;
+        .map_err(|_| "the header length does not fit in memory".to_string())?;
     let mut json = vec![0u8; length];
     reader
         .read_exact(&mut json)
@@ -98,18 +98,20 @@ pub fn read_header<R: Read>(mut reader: R, file_length: u64) -> Result<Header, S
 }
 
 /// The header length from the first 8 bytes, checked against the cap and the
-/// file length.
+/// file length. A length that fails is not quoted: when the file is not a
+/// safetensors file (a link to `/etc/passwd`) those 8 bytes are its content,
+/// and a message must not print a file's content.
 fn header_length(prefix: [u8; 8], file_length: u64) -> Result<u64, String> {
     let length = u64::from_le_bytes(prefix);
     if length > MAX_HEADER_BYTES {
         return Err(format!(
-            "the header length `{length}` is over the {MAX_HEADER_BYTES}-byte limit of the safetensors format; the file is corrupt or not a safetensors file"
+            "the header length in the first 8 bytes is larger than the {MAX_HEADER_BYTES}-byte limit of the safetensors format; the file is corrupt or not a safetensors file"
         ));
     }
     // Cannot overflow: length <= MAX_HEADER_BYTES.
     if LENGTH_PREFIX_BYTES + length > file_length {
         return Err(format!(
-            "the header length `{length}` runs past the end of the file ({file_length} bytes); the file is truncated or not a safetensors file"
+            "the header length in the first 8 bytes is larger than the file ({file_length} bytes); the file is truncated or not a safetensors file"
         ));
     }
     Ok(length)
@@ -140,7 +142,8 @@ fn parse_json(json: &[u8], file_length: u64) -> Result<Header, String> {
     let raw: RawHeader = serde_json::from_str(text).map_err(|e| {
         if e.is_data() {
             format!(
-                "the header is not a json object ({e}); expected {{\"tensor name\": {{\"dtype\": \"F32\", \"shape\": [..], \"data_offsets\": [begin, end]}}, ..}}"
+                "the header is not a json object ({}); expected {{\"tensor name\": {{\"dtype\": \"F32\", \"shape\": [..], \"data_offsets\": [begin, end]}}, ..}}",
+                super::json_position(&e)
             )
         } else {
             format!("the header is not valid json ({e}); expected a json object of tensors")
@@ -162,10 +165,16 @@ struct Entry {
 /// Checks a parsed header as the safetensors crate's `Metadata::validate`
 /// and `read_metadata` do.
 fn validate(raw: RawHeader, header_length: u64, file_length: u64) -> Result<Header, String> {
+    if raw.too_many {
+        return Err(format!(
+            "the header names more than {MAX_CHECKPOINT_TENSORS} tensors; accepted: at most {MAX_CHECKPOINT_TENSORS} (the largest released checkpoints hold about 140,000)"
+        ));
+    }
     check_metadata(&raw.metadata)?;
     let mut names = HashSet::with_capacity(raw.entries.len());
     for (name, _) in &raw.entries {
         if !names.insert(name.as_str()) {
+            let name = super::abbreviated(name);
             return Err(format!(
                 "tensor `{name}` appears twice in the header; expected each name once"
             ));
@@ -250,7 +259,8 @@ fn check_metadata(metadata: &[JsonValue]) -> Result<(), String> {
 /// Checks one entry on its own: fields present and well typed, a known dtype,
 /// and a byte range whose length is the shape's element count x the dtype's
 /// size (checked).
-fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
+fn check_entry(full_name: String, entry: RawEntry) -> Result<Entry, String> {
+    let name = super::abbreviated(&full_name);
     let (dtype, shape, data_offsets) = match entry {
         RawEntry::NotObject(kind) => {
             return Err(format!(
@@ -288,7 +298,8 @@ fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
     };
     let dtype = DType::from_safetensors(&dtype_text).ok_or_else(|| {
         format!(
-            "tensor `{name}` has unknown dtype `{dtype_text}`; accepted: {}",
+            "tensor `{name}` has unknown dtype `{}`; accepted: {}",
+            super::abbreviated(&dtype_text),
             SAFETENSORS_DTYPES.join(", ")
         )
     })?;
@@ -359,7 +370,7 @@ fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
         ));
     }
     Ok(Entry {
-        name,
+        name: full_name,
         dtype,
         dims,
         begin,
@@ -369,8 +380,8 @@ fn check_entry(name: String, entry: RawEntry) -> Result<Entry, String> {
 
 /// The message for a tensor that does not begin where the previous one ends.
 fn not_contiguous(entry: &Entry, previous: Option<&str>, data_end: u64) -> String {
-    let (name, begin) = (&entry.name, entry.begin);
-    match previous {
+    let (name, begin) = (super::abbreviated(&entry.name), entry.begin);
+    match previous.map(super::abbreviated) {
         None => format!(
             "tensor `{name}` comes first in the data but begins at byte {begin}; expected the data_offsets to start at 0 with no gap"
         ),

@@ -6,9 +6,13 @@
 //! hostile index cannot make trainmem open any other file.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Component, Path};
 
 use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
+
+use super::MAX_CHECKPOINT_TENSORS;
 
 /// The largest index file read. Real indexes are a few hundred kilobytes
 /// (about 100 bytes per tensor).
@@ -28,7 +32,47 @@ pub struct Index {
 /// The index as written; `metadata` and other keys are skipped unread.
 #[derive(Deserialize)]
 struct RawIndex {
-    weight_map: BTreeMap<String, String>,
+    weight_map: WeightMap,
+}
+
+/// `weight_map`, stored up to [`MAX_CHECKPOINT_TENSORS`] entries; past that
+/// the rest is read without being stored, so a hostile index costs no more
+/// memory than a real one.
+struct WeightMap {
+    entries: BTreeMap<String, String>,
+    too_many: bool,
+}
+
+impl<'de> Deserialize<'de> for WeightMap {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(WeightMapVisitor)
+    }
+}
+
+struct WeightMapVisitor;
+
+impl<'de> Visitor<'de> for WeightMapVisitor {
+    type Value = WeightMap;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of tensor names to shard file names")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WeightMap, A::Error> {
+        let mut weight_map = WeightMap {
+            entries: BTreeMap::new(),
+            too_many: false,
+        };
+        while let Some(tensor) = map.next_key::<String>()? {
+            let shard = map.next_value::<String>()?;
+            if weight_map.entries.len() < MAX_CHECKPOINT_TENSORS {
+                weight_map.entries.insert(tensor, shard);
+            } else {
+                weight_map.too_many = true;
+            }
+        }
+        Ok(weight_map)
+    }
 }
 
 /// The shape of an index, for messages.
@@ -51,19 +95,27 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, String> {
     })?;
     let raw: RawIndex = serde_json::from_str(text).map_err(|e| {
         if e.is_data() {
-            format!("the index is not a safetensors index ({e}); {EXPECTED_INDEX}")
+            format!(
+                "the index is not a safetensors index ({}); {EXPECTED_INDEX}",
+                super::json_position(&e)
+            )
         } else {
             format!("the index is not valid json ({e}); {EXPECTED_INDEX}")
         }
     })?;
-    if raw.weight_map.is_empty() {
+    if raw.weight_map.too_many {
+        return Err(super::too_many_tensors());
+    }
+    let weight_map = raw.weight_map.entries;
+    if weight_map.is_empty() {
         return Err(format!(
             "the index's `weight_map` names no tensors; {EXPECTED_INDEX}"
         ));
     }
     let mut shards: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (tensor, shard) in raw.weight_map {
+    for (tensor, shard) in weight_map {
         if !is_plain_file_name(&shard) {
+            let (tensor, shard) = (super::abbreviated(&tensor), super::abbreviated(&shard));
             return Err(format!(
                 "`weight_map` puts tensor `{tensor}` in `{shard}`, which is not a plain file name; expected a shard file in the index's folder such as `model-00001-of-00002.safetensors` (absolute paths, `..` and path separators are refused)"
             ));

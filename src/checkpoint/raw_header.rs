@@ -13,6 +13,8 @@ use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::MAX_CHECKPOINT_TENSORS;
+
 /// The key of the optional free-form string map in a safetensors header.
 pub(super) const METADATA_KEY: &str = "__metadata__";
 
@@ -23,6 +25,8 @@ pub(super) struct RawHeader {
     pub entries: Vec<(String, RawEntry)>,
     /// Every `__metadata__` value given (normally none or one).
     pub metadata: Vec<JsonValue>,
+    /// Whether entries past [`MAX_CHECKPOINT_TENSORS`] were skipped unstored.
+    pub too_many: bool,
 }
 
 /// One tensor entry as written.
@@ -69,7 +73,7 @@ impl JsonValue {
                 format!("`{f}` (too large for 64 bits)")
             }
             JsonValue::Float(f) => format!("`{f}` (not an integer)"),
-            JsonValue::Text(s) => format!("the string `{s:?}`"),
+            JsonValue::Text(s) => format!("the string `{:?}`", super::abbreviated(s)),
             JsonValue::Array(_) => "an array".to_string(),
             JsonValue::Object { .. } => "an object".to_string(),
             JsonValue::Other(kind) => (*kind).to_string(),
@@ -331,10 +335,14 @@ impl<'de> Visitor<'de> for RawHeaderVisitor {
         let mut header = RawHeader {
             entries: Vec::new(),
             metadata: Vec::new(),
+            too_many: false,
         };
         while let Some(key) = map.next_key::<String>()? {
             if key == METADATA_KEY {
                 header.metadata.push(map.next_value::<JsonValue>()?);
+            } else if header.entries.len() >= MAX_CHECKPOINT_TENSORS {
+                map.next_value::<IgnoredAny>()?;
+                header.too_many = true;
             } else {
                 let entry = map.next_value::<RawEntry>()?;
                 header.entries.push((key, entry));

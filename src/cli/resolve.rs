@@ -43,6 +43,11 @@ pub fn setup(
         precision.optimizer_states = Some(DType::from_name(name)?);
     }
     let mut setup = Setup::new(optimizer, precision).with_capacity(capacity);
+    at_most_list_items(
+        training.optimizer_options.len(),
+        "--optimizer-option",
+        &training.optimizer_options.join(" "),
+    )?;
     setup.options = Options::resolve(optimizer, &training.optimizer_options)?;
     setup.parallelism = parallelism;
     Ok(setup)
@@ -78,6 +83,12 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
 
 /// The fine-tuning of `--lora-*`, `--freeze`, `--quantize` and `--double-quant`.
 pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
+    at_most_list_items(args.freeze.len(), "--freeze", &args.freeze.join(" "))?;
+    at_most_list_items(
+        args.lora_targets.split(',').count(),
+        "--lora-targets",
+        &args.lora_targets,
+    )?;
     let double_quant = match args.double_quant.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" => true,
         "off" | "false" | "no" => false,
@@ -374,7 +385,40 @@ pub fn swap(pair: &str) -> Result<(&'static Optimizer, &'static Optimizer)> {
     }
 }
 
+/// The most items a list flag (`--params a,b,c`, `--optimizers`,
+/// `--slice-params`, `--lora-targets`, `--lora-modules-to-save`) or a
+/// repeated flag (`--optimizer-option`, `--freeze`) takes. Every item is
+/// priced or matched against every tensor, so 8,000 sizes cost `compare`
+/// 1.7 GB and half a minute; 64 is more than a report can show.
+const MAX_LIST_ITEMS: usize = 64;
+
+/// Refuses more than [`MAX_LIST_ITEMS`] items; `shown` is the value as given.
+fn at_most_list_items(items: usize, what: &'static str, shown: &str) -> Result<()> {
+    if items <= MAX_LIST_ITEMS {
+        return Ok(());
+    }
+    Err(Error::InvalidValue {
+        what,
+        value: abbreviated(shown),
+        reason: format!(
+            "{items} items is more than trainmem takes; accepted: at most {MAX_LIST_ITEMS}"
+        ),
+    })
+}
+
+/// How much of a long value a message quotes.
+const QUOTED_CHARACTERS: usize = 40;
+
+/// `text`, cut to its first characters with `...` when long.
+fn abbreviated(text: &str) -> String {
+    match text.char_indices().nth(QUOTED_CHARACTERS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
 fn split<'a>(list: &'a str, what: &'static str) -> Result<Vec<&'a str>> {
+    at_most_list_items(list.split(',').count(), what, list)?;
     let items: Vec<&str> = list.split(',').map(str::trim).collect();
     if items.iter().any(|item| item.is_empty()) {
         return Err(Error::InvalidValue {

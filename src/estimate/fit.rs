@@ -110,8 +110,60 @@ pub fn largest_fitting(
     Ok(Some(fitting))
 }
 
-/// Whether `model` under `setup` peaks within `capacity`; an overflow does not fit.
-pub fn peak_fits(model: &Model, setup: &Setup, capacity: Bytes) -> Result<bool> {
+/// The most work fit's searches may do for one answer, in tensor
+/// evaluations: each estimate walks the model's inventory, so an estimate
+/// of a model of T tensors costs T + 1. A fit asks up to a few hundred
+/// estimates (three recompute modes x doubling and bisection up to 2^20,
+/// then two GPU searches). The presets spend at most about 105,000
+/// (llama-3.1-405b's 1,137 tensors, `--micro-batch 1` against 10 TB);
+/// 2^18 leaves 2.5 times that and keeps the worst case, a config.json at
+/// the layer cap, to a few tenths of a second in a release build before it
+/// is refused. A larger inventory (a checkpoint of unfused experts) is
+/// refused past the budget rather than searched for seconds.
+const FIT_BUDGET: u64 = 1 << 18;
+
+/// What is left of [`FIT_BUDGET`] while one fit searches.
+#[derive(Debug)]
+struct Budget {
+    left: std::cell::Cell<u64>,
+}
+
+impl Budget {
+    /// A full budget.
+    fn new() -> Budget {
+        Budget {
+            left: std::cell::Cell::new(FIT_BUDGET),
+        }
+    }
+
+    /// Spends one estimate of `model`, or refuses once the budget is gone.
+    fn spend(&self, model: &Model) -> Result<()> {
+        let cost = (model.tensors.len() as u64).saturating_add(1);
+        match self.left.get().checked_sub(cost) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(crate::Error::InvalidValue {
+                what: "model for fit",
+                value: format!("{} tensors", model.tensors.len()),
+                reason: format!(
+                    "fit's searches would evaluate more than their budget of {FIT_BUDGET} tensors (estimates x tensors per estimate); accepted: a model whose searches fit it (every preset does; a config.json describes fused experts in a few tensors), or check one layout with `trainmem estimate`"
+                ),
+            }),
+        }
+    }
+}
+
+/// Whether `model` under `setup` peaks within `capacity`, spending one
+/// estimate of `budget`; an overflow does not fit.
+fn peak_fits_within(
+    model: &Model,
+    setup: &Setup,
+    capacity: Bytes,
+    budget: &Budget,
+) -> Result<bool> {
+    budget.spend(model)?;
     match estimate(model, setup) {
         Ok(e) => Ok(e.memory.peak <= capacity),
         Err(crate::Error::Overflow { .. }) => Ok(false),
@@ -122,24 +174,42 @@ pub fn peak_fits(model: &Model, setup: &Setup, capacity: Bytes) -> Result<bool> 
 /// The most sequences per micro-batch whose step peaks within `capacity`,
 /// at the workload's sequence length (up to 2^20).
 pub fn max_micro_batch(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<u64>> {
+    max_micro_batch_within(model, setup, capacity, &Budget::new())
+}
+
+fn max_micro_batch_within(
+    model: &Model,
+    setup: &Setup,
+    capacity: Bytes,
+    budget: &Budget,
+) -> Result<Option<u64>> {
     largest_fitting(1, MAX_SEARCH, |micro_batch| {
         let mut setup = setup.clone();
         if let Some(workload) = setup.workload.as_mut() {
             workload.micro_batch = micro_batch;
         }
-        peak_fits(model, &setup, capacity)
+        peak_fits_within(model, &setup, capacity, budget)
     })
 }
 
 /// The longest sequence whose step peaks within `capacity`, at the
 /// workload's micro-batch (up to 2^20 tokens).
 pub fn max_seq_len(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<u64>> {
+    max_seq_len_within(model, setup, capacity, &Budget::new())
+}
+
+fn max_seq_len_within(
+    model: &Model,
+    setup: &Setup,
+    capacity: Bytes,
+    budget: &Budget,
+) -> Result<Option<u64>> {
     largest_fitting(1, MAX_SEARCH, |seq_len| {
         let mut setup = setup.clone();
         if let Some(workload) = setup.workload.as_mut() {
             workload.seq_len = seq_len;
         }
-        peak_fits(model, &setup, capacity)
+        peak_fits_within(model, &setup, capacity, budget)
     })
 }
 
@@ -148,6 +218,15 @@ pub fn max_seq_len(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Opti
 /// `capacity`; `None` beyond 65,536 data-parallel ranks. The search is exact
 /// when memory does not grow with more ranks (sharded pieces shrink, the rest stay).
 pub fn min_gpus(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<u64>> {
+    min_gpus_within(model, setup, capacity, &Budget::new())
+}
+
+fn min_gpus_within(
+    model: &Model,
+    setup: &Setup,
+    capacity: Bytes,
+    budget: &Budget,
+) -> Result<Option<u64>> {
     let model_parallel = setup.parallelism.tensor * setup.parallelism.pipeline;
     let expert = setup.parallelism.expert;
     let fits = |data: u64| -> Result<bool> {
@@ -161,7 +240,7 @@ pub fn min_gpus(model: &Model, setup: &Setup, capacity: Bytes) -> Result<Option<
             parallelism: layout,
             ..setup.clone()
         };
-        peak_fits(model, &setup, capacity)
+        peak_fits_within(model, &setup, capacity, budget)
     };
     if fits(expert)? {
         return Ok(Some(expert * model_parallel));
@@ -248,10 +327,12 @@ impl Fit {
         use crate::activation::Recompute;
         let setup = setup.clone().with_capacity(Some(capacity.clone()));
         let bytes = capacity.bytes;
+        // One budget for every search of this answer.
+        let budget = Budget::new();
         let search = |setup: &Setup| -> Result<Option<u64>> {
             match question {
-                Question::MicroBatch => max_micro_batch(model, setup, bytes),
-                Question::SeqLen => max_seq_len(model, setup, bytes),
+                Question::MicroBatch => max_micro_batch_within(model, setup, bytes, &budget),
+                Question::SeqLen => max_seq_len_within(model, setup, bytes, &budget),
                 Question::Parameters | Question::Gpus => Ok(None),
             }
         };
@@ -292,14 +373,14 @@ impl Fit {
         };
         let fewest = match question {
             Question::Parameters => None,
-            _ => min_gpus(model, &setup, bytes)?,
+            _ => min_gpus_within(model, &setup, bytes, &budget)?,
         };
         let min_gpus_zero3 = match (question, setup.parallelism.zero) {
             (Question::Parameters, _) | (_, crate::parallel::ZeroStage::Weights) => None,
             _ => {
                 let mut sharded = setup.clone();
                 sharded.parallelism.zero = crate::parallel::ZeroStage::Weights;
-                min_gpus(model, &sharded, bytes)?
+                min_gpus_within(model, &sharded, bytes, &budget)?
             }
         };
         Ok(Fit {

@@ -96,7 +96,7 @@ pub fn parameter_targets(
                 } else {
                     module.to_string()
                 };
-                let fused = 2 * rank * experts;
+                let fused = adapter_rows(&[2, rank, *experts])?;
                 wrapped.push(ParameterTarget {
                     prefix,
                     a: vec![fused, *input],
@@ -104,14 +104,24 @@ pub fn parameter_targets(
                 });
             }
             (Role::Experts, [experts, out, input], Some("down_proj")) if wants_down => {
+                let rows = adapter_rows(&[rank, *experts])?;
                 wrapped.push(ParameterTarget {
                     prefix: module.to_string(),
-                    a: vec![rank * experts, *input],
-                    b: vec![*out, rank * experts],
+                    a: vec![rows, *input],
+                    b: vec![*out, rows],
                 });
             }
             _ => {}
         }
     }
     Ok(wrapped)
+}
+
+/// The rank of an expert stack's adapters, `rank x experts` (x 2 when fused),
+/// checked: `--lora-rank` is the user's and the expert count the config's.
+fn adapter_rows(factors: &[u64]) -> Result<u64> {
+    factors
+        .iter()
+        .try_fold(1u64, |product, factor| product.checked_mul(*factor))
+        .ok_or_else(|| Error::overflow("the LoRA rank times the expert count"))
 }

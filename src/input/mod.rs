@@ -4,6 +4,7 @@
 //! This is the only part of the library that reads files. Files are
 //! untrusted: sizes are capped before anything is allocated.
 
+mod hub;
 mod preset;
 
 pub use preset::{PRESETS, Preset};
@@ -21,17 +22,24 @@ use crate::error::{Error, Result};
 use crate::model::{CheckpointSummary, Model, Role, Tensor};
 use crate::units::{Bytes, Count};
 
-/// The largest config.json read; real ones are a few kilobytes.
-const MAX_CONFIG_BYTES: u64 = 16 << 20;
+/// The largest config.json read. Real ones are a few kilobytes, the largest
+/// (with label maps or module lists) under a few hundred. Parsed JSON takes
+/// about 16 times its text (serde_json's `Value` is 32 bytes per number),
+/// so 1 MiB keeps a hostile file (`"mlp_only_layers": [0, 0, ...]`) to
+/// tens of megabytes where 16 MiB cost 350 MB.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The model that `spec` names: an existing file or folder, else a preset.
 pub fn load_model(spec: &str) -> Result<Model> {
     let path = Path::new(spec);
-    if path.is_dir() {
-        return folder(path);
-    }
-    if path.is_file() {
-        return file(path);
+    if let Ok(metadata) = std::fs::metadata(path) {
+        return if metadata.is_dir() {
+            folder(path)
+        } else if metadata.is_file() {
+            file(path)
+        } else {
+            Err(not_regular(path, &metadata))
+        };
     }
     match crate::catalogue::find("model", spec, PRESETS) {
         Ok(preset) => preset_model(preset),
@@ -50,8 +58,23 @@ pub fn load_model(spec: &str) -> Result<Model> {
                 ),
             })
         }
-        Err(_) => Err(file_error(path, "no such file or folder")),
+        Err(_) => {
+            Err(hub::not_downloaded(spec)
+                .unwrap_or_else(|| file_error(path, "no such file or folder")))
+        }
     }
+}
+
+/// A path that exists but is neither a folder nor a regular file (a FIFO,
+/// a socket, a device): opening it could block or have effects.
+fn not_regular(path: &Path, metadata: &std::fs::Metadata) -> Error {
+    file_error(
+        path,
+        format!(
+            "not a regular file ({}); expected a config.json, a .safetensors file, a model.safetensors.index.json or a model folder",
+            checkpoint::file_kind(&metadata.file_type())
+        ),
+    )
 }
 
 /// The model of an embedded preset.
@@ -102,8 +125,12 @@ fn file(path: &Path) -> Result<Model> {
 /// with the checkpoint's stored size beside it; else the checkpoint alone.
 fn folder(path: &Path) -> Result<Model> {
     let config_path = path.join("config.json");
+    let config_metadata = std::fs::metadata(&config_path).ok();
+    if let Some(metadata) = config_metadata.as_ref().filter(|m| !m.is_file()) {
+        return Err(not_regular(&config_path, metadata));
+    }
     let checkpoint = folder_checkpoint(path)?;
-    if config_path.is_file() {
+    if config_metadata.is_some() {
         match (config_file(&config_path), checkpoint) {
             (Ok(mut model), Some(checkpoint)) => {
                 let summary = summary(&checkpoint)?;
@@ -169,6 +196,9 @@ fn folder_checkpoint(path: &Path) -> Result<Option<Checkpoint>> {
             Some(mut all) => {
                 all.data_bytes = all.data_bytes.add(next.data_bytes, "the checkpoint size")?;
                 all.tensors.extend(next.tensors);
+                if all.tensors.len() > checkpoint::MAX_CHECKPOINT_TENSORS {
+                    return Err(file_error(path, checkpoint::too_many_tensors()));
+                }
                 all.files.extend(next.files);
                 all
             }
@@ -179,8 +209,8 @@ fn folder_checkpoint(path: &Path) -> Result<Option<Checkpoint>> {
 
 /// A config.json file, read with a size cap.
 fn config_file(path: &Path) -> Result<Model> {
-    let file =
-        std::fs::File::open(path).map_err(|e| file_error(path, format!("cannot open: {e}")))?;
+    let (file, _) =
+        checkpoint::open_regular_file(path).map_err(|problem| file_error(path, problem))?;
     let mut bytes = Vec::new();
     file.take(MAX_CONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -188,7 +218,7 @@ fn config_file(path: &Path) -> Result<Model> {
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
         return Err(file_error(
             path,
-            "larger than 16 MiB; a config.json is a few kilobytes",
+            "larger than 1 MiB; a config.json is a few kilobytes",
         ));
     }
     let config: Value = serde_json::from_slice(&bytes)

@@ -4,7 +4,7 @@
 //! a few flat vectors plus a history of curvature pairs.
 
 use super::{GlobalContext, OptionKind, OptionSpec, StateTensor};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Shape;
 
 /// `history_size` of L-BFGS.
@@ -27,6 +27,11 @@ pub const HISTORY_SIZE_OPTION: OptionSpec = OptionSpec {
 /// `step()`), so after the first `step()` it may hold fewer pairs; trainmem
 /// reports the steady state, the full history, which is what training keeps
 /// from the first few steps on. Its state lives under
+/// The longest L-BFGS history accepted: ten times torch's default of 100.
+/// Each entry is two copies of the parameters and four state tensors listed
+/// one by one, so a hostile `history_size=10000000` cost 4 GB and 10 s.
+pub const MAX_HISTORY: u64 = 1000;
+
 /// `optimizer.state[params[0]]` for the one param group L-BFGS accepts.
 /// Source: torch 2.x `torch/optim/lbfgs.py`, `LBFGS.step`.
 pub fn lbfgs(context: &GlobalContext) -> Result<Vec<StateTensor>> {
@@ -35,6 +40,15 @@ pub fn lbfgs(context: &GlobalContext) -> Result<Vec<StateTensor>> {
         return Ok(Vec::new());
     }
     let history = context.options.count(HISTORY_SIZE_OPTION.key)?;
+    if history > MAX_HISTORY {
+        return Err(Error::InvalidValue {
+            what: "optimizer option",
+            value: format!("{}={history}", HISTORY_SIZE_OPTION.key),
+            reason: format!(
+                "at most {MAX_HISTORY}: each entry is two copies of the parameters (torch's default is 100)"
+            ),
+        });
+    }
     let flat = |name: String| StateTensor::device(name, Shape::vector(n), context.dtype);
     let scalar = |name: String| StateTensor::device(name, Shape::scalar(), context.dtype);
     let mut states = vec![flat("d".to_string()), flat("prev_flat_grad".to_string())];

@@ -19,6 +19,11 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
+/// The most pipeline stages. A stage holds at least one layer, and a
+/// config.json has at most 1,024 (`MAX_LAYERS` in `architecture`); the
+/// memory of each stage is tallied apart, so the count is also an allocation.
+pub const MAX_PIPELINE_STAGES: u64 = 1024;
+
 /// How training is spread over accelerators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Parallelism {
@@ -258,7 +263,8 @@ impl Parallelism {
         fsdp_mixed_precision: FsdpMixedPrecision::Policy,
     };
 
-    /// Checks that the degrees multiply up and the options combine.
+    /// Checks that the degrees multiply up and the options combine, and
+    /// that there are at most [`MAX_PIPELINE_STAGES`] stages.
     pub fn validated(self) -> Result<Parallelism> {
         let invalid = |value: String, reason: &str| Error::InvalidValue {
             what: "parallel layout",
@@ -275,6 +281,14 @@ impl Parallelism {
             if degree == 0 {
                 return Err(invalid(format!("{name} 0"), "must be at least 1"));
             }
+        }
+        if self.pipeline > MAX_PIPELINE_STAGES {
+            return Err(invalid(
+                format!("--pp {}", self.pipeline),
+                &format!(
+                    "at most {MAX_PIPELINE_STAGES} pipeline stages: a stage holds at least one layer"
+                ),
+            ));
         }
         let model_parallel = self.tensor.saturating_mul(self.pipeline);
         if !self.gpus.is_multiple_of(model_parallel) {

@@ -33,3 +33,50 @@ pub fn int(value: &Value) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("{value} is not an integer"))
 }
+
+/// Runs `trainmem args` but kills it past `deadline` and fails the test, so
+/// a regression that hangs (a FIFO opened for reading) or runs away cannot
+/// stall the suite: its exit code, stdout, stderr and wall time.
+pub fn run_within(
+    args: &[&str],
+    deadline: std::time::Duration,
+) -> (i32, String, String, std::time::Duration) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let start = std::time::Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainmem"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drained on threads, so a chatty child cannot fill a pipe and stall.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).unwrap();
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("trainmem {args:?} ran past {deadline:?} and was killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let elapsed = start.elapsed();
+    (
+        status.code().unwrap_or(-1),
+        stdout.join().unwrap(),
+        stderr.join().unwrap(),
+        elapsed,
+    )
+}

@@ -671,3 +671,24 @@ fn a_huge_config_is_cut_off_at_the_deadline_while_light_requests_go_on() {
     assert!(took < DEADLINE + Duration::from_millis(1_500), "{took:?}");
     assert!(answer.error().starts_with("error: "));
 }
+
+#[test]
+fn an_oversized_head_is_refused_431() {
+    let _alone = alone();
+    let address = in_process(Limits::default());
+    let cookie = format!("Cookie: {}\r\n", "a".repeat(8 * 1024));
+    let answer = exchange(address, &head("GET", "/", Some("localhost"), &cookie, ""));
+    assert_eq!(answer.status, 200, "a head of 8 KiB is fine");
+    let mut stream = connect(address);
+    let cookie = format!("Cookie: {}\r\n", "a".repeat(32 * 1024));
+    let _ = stream.write_all(head("GET", "/", Some("localhost"), &cookie, "").as_bytes());
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    // 431, or a reset if the unread rest of the head reached the server
+    // before the client read the answer.
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 431 "),
+        "{answer:.100}"
+    );
+}

@@ -26,6 +26,15 @@ use tower::ServiceExt;
 
 use super::Limits;
 
+/// The largest request head (request line and headers); a larger one is
+/// answered 431. Node's default: room for the cookies every local web app
+/// sets on `localhost`.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// The most a connection buffers of what it reads: a head and a body, so
+/// that idle-but-chatty connections cannot hold hyper's default 400 KB each.
+const MAX_BUFFER_BYTES: usize = MAX_HEAD_BYTES + super::MAX_BODY_BYTES;
+
 /// Open files kept for everything but connections: the standard streams, the
 /// listener, the runtime's own descriptors.
 const RESERVED_FILES: usize = 64;
@@ -101,6 +110,8 @@ async fn connection(
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_buf_size(MAX_BUFFER_BYTES)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     tokio::select! {

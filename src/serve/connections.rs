@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -39,7 +38,7 @@ const MAX_BUFFER_BYTES: usize = MAX_HEAD_BYTES + super::MAX_BODY_BYTES;
 /// listener, the runtime's own descriptors.
 const RESERVED_FILES: usize = 64;
 
-/// After a failed accept for want of files, wait this long before the next.
+/// After a failed accept, wait this long before the next.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(10);
 
 /// On stopping, a connection with no request in flight has this long to
@@ -64,10 +63,10 @@ pub async fn serve(
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
-            Err(error) => {
-                if out_of_files(&error) {
-                    tokio::time::sleep(ACCEPT_PAUSE).await;
-                }
+            Err(_) => {
+                // Out of files or memory, or a connection reset before it
+                // was accepted: pause rather than spin, and go on.
+                tokio::time::sleep(ACCEPT_PAUSE).await;
                 continue;
             }
         };
@@ -252,23 +251,6 @@ impl Open {
             }
             emptied.await;
         }
-    }
-}
-
-/// Whether accepting failed for want of file descriptors or memory, which
-/// only time (connections closing) cures.
-fn out_of_files(error: &io::Error) -> bool {
-    #[cfg(unix)]
-    {
-        matches!(
-            error.raw_os_error(),
-            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-        )
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = error;
-        true
     }
 }
 

@@ -68,3 +68,22 @@ impl IntoResponse for Failure {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_one_json_line_with_their_headers() {
+        let response = Failure::bad("error: no").into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        assert!(!response.headers().contains_key(header::CONNECTION));
+        let busy = Failure::new(StatusCode::SERVICE_UNAVAILABLE, "error: busy").into_response();
+        assert_eq!(busy.headers()[header::RETRY_AFTER], "1");
+        let closing = Failure::new(StatusCode::REQUEST_TIMEOUT, "error: slow")
+            .closing()
+            .into_response();
+        assert_eq!(closing.headers()[header::CONNECTION], "close");
+    }
+}

@@ -415,6 +415,27 @@ fn unknown_keys_are_refused_with_a_suggestion() {
 }
 
 #[test]
+fn duplicate_keys_are_refused() {
+    // serde_json keeps the last: this would price adam, not sgd.
+    assert_rejected(
+        &post(r#"{"optimizer": "sgd", "params": "7B", "optimizer": "adam"}"#),
+        400,
+        "duplicate key `optimizer` in the request body; give each key once",
+    );
+    assert_rejected(
+        &post(r#"{"config": {"model_type": "gpt2", "n_layer": 2, "n_layer": 48}}"#),
+        400,
+        "duplicate key `config.n_layer` in the request body",
+    );
+    let pasted = json!({"config": r#"{"model_type": "gpt2", "n_embd": 8, "n_embd": 768}"#});
+    assert_rejected(
+        &post(&pasted.to_string()),
+        400,
+        "duplicate key `n_embd` in the pasted config.json",
+    );
+}
+
+#[test]
 fn values_of_the_wrong_type_are_refused() {
     assert_rejected(
         &post(r#"{"params": {"n": 7}}"#),

@@ -463,6 +463,7 @@ pub struct ServeArgs {
     pub port: u16,
 
     /// The address to listen on; loopback unless you mean to share it.
+    /// Requests must name it, or a loopback name, as their host.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
 }

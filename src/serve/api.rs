@@ -13,14 +13,19 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use clap::{ArgAction, CommandFactory, Parser};
 use serde_json::{Map, Value, json};
+
+use super::failure::Failure;
+use super::json::{self, Refusal as JsonRefusal};
+use super::pool::{Pool, Refusal, Weight};
 
 use crate::architecture::tensors_from_config;
 use crate::catalogue::{self, Named};
@@ -63,113 +68,115 @@ const CONFIG_FLAGS: &[&str] = &[
     FORMAT,
 ];
 
-/// An answer other than 200: a status and the one-line message.
-#[derive(Debug)]
-struct Failure {
-    status: StatusCode,
-    message: String,
-}
-
-impl Failure {
-    /// A bad request, with the line the CLI prints (`error: ...`).
-    fn bad(message: impl Into<String>) -> Failure {
-        Failure {
-            status: StatusCode::BAD_REQUEST,
-            message: message.into(),
-        }
-    }
-
-    /// A bad request from a library error, printed as the CLI prints it.
-    fn from_error(error: &Error) -> Failure {
-        Failure::bad(format!("error: {error}"))
-    }
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        let body = json!({ "error": self.message }).to_string();
-        (
-            self.status,
-            [(header::CONTENT_TYPE, "application/json")],
-            body + "\n",
-        )
-            .into_response()
-    }
-}
-
 /// A JSON body that is already text.
 fn json_response(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Runs `work` on the blocking pool, so the engine cannot stall the server
-/// and a panic (a bug, never bad input) answers 500 instead of killing it.
-async fn isolated(work: impl FnOnce() -> Result<String, Failure> + Send + 'static) -> Response {
-    match tokio::task::spawn_blocking(work).await {
+/// Runs `work` on the engine's pool, so the engine cannot stall the server,
+/// a burst waits in a bounded queue, and a panic (a bug, never bad input)
+/// answers 500 instead of killing the server.
+async fn isolated(
+    pool: &Pool,
+    weight: Weight,
+    work: impl FnOnce() -> Result<String, Failure> + Send + 'static,
+) -> Response {
+    let deadline = pool.deadline().as_secs_f64();
+    match pool.run(weight, work).await {
         Ok(Ok(body)) => json_response(body),
         Ok(Err(failure)) => failure.into_response(),
-        Err(_) => Failure {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: "error: internal error: the estimate panicked; please report the request"
-                .to_string(),
-        }
+        Err(Refusal::Full) => Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "error: the server is busy: every worker and place in the queue is taken; try again in a moment",
+        )
+        .into_response(),
+        Err(Refusal::Waited) => Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("error: the server is busy: no worker was free within {deadline} s; try again in a moment"),
+        )
+        .into_response(),
+        Err(Refusal::Overran) => Failure::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("error: the estimate took longer than {deadline} s; price a smaller model, or run `trainmem estimate` on the command line"),
+        )
+        .into_response(),
+        Err(Refusal::Panicked) => Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "error: internal error: the estimate panicked; please report the request",
+        )
         .into_response(),
     }
 }
 
 /// `POST /api/estimate`.
-pub async fn estimate(headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+pub async fn estimate(
+    State(pool): State<Arc<Pool>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
     if !is_json {
-        return Failure {
-            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            message: "error: send a JSON object with `content-type: application/json`".to_string(),
-        }
+        return Failure::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "error: send a JSON object with `content-type: application/json`",
+        )
         .into_response();
     }
+    // The body was read whole, within its size and time, by `body::read_whole`.
     let body = match body {
         Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return Failure {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                message: format!(
-                    "error: the request body is larger than {} KiB; send the flags, or a config.json of a few kilobytes",
-                    super::MAX_BODY_BYTES / 1024
-                ),
-            }
-            .into_response();
-        }
         Err(rejection) => {
-            return Failure {
-                status: rejection.status(),
-                message: format!(
+            return Failure::new(
+                rejection.status(),
+                format!(
                     "error: cannot read the request body: {}",
                     rejection.body_text()
                 ),
-            }
+            )
             .into_response();
         }
     };
-    isolated(move || answer(&body)).await
+    let request = match read(&body) {
+        Ok(request) => request,
+        Err(failure) => return failure.into_response(),
+    };
+    // Flags price a preset or a flat count, bounded work; a pasted config
+    // can ask for any number of layers.
+    let weight = match request.config {
+        None => Weight::Light,
+        Some(_) => Weight::Heavy,
+    };
+    isolated(&pool, weight, move || answer(&request)).await
 }
 
-/// The estimate for one request body.
-fn answer(body: &[u8]) -> Result<String, Failure> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Failure::bad(format!("error: the request body is not valid JSON: {e}")))?;
+/// The request in a body. Its cost is bounded by the body's size, so it is
+/// read here rather than on the pool.
+fn read(body: &[u8]) -> Result<Request, Failure> {
+    let value = json::parse(body).map_err(|refusal| match refusal {
+        JsonRefusal::Invalid(e) => {
+            Failure::bad(format!("error: the request body is not valid JSON: {e}"))
+        }
+        JsonRefusal::Duplicate(key) => Failure::bad(format!(
+            "error: duplicate key `{key}` in the request body; give each key once"
+        )),
+    })?;
     let Value::Object(object) = value else {
         return Err(Failure::bad(
             r#"error: the request body must be a JSON object of `trainmem estimate` flags, such as {"params": "7B", "optimizer": "adam"}"#,
         ));
     };
-    let request = Request::read(&object)?;
+    Request::read(&object)
+}
+
+/// The estimate a request asks for.
+fn answer(request: &Request) -> Result<String, Failure> {
     match &request.config {
         None => run_command(&request.arguments),
-        Some(config) => estimate_config(config, &request),
+        Some(config) => estimate_config(config, request),
     }
 }
 
@@ -389,10 +396,13 @@ fn no_path(flag: &str, text: String) -> Result<String, Failure> {
 /// The pasted config.json: an object, or its text.
 fn config_value(value: &Value) -> Result<Value, Failure> {
     let config = match value {
-        Value::String(text) => serde_json::from_str(text).map_err(|e| {
-            Failure::bad(format!(
+        Value::String(text) => json::parse(text.as_bytes()).map_err(|refusal| match refusal {
+            JsonRefusal::Invalid(e) => Failure::bad(format!(
                 "error: the pasted config.json is not valid JSON: {e}"
-            ))
+            )),
+            JsonRefusal::Duplicate(key) => Failure::bad(format!(
+                "error: duplicate key `{key}` in the pasted config.json; give each key once"
+            )),
         })?,
         other => other.clone(),
     };
@@ -441,19 +451,21 @@ fn estimate_config(config: &Value, request: &Request) -> Result<String, Failure>
     let mut arguments = request.arguments.clone();
     arguments.insert(2, "--params=1".to_string());
     let printed = run_command(&arguments)?;
-    let stand_in: Value = serde_json::from_str(&printed).map_err(|e| Failure {
-        status: StatusCode::INTERNAL_SERVER_ERROR,
-        message: format!("error: internal error: the command printed invalid JSON: {e}"),
+    let stand_in: Value = serde_json::from_str(&printed).map_err(|e| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("error: internal error: the command printed invalid JSON: {e}"),
+        )
     })?;
     let setup = config_setup(&request.arguments, &stand_in)?;
     // The same setup on the stand-in model must print exactly what the
     // command printed: if `trainmem estimate` ever computes more than
     // `estimate` + `render::estimate`, this refuses instead of diverging.
     if json_of(&Model::flat(Count(1)), &setup)? != printed {
-        return Err(Failure {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: "error: internal error: a pasted config.json is priced differently from `trainmem estimate` with these flags; give the model as `params` or `model`, and please report the request".to_string(),
-        });
+        return Err(Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "error: internal error: a pasted config.json is priced differently from `trainmem estimate` with these flags; give the model as `params` or `model`, and please report the request",
+        ));
     }
     let tensors = tensors_from_config(config).map_err(|e| Failure::from_error(&e))?;
     let mut model = Model::from_tensors("config.json", "pasted config.json", tensors);
@@ -520,9 +532,9 @@ fn config_setup(arguments: &[String], stand_in: &Value) -> Result<Setup, Failure
 }
 
 /// `GET /api/presets`: every preset with its exact parameter count.
-pub async fn presets() -> Response {
+pub async fn presets(State(pool): State<Arc<Pool>>) -> Response {
     static LISTING: OnceLock<Result<String, String>> = OnceLock::new();
-    isolated(|| {
+    isolated(&pool, Weight::Light, || {
         LISTING
             .get_or_init(|| {
                 PRESETS
@@ -540,17 +552,14 @@ pub async fn presets() -> Response {
                     .map_err(|e| format!("error: {e}"))
             })
             .clone()
-            .map_err(|message| Failure {
-                status: StatusCode::INTERNAL_SERVER_ERROR,
-                message,
-            })
+            .map_err(|message| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, message))
     })
     .await
 }
 
 /// `GET /api/options`: the catalogues and the flags, for the page's menus.
-pub async fn options() -> Response {
-    isolated(|| {
+pub async fn options(State(pool): State<Arc<Pool>>) -> Response {
+    isolated(&pool, Weight::Light, || {
         let optimizers: Vec<Value> = OPTIMIZERS
             .iter()
             .map(|o| json!({ "name": o.name, "title": o.title, "summary": o.summary, "options": o.options }))
@@ -587,23 +596,23 @@ pub async fn options() -> Response {
 
 /// Any other path.
 pub async fn not_found(uri: Uri) -> Response {
-    Failure {
-        status: StatusCode::NOT_FOUND,
-        message: format!("error: no such page `{}`; {}", uri.path(), ROUTES),
-    }
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        format!("error: no such page `{}`; {}", uri.path(), ROUTES),
+    )
     .into_response()
 }
 
 /// A known path with the wrong method.
 pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    Failure {
-        status: StatusCode::METHOD_NOT_ALLOWED,
-        message: format!(
+    Failure::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
             "error: `{method}` is not allowed on `{}`; {}",
             uri.path(),
             ROUTES
         ),
-    }
+    )
     .into_response()
 }
 

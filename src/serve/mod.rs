@@ -5,16 +5,32 @@
 //! `trainmem estimate ... --format json` would run, so the page and the CLI
 //! cannot disagree; `GET /api/presets` and `GET /api/options` list the
 //! catalogues for the page's menus; `GET /` is the page, embedded in the binary.
+//!
+//! The server is meant for one person's browser but must survive any client:
+//! it answers only requests naming it (`host.rs`), bounds every connection in
+//! number and time (`connections.rs`), reads bodies whole within a size and a
+//! time (`body.rs`), runs the engine on a bounded pool with a deadline
+//! (`pool.rs`), and stops within a bounded time on ctrl-c or SIGTERM.
 
 mod api;
+mod body;
+mod connections;
+mod failure;
+mod host;
+mod json;
 mod page;
+mod pool;
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
@@ -24,8 +40,82 @@ use crate::error::{Error, Result};
 /// config.json of a few kilobytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// Every route of the server.
-pub fn router() -> Router {
+/// Open connections at most: a page uses a handful, so this leaves room for
+/// many tabs and clients while bounding the memory idle connections hold.
+pub const MAX_CONNECTIONS: usize = 4096;
+
+/// Time to send a request head, and the longest a kept-alive connection may
+/// wait for its next one. A head is a few hundred bytes, sent at once by any
+/// client; 5 s is also Apache's and Node's keep-alive timeout.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Time to send a body once its head is in: 64 KiB on a slow link.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Requests waiting for the engine; beyond them the server answers 503 at
+/// once. 128 waiting bodies hold at most 8 MiB.
+pub const QUEUE: usize = 128;
+
+/// Time from a request's arrival at the engine to its answer. An estimate of
+/// a real model takes milliseconds, even in a debug build.
+pub const DEADLINE: Duration = Duration::from_secs(2);
+
+/// On ctrl-c or SIGTERM, how long requests in flight may finish.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// Estimates running at once, whatever the machine: two, so that one slow
+/// request never holds the only worker.
+const MIN_WORKERS: usize = 2;
+
+/// After the server stops, how long estimates still running (past their
+/// deadline) may hold up the exit.
+const EXIT_WAIT: Duration = Duration::from_millis(100);
+
+/// What the server allows its clients; [`Limits::default`] is what
+/// `trainmem serve` uses, from the constants of this module.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open connections at most; fewer if the open-file limit is lower.
+    pub max_connections: usize,
+    /// Time to send a request head, and to start the next on a kept-alive
+    /// connection.
+    pub header_timeout: Duration,
+    /// Time to send a request body once its head is in.
+    pub body_timeout: Duration,
+    /// Estimates computed at once.
+    pub workers: usize,
+    /// Requests waiting for a worker.
+    pub queue: usize,
+    /// Time from a request's arrival at the engine to its answer.
+    pub deadline: Duration,
+    /// On stopping, how long requests in flight may finish.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: MAX_CONNECTIONS,
+            header_timeout: HEADER_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            workers: std::thread::available_parallelism()
+                .map_or(MIN_WORKERS, NonZeroUsize::get)
+                .max(MIN_WORKERS),
+            queue: QUEUE,
+            deadline: DEADLINE,
+            shutdown_grace: SHUTDOWN_GRACE,
+        }
+    }
+}
+
+/// Every route of a server listening on `host`, behind the host check and
+/// the body reader.
+pub fn router(host: &str, limits: &Limits) -> Router {
+    let pool = Arc::new(pool::Pool::new(
+        limits.workers,
+        limits.queue,
+        limits.deadline,
+    ));
     Router::new()
         .route("/", get(page::index))
         .route("/api/estimate", post(api::estimate))
@@ -33,11 +123,20 @@ pub fn router() -> Router {
         .route("/api/options", get(api::options))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
+        .with_state(pool)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            limits.body_timeout,
+            body::read_whole,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::new(host::Hosts::new(host)),
+            host::guard,
+        ))
 }
 
-/// Listens on `host:port` (port 0: any free port) and returns the address
-/// bound and the future that serves until dropped or failed.
+/// Listens on `host:port` (port 0: any free port) with the default limits and
+/// returns the address bound and the future that serves until dropped.
 pub async fn bind(
     host: &str,
     port: u16,
@@ -45,37 +144,82 @@ pub async fn bind(
     SocketAddr,
     impl Future<Output = io::Result<()>> + Send + 'static,
 )> {
-    let listener = TcpListener::bind((host, port)).await?;
-    let address = listener.local_addr()?;
-    Ok((
-        address,
-        async move { axum::serve(listener, router()).await },
-    ))
+    bind_with(host, port, Limits::default()).await
 }
 
-/// Serves on `host:port` until interrupted (ctrl-c); `listening` is called
-/// with the bound address once requests can come in.
+/// [`bind`] with other limits.
+pub async fn bind_with(
+    host: &str,
+    port: u16,
+    limits: Limits,
+) -> io::Result<(
+    SocketAddr,
+    impl Future<Output = io::Result<()>> + Send + 'static,
+)> {
+    let listener = TcpListener::bind((host, port)).await?;
+    let address = listener.local_addr()?;
+    let app = router(host, &limits);
+    Ok((address, async move {
+        connections::serve(listener, app, limits, std::future::pending()).await;
+        Ok(())
+    }))
+}
+
+/// Serves on `host:port` until ctrl-c or SIGTERM, then stops within the
+/// shutdown grace; `listening` is called with the bound address once
+/// requests can come in.
 pub fn run(host: &str, port: u16, listening: impl FnOnce(SocketAddr)) -> Result<()> {
     let failed = |problem: io::Error| Error::InvalidValue {
         what: "address",
         value: format!("{host}:{port}"),
         reason: format!("cannot serve there: {problem}"),
     };
+    connections::raise_open_file_limit();
+    let limits = Limits::default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(failed)?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
+        // Watched before the first request can come in, so that a signal is
+        // never met by the default action, which exits at once.
+        let stop = stop_signal();
         let listener = TcpListener::bind((host, port)).await.map_err(failed)?;
         listening(listener.local_addr().map_err(failed)?);
-        axum::serve(listener, router())
-            .with_graceful_shutdown(async {
-                // If the signal cannot be watched, serve until killed.
-                if tokio::signal::ctrl_c().await.is_err() {
-                    std::future::pending::<()>().await;
+        connections::serve(listener, router(host, &limits), limits, stop).await;
+        Ok(())
+    });
+    // Estimates past their deadline run on blocking threads that cannot be
+    // stopped: exit without them.
+    runtime.shutdown_timeout(EXIT_WAIT);
+    served
+}
+
+/// Resolves on ctrl-c (SIGINT) or SIGTERM; never, if they cannot be watched.
+fn stop_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
                 }
-            })
-            .await
-            .map_err(failed)
-    })
+                _ => std::future::pending().await,
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
 }

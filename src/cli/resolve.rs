@@ -14,7 +14,7 @@ use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
 use crate::parallel::{Framework, Offload, Parallelism, ZeroStage};
 use crate::precision::Precision;
 use crate::render::Format;
-use crate::units::{Bytes, Count, UnitSystem};
+use crate::units::{Bytes, Count, UnitSystem, split_unit};
 
 /// The optimizer, its options and the precision of `--optimizer`,
 /// `--optimizer-option`, `--precision` and the dtype overrides.
@@ -311,9 +311,8 @@ fn split<'a>(list: &'a str, what: &'static str) -> Result<Vec<&'a str>> {
 
 /// `80GB` written as `80 GB`, the way the reports print sizes.
 fn spaced(size: &str) -> String {
-    let size = size.trim();
-    match size.find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
-        Some(at) => format!("{} {}", size[..at].trim(), size[at..].trim()),
-        None => size.to_string(),
+    match split_unit(size) {
+        (number, "") => number.to_string(),
+        (number, unit) => format!("{number} {unit}"),
     }
 }

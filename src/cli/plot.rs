@@ -78,8 +78,8 @@ pub fn run(args: &PlotArgs) -> Result<String> {
             )
         }
     };
-    write_atomically(Path::new(&args.output), &chart)?;
-    Ok(format!("wrote {}: {what}\n", args.output))
+    write_atomically(&args.output, &chart)?;
+    Ok(format!("wrote {}: {what}\n", args.output.display()))
 }
 
 /// The same optimizers, precision and capacity priced over log-spaced flat

@@ -62,7 +62,7 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
     };
     Parallelism {
         gpus: args.gpus,
-        nodes: args.nodes,
+        nodes: nodes(args)?,
         zero,
         hybrid,
         offload: Offload::parse(&args.offload)?,
@@ -72,6 +72,45 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         framework,
     }
     .validated()
+}
+
+/// Accelerators in a node when `--gpus-per-node` is not given: an HGX or
+/// DGX machine's eight.
+const DEFAULT_GPUS_PER_NODE: u64 = 8;
+
+/// The nodes of `--nodes`, or else `--gpus` / `--gpus-per-node` (one node
+/// for up to a node's worth); counts that do not add up are refused.
+fn nodes(args: &ParallelArgs) -> Result<u64> {
+    let per_node = args.gpus_per_node.unwrap_or(DEFAULT_GPUS_PER_NODE);
+    let invalid = |value: String, reason: String| Error::InvalidValue {
+        what: "parallel layout",
+        value,
+        reason,
+    };
+    match (args.nodes, args.gpus_per_node) {
+        (Some(nodes), Some(per_node)) if nodes.checked_mul(per_node) != Some(args.gpus) => {
+            Err(invalid(
+                format!(
+                    "--gpus {} with --nodes {nodes} --gpus-per-node {per_node}",
+                    args.gpus
+                ),
+                format!(
+                    "{nodes} nodes of {per_node} hold {} GPUs, not {}: give two of the three, or counts that agree",
+                    u128::from(nodes) * u128::from(per_node),
+                    args.gpus
+                ),
+            ))
+        }
+        (Some(nodes), _) => Ok(nodes),
+        (None, _) if args.gpus <= per_node => Ok(1),
+        (None, _) if args.gpus.is_multiple_of(per_node) => Ok(args.gpus / per_node),
+        (None, _) => Err(invalid(
+            format!("--gpus {} with --gpus-per-node {per_node}", args.gpus),
+            format!(
+                "more GPUs than one node holds must fill whole nodes: give a multiple of {per_node}, --nodes M, or --gpus-per-node N"
+            ),
+        )),
+    }
 }
 
 /// The fine-tuning of `--lora-*`, `--freeze`, `--quantize` and `--double-quant`.

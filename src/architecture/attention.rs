@@ -95,6 +95,7 @@ impl Attention {
                 kv_heads,
                 head_dim,
             } => {
+                check_key_value_heads(*heads, *kv_heads)?;
                 let queries = product(&[*heads, *head_dim])?;
                 let keys = product(&[*kv_heads, *head_dim])?;
                 let mut params = Params::new();
@@ -113,8 +114,32 @@ impl Attention {
     }
 }
 
+/// Grouped-query attention shares each key/value head among
+/// `heads / kv_heads` query heads: transformers' `repeat_kv` needs at least
+/// one key/value head and a whole number of query heads per group (Megatron
+/// asserts the same of `num_query_groups`).
+fn check_key_value_heads(heads: u64, kv_heads: u64) -> Result<()> {
+    if kv_heads == 0 || kv_heads > heads || !heads.is_multiple_of(kv_heads) {
+        let why = if kv_heads == 0 {
+            "attention needs at least one key/value head"
+        } else if kv_heads > heads {
+            "more key/value heads than attention heads"
+        } else {
+            "each key/value head must serve a whole number of query heads"
+        };
+        return Err(Error::InvalidConfig {
+            key: "num_key_value_heads".to_string(),
+            problem: format!(
+                "`{kv_heads}`: {why}; accepted: a divisor of num_attention_heads ({heads}), such as `{heads}` or `1`"
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl Projections {
     fn params(&self, hidden: u64) -> Result<Params> {
+        check_key_value_heads(self.heads, self.kv_heads)?;
         let queries = product(&[self.heads, self.head_dim])?;
         let keys = product(&[self.kv_heads, self.head_dim])?;
         let mut params = Params::new();

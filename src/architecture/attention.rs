@@ -114,23 +114,17 @@ impl Attention {
     }
 }
 
-/// Grouped-query attention shares each key/value head among
-/// `heads / kv_heads` query heads: transformers' `repeat_kv` needs at least
-/// one key/value head and a whole number of query heads per group (Megatron
-/// asserts the same of `num_query_groups`).
+/// At least one key/value head: transformers' attention classes divide by
+/// it (`num_attention_heads // num_key_value_heads`) when they are built.
+/// A count that does not divide the heads still builds (and is counted
+/// here as transformers counts it) but cannot run attention, so the
+/// estimate of training refuses it (`parallel::constraints`).
 fn check_key_value_heads(heads: u64, kv_heads: u64) -> Result<()> {
-    if kv_heads == 0 || kv_heads > heads || !heads.is_multiple_of(kv_heads) {
-        let why = if kv_heads == 0 {
-            "attention needs at least one key/value head"
-        } else if kv_heads > heads {
-            "more key/value heads than attention heads"
-        } else {
-            "each key/value head must serve a whole number of query heads"
-        };
+    if kv_heads == 0 {
         return Err(Error::InvalidConfig {
             key: "num_key_value_heads".to_string(),
             problem: format!(
-                "`{kv_heads}`: {why}; accepted: a divisor of num_attention_heads ({heads}), such as `{heads}` or `1`"
+                "`0`: attention needs at least one key/value head; accepted: a divisor of num_attention_heads ({heads}), such as `{heads}` or `1`"
             ),
         });
     }

@@ -168,8 +168,8 @@ pub struct ParallelArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub gpus: u64,
 
-    /// Machines the GPUs sit in (host memory is reported per node).
-    /// Default: --gpus / --gpus-per-node, one node for up to a node's worth.
+    /// Machines the GPUs sit in; host memory is reported per node
+    /// [default: --gpus / --gpus-per-node, or 1 for up to a node's worth].
     #[arg(long, value_name = "M", value_parser = at_least_one, allow_negative_numbers = true)]
     pub nodes: Option<u64>,
 

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::estimate::{Capacity, Setup};
 use crate::finetune::{Bias, FineTune, Lora, Quantization, Targets};
 use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
-use crate::parallel::{Framework, Offload, Parallelism, ZeroStage};
+use crate::parallel::{Framework, Offload, Parallelism, ZeroStage, check_sequence_parallel};
 use crate::precision::Precision;
 use crate::render::Format;
 use crate::units::{Bytes, Count, UnitSystem, split_unit};
@@ -60,6 +60,7 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         (None, Some(_)) => Framework::Fsdp2,
         (None, None) => Framework::DeepSpeed,
     };
+    check_sequence_parallel(args.tp, args.sequence_parallel)?;
     Parallelism {
         gpus: args.gpus,
         nodes: nodes(args)?,

@@ -314,11 +314,22 @@ pub fn counts(list: &str) -> Result<Vec<Count>> {
         .collect()
 }
 
-/// A comma-separated list of optimizers, or `all`.
+/// A comma-separated list of optimizers, or `all`. A set: an optimizer
+/// named twice (`adam,adam`, or `momentum,sgd-momentum`) is compared once.
 pub fn optimizers(list: &str) -> Result<Vec<&'static Optimizer>> {
     if list.trim().eq_ignore_ascii_case("all") {
         return Ok(OPTIMIZERS.iter().collect());
     }
+    let mut unique: Vec<&'static Optimizer> = Vec::new();
+    for optimizer in optimizer_list(list)? {
+        if !unique.iter().any(|o| std::ptr::eq(*o, optimizer)) {
+            unique.push(optimizer);
+        }
+    }
+    Ok(unique)
+}
+
+fn optimizer_list(list: &str) -> Result<Vec<&'static Optimizer>> {
     split(list, "optimizer list")?
         .into_iter()
         .map(Optimizer::find)
@@ -327,7 +338,7 @@ pub fn optimizers(list: &str) -> Result<Vec<&'static Optimizer>> {
 
 /// `FROM,TO` of `--swap`.
 pub fn swap(pair: &str) -> Result<(&'static Optimizer, &'static Optimizer)> {
-    match optimizers(pair)?.as_slice() {
+    match optimizer_list(pair)?.as_slice() {
         [from, to] => Ok((from, to)),
         _ => Err(Error::InvalidValue {
             what: "swap",

@@ -48,7 +48,11 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
     for m in &fit.recompute_modes {
         table.row([
             m.recompute.name().to_string(),
-            m.largest.map_or("none fits".to_string(), |v| v.to_string()),
+            match m.largest {
+                None => "none fits".to_string(),
+                Some(v) if m.at_search_limit => format!("at least {v} (search limit)"),
+                Some(v) => v.to_string(),
+            },
         ]);
     }
     let plural = |g: u64| format!("{g} GPU{} of this capacity", if g == 1 { "" } else { "s" });

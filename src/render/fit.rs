@@ -1,6 +1,6 @@
 //! The answer of `trainmem fit`.
 
-use super::{Format, Table, json};
+use super::{Format, Table, escape, json};
 use crate::estimate::Fit;
 use crate::units::{UnitSystem, format_ratio};
 
@@ -74,7 +74,11 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
         Format::Table => {
             let mut out = format!(
                 "trainmem fit: {} ({}), {}, {}, on {}\n\n",
-                e.model.name, e.model.source, fit.optimizer, fit.precision.name, fit.capacity.label
+                escape(&e.model.name),
+                escape(&e.model.source),
+                fit.optimizer,
+                fit.precision.name,
+                fit.capacity.label
             );
             if !fit.recompute_modes.is_empty() {
                 out += &table.text();
@@ -96,7 +100,7 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
             });
             out += &format!("  fewest GPUs for this layout{at}: {gpus}\n");
             for note in &e.notes {
-                out += &format!("  note: {note}\n");
+                out += &format!("  note: {}\n", escape(note));
             }
             out
         }

@@ -545,3 +545,41 @@ fn a_closed_stdout_is_a_failure_a_closed_pipe_is_not() {
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
 }
+
+#[cfg(unix)]
+#[test]
+fn model_names_cannot_reach_the_terminal() {
+    let parent = tempfile::tempdir().unwrap();
+    let folder = parent.path().join("gp\u{1b}[31mt\n2");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("config.json"), r#"{"model_type": "gpt2"}"#).unwrap();
+    let model = folder.to_str().unwrap();
+    let chart = parent.path().join("chart.svg");
+    let chart = chart.to_str().unwrap();
+    let mut commands: Vec<Vec<&str>> = Vec::new();
+    for format in ["table", "markdown", "csv"] {
+        commands.push(vec!["estimate", "--model", model, "--format", format]);
+        commands.push(vec!["compare", "--model", model, "--format", format]);
+        commands.push(vec!["params", model, "--format", format]);
+    }
+    commands.push(vec![
+        "fit",
+        "--model",
+        model,
+        "--capacity",
+        "80GB",
+        "--seq-len",
+        "512",
+    ]);
+    commands.push(vec!["plot", "--model", model, "--output", chart]);
+    for args in commands {
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert!(!stdout.contains('\u{1b}'), "{args:?}: {stdout}");
+        assert!(!stdout.contains("t\n2"), "{args:?}: {stdout}");
+        // CSV carries figures only, no model name.
+        if args.last() != Some(&"csv") {
+            assert!(stdout.contains("gp\\u{1b}[31mt\\n2"), "{args:?}: {stdout}");
+        }
+    }
+}

@@ -79,7 +79,8 @@ pub fn run(args: &PlotArgs) -> Result<String> {
         }
     };
     write_atomically(&args.output, &chart)?;
-    Ok(format!("wrote {}: {what}\n", args.output.display()))
+    let wrote = format!("wrote {}: {what}", args.output.display());
+    Ok(format!("{}\n", crate::render::escape(&wrote)))
 }
 
 /// The same optimizers, precision and capacity priced over log-spaced flat

@@ -17,7 +17,7 @@ pub enum Error {
 
     /// A memory size that cannot be read.
     #[error(
-        "invalid size `{input}`: {reason}; accepted: a number with a unit, decimal (B, KB, MB, GB, TB, PB = 10^3n bytes) or binary (KiB, MiB, GiB, TiB, PiB = 2^10n bytes), such as `80GB`, `80GiB` or `141 GB`"
+        "invalid size `{input}`: {reason}; accepted: a number with a unit, decimal (B, KB, MB, GB, TB, PB, EB = 10^3n bytes) or binary (KiB, MiB, GiB, TiB, PiB, EiB = 2^10n bytes), such as `80GB`, `80GiB` or `141 GB`"
     )]
     InvalidSize { input: String, reason: String },
 

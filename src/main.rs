@@ -1,15 +1,22 @@
 //! The `trainmem` binary: parse, run, print. Exit 0 on success, 2 on bad
 //! input, 1 on any other failure; a closed pipe is not an error.
 
+use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
+#[cfg(target_os = "linux")]
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind as ClapErrorKind;
-use trainmem::cli::{Cli, run};
+use trainmem::cli::{Cli, run, usage_error};
+use trainmem::render::escape;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // Checked before anything is opened, which could reuse descriptor 1.
+    let stdout_open = stdout_is_open();
+    let arguments: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&arguments) {
         Ok(cli) => cli,
         Err(error)
             if matches!(
@@ -17,24 +24,31 @@ fn main() -> ExitCode {
                 ClapErrorKind::DisplayHelp | ClapErrorKind::DisplayVersion
             ) =>
         {
-            return print(&error.to_string());
+            return print(&error.to_string(), stdout_open);
         }
         Err(error) => {
-            eprintln!("{}", one_line(&error.render().to_string()));
+            eprintln!("{}", usage_error(&error, &arguments));
             return ExitCode::from(2);
         }
     };
     match run(cli) {
-        Ok(report) => print(&report),
+        Ok(report) => print(&report, stdout_open),
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", escape(&error.to_string()));
             ExitCode::from(2)
         }
     }
 }
 
-/// Writes the report to stdout; a reader that went away is not a failure.
-fn print(text: &str) -> ExitCode {
+/// Writes the report to stdout; a reader that went away (EPIPE) is not a
+/// failure, a stdout that was closed before the start (`trainmem >&-`) is:
+/// the report would be lost without a word, as Rust's standard library
+/// silently discards writes to a closed descriptor.
+fn print(text: &str, stdout_open: bool) -> ExitCode {
+    if !stdout_open {
+        eprintln!("error: cannot write the report: standard output is closed");
+        return ExitCode::from(1);
+    }
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
@@ -49,17 +63,30 @@ fn print(text: &str) -> ExitCode {
     }
 }
 
-/// clap's multi-line usage error as one line: the error, its tip and where help is.
-fn one_line(rendered: &str) -> String {
-    let mut line = String::new();
-    for part in rendered.lines().map(str::trim) {
-        if part.is_empty() || part.starts_with("Usage:") {
-            continue;
-        }
-        if !line.is_empty() {
-            line += if line.ends_with(':') { " " } else { "; " };
-        }
-        line += part;
-    }
-    line
+/// Whether standard output was open when the program started. Rust's
+/// runtime reopens a closed descriptor 1 on `/dev/null` read-write before
+/// `main` (a shell's `>/dev/null` opens it write-only), so on Linux that
+/// combination, read from `/proc`, means `trainmem >&-`.
+#[cfg(target_os = "linux")]
+fn stdout_is_open() -> bool {
+    let on_null = std::fs::read_link("/proc/self/fd/1").is_ok_and(|p| p == Path::new("/dev/null"));
+    let read_write = std::fs::read_to_string("/proc/self/fdinfo/1").is_ok_and(|info| {
+        info.lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+            .is_some_and(|flags| flags & O_ACCMODE == O_RDWR)
+    });
+    !(on_null && read_write)
 }
+
+/// Elsewhere a closed stdout cannot be told from `/dev/null`.
+#[cfg(not(target_os = "linux"))]
+fn stdout_is_open() -> bool {
+    true
+}
+
+/// The access-mode bits of `open(2)` flags, and read-write among them.
+#[cfg(target_os = "linux")]
+const O_ACCMODE: u32 = 0o3;
+#[cfg(target_os = "linux")]
+const O_RDWR: u32 = 0o2;

@@ -519,6 +519,7 @@ fn setup() -> Setup {
         tensor_parallel: 1,
         sequence_parallel: false,
         pipeline: 1,
+        quantized_inputs_kept: false,
     });
     setup.overhead = Bytes(1 << 30);
     setup

@@ -95,6 +95,7 @@ impl Attention {
                 kv_heads,
                 head_dim,
             } => {
+                check_key_value_heads(*heads, *kv_heads)?;
                 let queries = product(&[*heads, *head_dim])?;
                 let keys = product(&[*kv_heads, *head_dim])?;
                 let mut params = Params::new();
@@ -113,8 +114,26 @@ impl Attention {
     }
 }
 
+/// At least one key/value head: transformers' attention classes divide by
+/// it (`num_attention_heads // num_key_value_heads`) when they are built.
+/// A count that does not divide the heads still builds (and is counted
+/// here as transformers counts it) but cannot run attention, so the
+/// estimate of training refuses it (`parallel::constraints`).
+fn check_key_value_heads(heads: u64, kv_heads: u64) -> Result<()> {
+    if kv_heads == 0 {
+        return Err(Error::InvalidConfig {
+            key: "num_key_value_heads".to_string(),
+            problem: format!(
+                "`0`: attention needs at least one key/value head; accepted: a divisor of num_attention_heads ({heads}), such as `{heads}` or `1`"
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl Projections {
     fn params(&self, hidden: u64) -> Result<Params> {
+        check_key_value_heads(self.heads, self.kv_heads)?;
         let queries = product(&[self.heads, self.head_dim])?;
         let keys = product(&[self.kv_heads, self.head_dim])?;
         let mut params = Params::new();

@@ -44,9 +44,22 @@ impl<'a> Config<'a> {
         }
     }
 
-    /// The `model_type` string, if the file has one.
-    pub fn model_type(&self) -> Option<&'a str> {
-        self.keys.get("model_type").and_then(Value::as_str)
+    /// The `model_type` string, if the file has one; any other JSON value
+    /// there (`7`, `null`, a list) is refused by name rather than taken for
+    /// an empty type.
+    pub fn model_type(&self) -> Result<Option<&'a str>> {
+        match self.keys.get("model_type") {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.as_str())),
+            Some(other) => Err(Error::InvalidConfig {
+                key: "model_type".to_string(),
+                problem: format!(
+                    "must be a string, got {} ({}); accepted: a model_type such as `\"llama\"`",
+                    quote(other),
+                    describe(other)
+                ),
+            }),
+        }
     }
 
     /// A size that the config class declares as `int = default`: absent takes

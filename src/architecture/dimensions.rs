@@ -291,6 +291,15 @@ impl Dimensions {
                 reason: format!("must divide --hidden {hidden}"),
             });
         }
+        if kv_heads == 0 || kv_heads > heads || !heads.is_multiple_of(kv_heads) {
+            return Err(Error::InvalidValue {
+                what: "--kv-heads",
+                value: kv_heads.to_string(),
+                reason: format!(
+                    "must divide --heads {heads}: each key/value head serves a whole number of query heads"
+                ),
+            });
+        }
         let head_dim = hidden / heads;
         Ok(Dimensions {
             model_type: "llama".to_string(),
@@ -353,7 +362,7 @@ pub type Measure = fn(&Config) -> Result<Dimensions>;
 /// The dimensions of the model a config.json describes.
 pub fn dimensions(config: &Value) -> Result<Dimensions> {
     let config = Config::new(config)?;
-    let model_type = config.model_type().unwrap_or("");
+    let model_type = config.model_type()?.unwrap_or("");
     let measured = || {
         super::ARCHITECTURES
             .iter()
@@ -395,6 +404,8 @@ mod tests {
         assert_eq!(dims.qkv, QkvLayout::Separate);
         assert!(Dimensions::generic(32, 4096, 0, 8, 14336, 128256).is_err());
         assert!(Dimensions::generic(32, 4096, 30, 8, 14336, 128256).is_err());
+        assert!(Dimensions::generic(32, 4096, 32, 12, 14336, 128256).is_err());
+        assert!(Dimensions::generic(32, 4096, 32, 64, 14336, 128256).is_err());
     }
 
     #[test]

@@ -152,7 +152,7 @@ pub fn supported() -> Vec<&'static str> {
 /// content of a config.json.
 pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
     let config = Config::new(config)?;
-    let model_type = config.model_type().unwrap_or("");
+    let model_type = config.model_type()?.unwrap_or("");
     let describe = ARCHITECTURES
         .iter()
         .find(|(known, _, _)| *known == model_type)
@@ -272,7 +272,6 @@ mod tests {
         for (config, expected) in [
             (json!({"model_type": "llama4_unknown"}), "llama4_unknown"),
             (json!({"hidden_size": 64}), ""),
-            (json!({"model_type": 7}), ""),
         ] {
             match tensors_from_config(&config) {
                 Err(Error::UnsupportedModelType {
@@ -284,6 +283,34 @@ mod tests {
                 }
                 other => panic!("expected UnsupportedModelType, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_model_type_that_is_not_a_string_is_named() {
+        let (key, problem) = invalid(json!({"model_type": 7}));
+        assert_eq!(key, "model_type");
+        assert_eq!(
+            problem,
+            "must be a string, got `7` (a number); accepted: a model_type such as `\"llama\"`"
+        );
+        let (key, _) = invalid(json!({"model_type": ["llama"]}));
+        assert_eq!(key, "model_type");
+        assert!(dimensions(&json!({"model_type": null})).is_err());
+    }
+
+    #[test]
+    fn zero_key_value_heads_are_refused() {
+        for model_type in ["llama", "mistral", "phi3", "qwen2"] {
+            let (key, problem) = invalid(json!({
+                "model_type": model_type, "num_attention_heads": 32,
+                "num_key_value_heads": 0,
+            }));
+            assert_eq!(key, "num_key_value_heads", "{model_type}");
+            assert!(
+                problem.contains("accepted: a divisor of num_attention_heads (32)"),
+                "{problem}"
+            );
         }
     }
 

@@ -1,6 +1,9 @@
 //! The raw command line, as clap reads it: plain strings, validated later by
 //! [`super::resolve`] into domain types.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand};
 
 const ABOUT: &str = "How much memory training takes, piece by piece, and whether it fits.";
@@ -162,12 +165,18 @@ pub struct TrainingArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct ParallelArgs {
     /// Accelerators in all (data × tensor × pipeline parallel).
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub gpus: u64,
 
-    /// Machines the GPUs sit in (host memory is reported per node).
-    #[arg(long, value_name = "M", default_value = "1")]
-    pub nodes: u64,
+    /// Machines the GPUs sit in; host memory is reported per node
+    /// [default: --gpus / --gpus-per-node, or 1 for up to a node's worth].
+    #[arg(long, value_name = "M", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub nodes: Option<u64>,
+
+    /// Accelerators per machine, to count the nodes when --nodes is not
+    /// given [default: 8].
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub gpus_per_node: Option<u64>,
 
     /// ZeRO stage: 0 plain data parallel, 1 shards optimizer states and master
     /// weights, 2 also gradients, 3 also weights.
@@ -185,15 +194,15 @@ pub struct ParallelArgs {
     pub offload: String,
 
     /// Tensor-parallel degree.
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub tp: u64,
 
     /// Pipeline-parallel stages.
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub pp: u64,
 
     /// Expert-parallel degree for MoE models.
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub ep: u64,
 
     /// Sequence parallelism with --tp: activations outside the tensor-parallel
@@ -232,7 +241,7 @@ pub struct ParallelArgs {
 pub struct FineTuneArgs {
     /// LoRA rank r: adapters A (r × in) and B (out × r) on each targeted
     /// linear, as peft creates them; the base is frozen.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = at_least_one, allow_negative_numbers = true)]
     pub lora_rank: Option<u64>,
 
     /// Linear modules that get adapters: `all-linear` (every linear but the
@@ -282,11 +291,11 @@ pub struct FineTuneArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct WorkloadArgs {
     /// Sequences per micro-batch (per accelerator); with --seq-len, activations are estimated.
-    #[arg(long, value_name = "B")]
+    #[arg(long, value_name = "B", value_parser = at_least_one, allow_negative_numbers = true)]
     pub micro_batch: Option<u64>,
 
     /// Tokens per sequence.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = at_least_one, allow_negative_numbers = true)]
     pub seq_len: Option<u64>,
 
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
@@ -324,27 +333,27 @@ pub struct WorkloadArgs {
     pub expandable_segments: bool,
 
     /// Decoder layers of a bare --params model (with --hidden, --heads, --ffn, --vocab).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub layers: Option<u64>,
 
     /// Hidden size of a bare --params model.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub hidden: Option<u64>,
 
     /// Attention heads of a bare --params model.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub heads: Option<u64>,
 
     /// Key/value heads of a bare --params model (default: --heads).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub kv_heads: Option<u64>,
 
     /// MLP intermediate size of a bare --params model.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub ffn: Option<u64>,
 
     /// Vocabulary size of a bare --params model.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub vocab: Option<u64>,
 }
 
@@ -364,7 +373,7 @@ pub struct EstimateArgs {
     /// A model: a preset (`trainmem models`), a config.json, a model folder, a
     /// .safetensors file or a model.safetensors.index.json.
     #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
+    pub model: Option<OsString>,
 
     #[command(flatten)]
     pub training: TrainingArgs,
@@ -392,7 +401,7 @@ pub struct FitArgs {
     /// its largest micro-batch (given --seq-len), longest sequence (given
     /// --micro-batch) and the fewest GPUs. A preset, config.json, folder or safetensors.
     #[arg(long, value_name = "MODEL", conflicts_with = "params")]
-    pub model: Option<String>,
+    pub model: Option<OsString>,
 
     /// A bare parameter count (with --layers --hidden --heads --ffn --vocab for activations).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -422,7 +431,7 @@ pub struct FitArgs {
 pub struct ParamsArgs {
     /// A preset name, a config.json, a model folder, a .safetensors file or an index.
     #[arg(value_name = "MODEL")]
-    pub model: String,
+    pub model: OsString,
 
     /// List every tensor: name, shape, role, parameters.
     #[arg(long)]
@@ -443,7 +452,7 @@ Examples:
 pub struct PlotArgs {
     /// The SVG file to write.
     #[arg(long, value_name = "FILE.svg")]
-    pub output: String,
+    pub output: PathBuf,
 
     /// breakdown: stacked bars per optimizer with the capacity line; scaling:
     /// memory against model size per optimizer, crossing the capacity line at
@@ -483,7 +492,7 @@ pub struct CompareArgs {
     /// Compare on one model instead of --params sizes: a preset, a config.json,
     /// a model folder, a .safetensors file or an index.
     #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
+    pub model: Option<OsString>,
 
     /// Optimizers to compare, comma-separated, or `all`.
     #[arg(
@@ -539,4 +548,14 @@ pub struct CompareArgs {
 
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+/// A whole number of at least 1 (a GPU count, a degree, a size): the parser
+/// of every numeric flag, so `--gpus -1` is named and explained rather than
+/// taken for an unknown flag.
+fn at_least_one(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(value) if value >= 1 => Ok(value),
+        _ => Err("must be a whole number ≥ 1".to_string()),
+    }
 }

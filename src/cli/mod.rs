@@ -4,15 +4,19 @@ mod args;
 mod plot;
 mod resolve;
 mod serve;
+mod usage;
 
 pub use args::Cli;
+pub use usage::usage_error;
+
+use std::ffi::OsStr;
 
 use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs, WorkloadArgs};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Fit, Question, Setup, Textbook, TextbookRequest, estimate};
-use crate::input::{PRESETS, load_model, preset_model};
+use crate::input::{PRESETS, load_model_os, preset_model};
 use crate::model::Model;
 use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
@@ -36,9 +40,9 @@ pub fn run(cli: Cli) -> Result<String> {
 }
 
 /// The model of `--params N` or `--model MODEL`.
-fn model_of(params: Option<&str>, model: Option<&str>) -> Result<Model> {
+fn model_of(params: Option<&str>, model: Option<&OsStr>) -> Result<Model> {
     match (params, model) {
-        (_, Some(spec)) => load_model(spec),
+        (_, Some(spec)) => load_model_os(spec),
         (Some(count), None) => Ok(Model::flat(count.parse()?)),
         (None, None) => Err(Error::Missing {
             what: "model",
@@ -119,7 +123,7 @@ fn fit(args: &FitArgs) -> Result<String> {
 
 fn params(args: &ParamsArgs) -> Result<String> {
     let format = Format::parse(&args.output.format)?;
-    render::params(&load_model(&args.model)?, format, args.tensors)
+    render::params(&load_model_os(&args.model)?, format, args.tensors)
 }
 
 fn models(format: Format) -> Result<String> {
@@ -159,7 +163,7 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     });
     let (from, to) = resolve::swap(&args.swap)?;
     let models = match &args.model {
-        Some(spec) => vec![load_model(spec)?],
+        Some(spec) => vec![load_model_os(spec)?],
         None => resolve::counts(&args.params)?
             .into_iter()
             .map(Model::flat)

@@ -78,8 +78,9 @@ pub fn run(args: &PlotArgs) -> Result<String> {
             )
         }
     };
-    write_atomically(Path::new(&args.output), &chart)?;
-    Ok(format!("wrote {}: {what}\n", args.output))
+    write_atomically(&args.output, &chart)?;
+    let wrote = format!("wrote {}: {what}", args.output.display());
+    Ok(format!("{}\n", crate::render::escape(&wrote)))
 }
 
 /// The same optimizers, precision and capacity priced over log-spaced flat

@@ -11,11 +11,13 @@ use crate::error::{Error, Result};
 use crate::estimate::{Capacity, Setup, StepOptions};
 use crate::finetune::{Bias, FineTune, Lora, Quantization, Targets};
 use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
-use crate::parallel::{Framework, FsdpMixedPrecision, Init, Offload, Parallelism, ZeroStage};
+use crate::parallel::{
+    Framework, FsdpMixedPrecision, Init, Offload, Parallelism, ZeroStage, check_sequence_parallel,
+};
 use crate::precision::Precision;
 use crate::render::Format;
 use crate::timeline::AllocatorOptions;
-use crate::units::{Bytes, Count, UnitSystem};
+use crate::units::{Bytes, Count, UnitSystem, split_unit};
 
 /// The optimizer, its options and the precision of `--optimizer`,
 /// `--optimizer-option`, `--precision` and the dtype overrides.
@@ -66,9 +68,10 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         (None, Some(_)) => Framework::Fsdp2,
         (None, None) => Framework::DeepSpeed,
     };
+    check_sequence_parallel(args.tp, args.sequence_parallel)?;
     Parallelism {
         gpus: args.gpus,
-        nodes: args.nodes,
+        nodes: nodes(args)?,
         zero,
         hybrid,
         offload: Offload::parse(&args.offload)?,
@@ -79,6 +82,45 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         fsdp_mixed_precision: FsdpMixedPrecision::parse(&args.fsdp_mixed_precision)?,
     }
     .validated()
+}
+
+/// Accelerators in a node when `--gpus-per-node` is not given: an HGX or
+/// DGX machine's eight.
+const DEFAULT_GPUS_PER_NODE: u64 = 8;
+
+/// The nodes of `--nodes`, or else `--gpus` / `--gpus-per-node` (one node
+/// for up to a node's worth); counts that do not add up are refused.
+fn nodes(args: &ParallelArgs) -> Result<u64> {
+    let per_node = args.gpus_per_node.unwrap_or(DEFAULT_GPUS_PER_NODE);
+    let invalid = |value: String, reason: String| Error::InvalidValue {
+        what: "parallel layout",
+        value,
+        reason,
+    };
+    match (args.nodes, args.gpus_per_node) {
+        (Some(nodes), Some(per_node)) if nodes.checked_mul(per_node) != Some(args.gpus) => {
+            Err(invalid(
+                format!(
+                    "--gpus {} with --nodes {nodes} --gpus-per-node {per_node}",
+                    args.gpus
+                ),
+                format!(
+                    "{nodes} nodes of {per_node} hold {} GPUs, not {}: give two of the three, or counts that agree",
+                    u128::from(nodes) * u128::from(per_node),
+                    args.gpus
+                ),
+            ))
+        }
+        (Some(nodes), _) => Ok(nodes),
+        (None, _) if args.gpus <= per_node => Ok(1),
+        (None, _) if args.gpus.is_multiple_of(per_node) => Ok(args.gpus / per_node),
+        (None, _) => Err(invalid(
+            format!("--gpus {} with --gpus-per-node {per_node}", args.gpus),
+            format!(
+                "more GPUs than one node holds must fill whole nodes: give a multiple of {per_node}, --nodes M, or --gpus-per-node N"
+            ),
+        )),
+    }
 }
 
 /// The fine-tuning of `--lora-*`, `--freeze`, `--quantize` and `--double-quant`.
@@ -362,11 +404,22 @@ pub fn counts(list: &str) -> Result<Vec<Count>> {
         .collect()
 }
 
-/// A comma-separated list of optimizers, or `all`.
+/// A comma-separated list of optimizers, or `all`. A set: an optimizer
+/// named twice (`adam,adam`, or `momentum,sgd-momentum`) is compared once.
 pub fn optimizers(list: &str) -> Result<Vec<&'static Optimizer>> {
     if list.trim().eq_ignore_ascii_case("all") {
         return Ok(OPTIMIZERS.iter().collect());
     }
+    let mut unique: Vec<&'static Optimizer> = Vec::new();
+    for optimizer in optimizer_list(list)? {
+        if !unique.iter().any(|o| std::ptr::eq(*o, optimizer)) {
+            unique.push(optimizer);
+        }
+    }
+    Ok(unique)
+}
+
+fn optimizer_list(list: &str) -> Result<Vec<&'static Optimizer>> {
     split(list, "optimizer list")?
         .into_iter()
         .map(Optimizer::find)
@@ -375,7 +428,7 @@ pub fn optimizers(list: &str) -> Result<Vec<&'static Optimizer>> {
 
 /// `FROM,TO` of `--swap`.
 pub fn swap(pair: &str) -> Result<(&'static Optimizer, &'static Optimizer)> {
-    match optimizers(pair)?.as_slice() {
+    match optimizer_list(pair)?.as_slice() {
         [from, to] => Ok((from, to)),
         _ => Err(Error::InvalidValue {
             what: "swap",
@@ -432,9 +485,8 @@ fn split<'a>(list: &'a str, what: &'static str) -> Result<Vec<&'a str>> {
 
 /// `80GB` written as `80 GB`, the way the reports print sizes.
 fn spaced(size: &str) -> String {
-    let size = size.trim();
-    match size.find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
-        Some(at) => format!("{} {}", size[..at].trim(), size[at..].trim()),
-        None => size.to_string(),
+    match split_unit(size) {
+        (number, "") => number.to_string(),
+        (number, unit) => format!("{number} {unit}"),
     }
 }

@@ -277,6 +277,9 @@ pub struct Fit {
     pub max_seq_len: Option<u64>,
     /// The same answer under every recompute mode.
     pub recompute_modes: Vec<RecomputeFit>,
+    /// Whether the answer under the chosen mode is the search's upper bound
+    /// (2^20): at least that much fits, and more may.
+    pub at_search_limit: bool,
     /// The fewest accelerators for the layout's sharding strategy.
     pub min_gpus: Option<u64>,
     /// The fewest accelerators with ZeRO-3 when the layout does not shard.
@@ -301,6 +304,9 @@ pub struct RecomputeFit {
     pub recompute: crate::activation::Recompute,
     /// Its answer (none when nothing fits).
     pub largest: Option<u64>,
+    /// Whether the answer is the search's upper bound (2^20): at least that
+    /// much fits, and more may.
+    pub at_search_limit: bool,
 }
 
 /// What `trainmem fit` searches.
@@ -343,9 +349,11 @@ impl Fit {
                 if let Some(workload) = mode.workload.as_mut() {
                     workload.recompute = recompute;
                 }
+                let largest = search(&mode)?;
                 recompute_modes.push(RecomputeFit {
                     recompute,
-                    largest: search(&mode)?,
+                    largest,
+                    at_search_limit: largest == Some(MAX_SEARCH),
                 });
             }
         }
@@ -401,6 +409,7 @@ impl Fit {
             } else {
                 None
             },
+            at_search_limit: answer == Some(MAX_SEARCH),
             recompute_modes,
             min_gpus: fewest,
             min_gpus_zero3,

@@ -343,6 +343,11 @@ fn estimate_with_timeline(
     setup: &Setup,
     keep_events: bool,
 ) -> Result<(Estimate, Timeline)> {
+    crate::parallel::check_layout(
+        model,
+        &setup.parallelism,
+        setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
+    )?;
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
@@ -635,6 +640,7 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
             parallel.framework, setup.optimizer.name
         ));
     }
+    notes.extend(crate::parallel::layout_notes(model, parallel));
     if host_states > Bytes::ZERO && parallel.offload == crate::parallel::Offload::None {
         notes.push(format!(
             "{}'s `step` counters ({}) are 0-d fp32 tensors that torch keeps on the host unless the optimizer is fused or capturable",

@@ -6,9 +6,18 @@ use crate::model::Model;
 /// The model with every tensor whose name matches a pattern frozen. A
 /// pattern with `*` is a glob over the whole name (`*.embed_tokens.*`,
 /// `model.layers.[0-9].*` is not supported); without, a substring
-/// (`embed_tokens`). A pattern matching nothing is an error.
+/// (`embed_tokens`). A pattern matching nothing is an error, and so is an
+/// empty one, which would freeze everything; a repeated pattern freezes
+/// nothing more.
 pub fn freeze(mut model: Model, patterns: &[String]) -> Result<Model> {
     for pattern in patterns {
+        if pattern.trim().is_empty() {
+            return Err(Error::InvalidValue {
+                what: "--freeze pattern",
+                value: pattern.clone(),
+                reason: "an empty pattern would match every tensor; give a name such as `embed_tokens` or a glob such as `*.layers.0.*`".to_string(),
+            });
+        }
         let mut matched = 0usize;
         for tensor in &mut model.tensors {
             if matches(&tensor.name, pattern) {

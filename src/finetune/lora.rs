@@ -56,7 +56,13 @@ impl Targets {
         if text.eq_ignore_ascii_case("all-linear") || text.eq_ignore_ascii_case("all_linear") {
             return Ok(Targets::AllLinear);
         }
-        let names: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
+        let mut names: Vec<String> = Vec::new();
+        for name in text.split(',').map(str::trim) {
+            // A set of modules: a name given twice adapts its modules once.
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
         if names.iter().any(String::is_empty) {
             return Err(Error::InvalidValue {
                 what: "--lora-targets",
@@ -193,7 +199,13 @@ impl Lora {
                 adapters.push(tensor);
             }
         }
-        for name in &self.modules_to_save {
+        let mut saved: BTreeSet<&str> = BTreeSet::new();
+        // A set of modules: `lm_head,lm_head` saves the head once.
+        for name in self
+            .modules_to_save
+            .iter()
+            .filter(|n| saved.insert(n.as_str()))
+        {
             let copies: Vec<Tensor> = model
                 .tensors
                 .iter()
@@ -220,7 +232,12 @@ impl Lora {
                     reason: format!("matches no module of {}", model.name),
                 });
             }
-            adapters.extend(copies);
+            // Two names for one module (`lm_head`, `model.lm_head`) copy it once.
+            let new: Vec<Tensor> = copies
+                .into_iter()
+                .filter(|c| !adapters.iter().any(|a| a.name == c.name))
+                .collect();
+            adapters.extend(new);
         }
         model.tensors.extend(adapters);
         model.notes.push(format!(

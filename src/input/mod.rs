@@ -77,6 +77,23 @@ fn not_regular(path: &Path, metadata: &std::fs::Metadata) -> Error {
     )
 }
 
+/// The model that `spec` names, given as the operating system passed it: a
+/// path need not be UTF-8; a spec that is not is a file or folder, never a
+/// preset name.
+pub fn load_model_os(spec: &std::ffi::OsStr) -> Result<Model> {
+    if let Some(text) = spec.to_str() {
+        return load_model(text);
+    }
+    let path = Path::new(spec);
+    if path.is_dir() {
+        folder(path)
+    } else if path.is_file() {
+        file(path)
+    } else {
+        Err(file_error(path, "no such file or folder"))
+    }
+}
+
 /// The model of an embedded preset.
 pub fn preset_model(preset: &Preset) -> Result<Model> {
     let config: Value = serde_json::from_str(preset.config).map_err(|e| Error::File {

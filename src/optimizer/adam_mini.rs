@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// `dim` of Adam-mini: the hidden size, for the query/key head blocks.
 pub const DIM_OPTION: OptionSpec = OptionSpec {
     key: "dim",
-    kind: OptionKind::Count,
+    kind: OptionKind::PositiveCount,
     default: "2048",
     help: "hidden size; query/key blocks hold dim x dim / n_heads values",
 };
@@ -20,7 +20,7 @@ pub const DIM_OPTION: OptionSpec = OptionSpec {
 /// `n_heads` of Adam-mini.
 pub const N_HEADS_OPTION: OptionSpec = OptionSpec {
     key: "n_heads",
-    kind: OptionKind::Count,
+    kind: OptionKind::PositiveCount,
     default: "32",
     help: "attention heads; query/key blocks hold dim x dim / n_heads values",
 };

@@ -11,7 +11,7 @@ use crate::error::Result;
 /// `rank` of GaLore.
 pub const RANK_OPTION: OptionSpec = OptionSpec {
     key: "rank",
-    kind: OptionKind::Count,
+    kind: OptionKind::PositiveCount,
     default: "128",
     help: "projection rank r; moments of an [m, n] matrix shrink to [m, r] or [r, n]",
 };

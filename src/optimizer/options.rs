@@ -70,8 +70,12 @@ pub const fn spells(text: &str, value: u64) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OptionKind {
-    /// A whole number: `rank=128`.
+    /// A whole number: `min_8bit_size=0`.
     Count,
+    /// A whole number of at least 1 (a rank, a size, a head count):
+    /// `rank=128`; listed as a count.
+    #[serde(rename = "count")]
+    PositiveCount,
     /// A real number: `momentum=0.9`; `none` where the default is `none`.
     Float,
     /// `true` or `false`.
@@ -85,13 +89,16 @@ pub struct Options(BTreeMap<&'static str, String>);
 
 impl Options {
     /// The optimizer's defaults, overridden by `KEY=VALUE` pairs. Unknown
-    /// keys and malformed values are errors that list what is accepted.
+    /// keys, malformed values and values outside the option's range are
+    /// errors that list what is accepted; a key given twice must be given
+    /// the same value (`rank=4` then `rank=8` is refused, not decided by order).
     pub fn resolve(optimizer: &Optimizer, pairs: &[String]) -> Result<Options> {
         let mut values: BTreeMap<&'static str, String> = optimizer
             .options
             .iter()
             .map(|o| (o.key, o.default.to_string()))
             .collect();
+        let mut given: BTreeMap<&'static str, &str> = BTreeMap::new();
         for pair in pairs {
             let invalid = |reason: String| Error::InvalidValue {
                 what: "optimizer option",
@@ -119,7 +126,17 @@ impl Options {
                     })
                 })?;
             spec.kind.check(value).map_err(invalid)?;
-            values.insert(spec.key, value.to_ascii_lowercase());
+            let value = value.to_ascii_lowercase();
+            if let Some(earlier) = given.get(spec.key)
+                && values.get(spec.key) != Some(&value)
+            {
+                return Err(invalid(format!(
+                    "`{earlier}` was given first; give {} once, or the same value each time",
+                    spec.key
+                )));
+            }
+            given.insert(spec.key, pair.as_str());
+            values.insert(spec.key, value);
         }
         Ok(Options(values))
     }
@@ -192,6 +209,7 @@ impl OptionKind {
     fn check(self, value: &str) -> std::result::Result<(), String> {
         let ok = match self {
             OptionKind::Count => value.parse::<u64>().is_ok(),
+            OptionKind::PositiveCount => value.parse::<u64>().is_ok_and(|v| v >= 1),
             OptionKind::Float => {
                 value.eq_ignore_ascii_case("none")
                     || value
@@ -205,9 +223,51 @@ impl OptionKind {
         } else {
             Err(match self {
                 OptionKind::Count => "expected a whole number".to_string(),
+                OptionKind::PositiveCount => "expected a whole number of at least 1".to_string(),
                 OptionKind::Float => "expected a non-negative number or `none`".to_string(),
                 OptionKind::Flag => "expected `true` or `false`".to_string(),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(name: &str, pairs: &[&str]) -> Result<Options> {
+        let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+        Options::resolve(Optimizer::find(name).unwrap(), &pairs)
+    }
+
+    fn reason(name: &str, pairs: &[&str]) -> String {
+        match resolve(name, pairs) {
+            Err(Error::InvalidValue { reason, .. }) => reason,
+            other => panic!("{pairs:?} should be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ranks_sizes_and_head_counts_start_at_one() {
+        assert_eq!(
+            reason("galore-adamw", &["rank=0"]),
+            "expected a whole number of at least 1"
+        );
+        assert!(resolve("galore-adamw", &["rank=1"]).is_ok());
+        assert!(resolve("adam-mini", &["n_heads=0"]).is_err());
+        // torch's L-BFGS takes history_size=0 (tests/fixtures measure it).
+        assert!(resolve("lbfgs", &["history_size=0"]).is_ok());
+        assert!(resolve("adamw-8bit", &["min_8bit_size=0"]).is_ok());
+    }
+
+    #[test]
+    fn a_key_given_twice_needs_the_same_value() {
+        assert_eq!(
+            reason("galore-adamw", &["rank=4", "rank=8"]),
+            "`rank=4` was given first; give rank once, or the same value each time"
+        );
+        let same = resolve("galore-adamw", &["rank=4", "rank = 4"]).unwrap();
+        assert_eq!(same.count("rank").unwrap(), 4);
+        assert!(resolve("adamw", &["fused=true", "fused=TRUE"]).is_ok());
     }
 }

@@ -3,12 +3,15 @@
 //!
 //! A [`Parallelism`] says how many accelerators there are and how the model
 //! is split among them; [`placement`] decides which part of each tensor the
-//! most loaded accelerator holds, and the estimate shards its pieces.
+//! most loaded accelerator holds, and the estimate shards its pieces;
+//! [`check_layout`] refuses a layout the model cannot be split by.
 
+mod constraints;
 mod init;
 mod layout;
 mod placement;
 
+pub use constraints::{Splittable, check_sequence_parallel};
 pub use init::Init;
 pub use layout::{Layout, is_token_embedding, layer_of};
 pub use placement::{Placement, place};
@@ -246,6 +249,22 @@ impl Framework {
             },
         }
     }
+}
+
+/// Refuses a layout that `model` cannot be split by (tp not dividing the
+/// heads, more stages than layers, ep not dividing the experts, sequence
+/// parallelism without tp); see [`constraints`].
+pub fn check_layout(
+    model: &crate::model::Model,
+    layout: &Parallelism,
+    sequence_parallel: bool,
+) -> Result<()> {
+    constraints::check(model, layout, sequence_parallel)
+}
+
+/// Notes on layouts frameworks accept that trainmem prices approximately.
+pub fn layout_notes(model: &crate::model::Model, layout: &Parallelism) -> Vec<String> {
+    constraints::notes(model, layout)
 }
 
 impl Parallelism {

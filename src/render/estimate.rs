@@ -1,6 +1,6 @@
 //! One estimate as a table, Markdown, CSV or JSON.
 
-use super::{Format, Table, json};
+use super::{Format, Table, escape, json};
 use crate::estimate::Estimate;
 use crate::parallel::{Offload, ZeroStage};
 use crate::units::{ByteUnit, Bytes, UnitSystem, format_float, format_ratio};
@@ -34,7 +34,10 @@ pub fn estimate(e: &Estimate, format: Format, units: UnitSystem) -> String {
 fn heading(e: &Estimate) -> String {
     let mut heading = format!(
         "trainmem estimate: {} ({}), {}, {}",
-        e.model.name, e.model.source, e.optimizer, e.precision.name
+        escape(&e.model.name),
+        escape(&e.model.source),
+        e.optimizer,
+        e.precision.name
     );
     if let Some(layout) = layout(e) {
         heading += &format!(", {layout}");
@@ -280,7 +283,7 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             verdict(e.memory.peak, capacity.bytes, &capacity.label, units)
         ));
     }
-    lines.extend(e.notes.iter().map(|n| format!("note: {n}")));
+    lines.extend(e.notes.iter().map(|n| format!("note: {}", escape(n))));
     lines
 }
 

@@ -1,6 +1,6 @@
 //! The answer of `trainmem fit`.
 
-use super::{Format, Table, json};
+use super::{Format, Table, escape, json};
 use crate::estimate::Fit;
 use crate::units::{UnitSystem, format_ratio};
 
@@ -48,7 +48,11 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
     for m in &fit.recompute_modes {
         table.row([
             m.recompute.name().to_string(),
-            m.largest.map_or("none fits".to_string(), |v| v.to_string()),
+            match m.largest {
+                None => "none fits".to_string(),
+                Some(v) if m.at_search_limit => format!("at least {v} (search limit)"),
+                Some(v) => v.to_string(),
+            },
         ]);
     }
     let plural = |g: u64| format!("{g} GPU{} of this capacity", if g == 1 { "" } else { "s" });
@@ -70,7 +74,11 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
         Format::Table => {
             let mut out = format!(
                 "trainmem fit: {} ({}), {}, {}, on {}\n\n",
-                e.model.name, e.model.source, fit.optimizer, fit.precision.name, fit.capacity.label
+                escape(&e.model.name),
+                escape(&e.model.source),
+                fit.optimizer,
+                fit.precision.name,
+                fit.capacity.label
             );
             if !fit.recompute_modes.is_empty() {
                 out += &table.text();
@@ -92,7 +100,7 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
             });
             out += &format!("  fewest GPUs for this layout{at}: {gpus}\n");
             for note in &e.notes {
-                out += &format!("  note: {note}\n");
+                out += &format!("  note: {}\n", escape(note));
             }
             out
         }

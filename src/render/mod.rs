@@ -3,6 +3,7 @@
 //! Renderers only format; every figure arrives computed.
 
 mod catalogues;
+mod escape;
 mod estimate;
 mod fit;
 mod params;
@@ -11,6 +12,7 @@ mod table;
 mod textbook;
 
 pub use catalogues::{devices, optimizers, precisions};
+pub use escape::escape;
 pub use estimate::estimate;
 pub use fit::fit;
 pub use params::{ModelListing, models, params};

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Format, Table, json};
+use super::{Format, Table, escape, json};
 use crate::error::Result;
 use crate::model::{CheckpointSummary, Model, RoleCount, Tensor};
 use crate::units::{ByteUnit, Bytes, Count, UnitSystem, format_percent};
@@ -110,7 +110,7 @@ pub fn params(model: &Model, format: Format, tensors: bool) -> Result<String> {
                 out += &format!("\n  {}\n", checkpoint_line(checkpoint));
             }
             for note in &model.notes {
-                out += &format!("  note: {note}\n");
+                out += &format!("  note: {}\n", escape(note));
             }
             if tensors {
                 out += "\n";
@@ -125,10 +125,11 @@ fn heading(model: &Model) -> String {
     let model_type = model
         .model_type
         .as_deref()
-        .map_or(String::new(), |t| format!(", model_type {t}"));
+        .map_or(String::new(), |t| format!(", model_type {}", escape(t)));
     format!(
         "trainmem params: {} ({}{model_type})",
-        model.name, model.source
+        escape(&model.name),
+        escape(&model.source)
     )
 }
 

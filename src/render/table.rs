@@ -1,4 +1,10 @@
 //! A small table that prints as aligned text, Markdown or CSV.
+//!
+//! Every header and cell goes through [`escape`]: a tensor name or model
+//! name holding a newline or an escape sequence cannot break the table's
+//! lines or reach the terminal.
+
+use super::escape;
 
 /// Rows of cells under a header; numeric columns are right-aligned.
 #[derive(Debug, Clone, Default)]
@@ -15,7 +21,7 @@ impl Table {
         Table {
             headers: headers
                 .iter()
-                .map(|h| h.trim_start_matches('>').to_string())
+                .map(|h| escape(h.trim_start_matches('>')).into_owned())
                 .collect(),
             right_aligned: headers.iter().map(|h| h.starts_with('>')).collect(),
             rows: Vec::new(),
@@ -24,7 +30,12 @@ impl Table {
 
     /// Adds a row; missing cells print empty.
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Table {
-        self.rows.push(cells.into_iter().map(Into::into).collect());
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|cell| escape(&cell.into()).into_owned())
+                .collect(),
+        );
         self
     }
 

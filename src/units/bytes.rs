@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::decimal::{Decimal, format_two_decimals};
+use super::decimal::{Decimal, comma_problem, format_two_decimals};
 use crate::error::{Error, Result};
 
 /// A whole number of bytes. Arithmetic is checked: overflow is an error.
@@ -67,10 +67,10 @@ impl fmt::Display for Bytes {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UnitSystem {
-    /// kB, MB, GB, TB, PB: powers of 1000.
+    /// kB, MB, GB, TB, PB, EB: powers of 1000.
     #[default]
     Decimal,
-    /// KiB, MiB, GiB, TiB, PiB: powers of 1024.
+    /// KiB, MiB, GiB, TiB, PiB, EiB: powers of 1024.
     Binary,
 }
 
@@ -101,12 +101,14 @@ const UNITS: &[ByteUnit] = &[
     unit("GB", 1_000_000_000, UnitSystem::Decimal),
     unit("TB", 1_000_000_000_000, UnitSystem::Decimal),
     unit("PB", 1_000_000_000_000_000, UnitSystem::Decimal),
+    unit("EB", 1_000_000_000_000_000_000, UnitSystem::Decimal),
     unit("B", 1, UnitSystem::Binary),
     unit("KiB", 1 << 10, UnitSystem::Binary),
     unit("MiB", 1 << 20, UnitSystem::Binary),
     unit("GiB", 1 << 30, UnitSystem::Binary),
     unit("TiB", 1 << 40, UnitSystem::Binary),
     unit("PiB", 1 << 50, UnitSystem::Binary),
+    unit("EiB", 1 << 60, UnitSystem::Binary),
 ];
 
 impl ByteUnit {
@@ -152,25 +154,30 @@ impl ByteUnit {
 impl FromStr for Bytes {
     type Err = Error;
 
-    /// Reads `80GB`, `80 GiB`, `141 GB`, `1.5TB`. A unit is required; a size
-    /// that is not a whole number of bytes (`0.1GiB`) is rounded down.
+    /// Reads `80GB`, `80 GiB`, `141 GB`, `1.5TB`, `16EB`. A unit is
+    /// required; a size that is not a whole number of bytes (`0.1GiB`) is
+    /// rounded down. Units are bytes: bits (`80Gb`, `80Gbit`) are refused
+    /// rather than read as bytes, and so is a comma (`8,0GB`).
     fn from_str(input: &str) -> Result<Bytes> {
         let invalid = |reason: &str| Error::InvalidSize {
             input: input.to_string(),
             reason: reason.to_string(),
         };
-        let text = input.trim();
-        let split = text
-            .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-            .unwrap_or(text.len());
-        let (number, symbol) = text.split_at(split);
-        let symbol = symbol.trim();
+        let (number, symbol) = split_unit(input);
         if symbol.is_empty() {
             return Err(invalid("a unit is required"));
         }
+        if is_bits(symbol) {
+            return Err(invalid(&format!(
+                "`{symbol}` is a unit of bits; sizes are in bytes, with an uppercase `B`, such as `80GB`"
+            )));
+        }
         let unit = ByteUnit::from_symbol(symbol)
             .ok_or_else(|| invalid(&format!("unknown unit `{symbol}`")))?;
-        let value = Decimal::parse(number.trim()).map_err(|reason| invalid(&reason))?;
+        if let Some(problem) = comma_problem(input, number, true) {
+            return Err(invalid(&problem));
+        }
+        let value = Decimal::parse(number).map_err(|reason| invalid(&reason))?;
         let bytes = value
             .times(u128::from(unit.bytes), true)
             .map_err(|_| invalid("too large"))?;
@@ -180,6 +187,25 @@ impl FromStr for Bytes {
         }
         Ok(Bytes(bytes))
     }
+}
+
+/// A size split into its number and its unit, both trimmed: the unit is
+/// the letters at the end (`16EB` is 16 and `EB`, `13e9 B` is `13e9` and
+/// `B`), so an exponent's `e` stays with the number.
+pub fn split_unit(input: &str) -> (&str, &str) {
+    let text = input.trim();
+    let number = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    (number.trim_end(), &text[number.len()..])
+}
+
+/// Whether `symbol` names bits rather than bytes: `bit`, `Gbit`, `Gbits`,
+/// or a lowercase `b` after an uppercase prefix (`Gb`, `Mb`, `Gib`), as
+/// network speeds are written. An all-lowercase `gb` stays gigabytes.
+fn is_bits(symbol: &str) -> bool {
+    let lower = symbol.to_ascii_lowercase();
+    lower.ends_with("bit")
+        || lower.ends_with("bits")
+        || (symbol.ends_with('b') && symbol.chars().any(|c| c.is_ascii_uppercase()))
 }
 
 #[cfg(test)]
@@ -204,6 +230,40 @@ mod tests {
         ] {
             assert!(bad.parse::<Bytes>().is_err(), "{bad:?} should be refused");
         }
+    }
+
+    fn reason(text: &str) -> String {
+        match text.parse::<Bytes>() {
+            Err(Error::InvalidSize { reason, .. }) => reason,
+            other => panic!("{text:?} should be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn exabytes_parse_while_they_fit_in_64_bits() {
+        assert_eq!("16EB".parse::<Bytes>().unwrap(), Bytes(16 * 10u64.pow(18)));
+        assert_eq!("1 EiB".parse::<Bytes>().unwrap(), Bytes(1 << 60));
+        assert_eq!(reason("16EiB"), "too large");
+        assert_eq!("13e9 B".parse::<Bytes>().unwrap(), Bytes(13_000_000_000));
+    }
+
+    #[test]
+    fn bits_are_refused_not_read_as_bytes() {
+        for bits in ["80Gb", "80Mb", "80 Gbit", "10Gbits", "1Tb", "80Gib", "8bit"] {
+            assert!(reason(bits).contains("a unit of bits"), "{bits}");
+        }
+        assert_eq!("80gb".parse::<Bytes>().unwrap(), Bytes(80_000_000_000));
+        assert_eq!("80kb".parse::<Bytes>().unwrap(), Bytes(80_000));
+    }
+
+    #[test]
+    fn a_comma_is_never_a_decimal_point() {
+        assert_eq!(
+            reason("8,0GB"),
+            "a comma is only a thousands separator, between groups of three digits such as `6,738,415,616`; for a decimal write `8.0GB`"
+        );
+        assert!(reason("81,559MiB").contains("ambiguous"));
+        assert!(reason(",,80GB").starts_with("a comma is only"));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::decimal::{Decimal, format_two_decimals};
+use super::decimal::{Decimal, comma_problem, format_two_decimals};
 use crate::error::{Error, Result};
 
 /// A whole number of parameters (or tensor elements).
@@ -58,6 +58,8 @@ impl FromStr for Count {
 
     /// Reads `124M`, `1.5B`, `7B`, `1T`, `13e9`, `6738415616`, `6,738,415,616`.
     /// The count must be a positive whole number (`1.2345678901B` is refused).
+    /// Commas group thousands in a plain number only: `1,5B` and `1,000B`
+    /// are refused rather than read as 15B or guessed.
     fn from_str(input: &str) -> Result<Count> {
         let invalid = |reason: &str| Error::InvalidCount {
             input: input.to_string(),
@@ -76,6 +78,9 @@ impl FromStr for Count {
             Some((_, scale)) if text.len() > 1 => (text[..text.len() - 1].trim_end(), *scale),
             _ => (text, 1),
         };
+        if let Some(problem) = comma_problem(input, number, scale != 1) {
+            return Err(invalid(&problem));
+        }
         let value = Decimal::parse(number).map_err(|reason| invalid(&reason))?;
         let count = value
             .times(u128::from(scale), false)
@@ -136,6 +141,30 @@ mod tests {
         ] {
             assert!(bad.parse::<Count>().is_err(), "{bad:?} should be refused");
         }
+    }
+
+    fn reason(text: &str) -> String {
+        match text.parse::<Count>() {
+            Err(Error::InvalidCount { reason, .. }) => reason,
+            other => panic!("{text:?} should be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn commas_only_group_thousands_of_a_plain_number() {
+        assert_eq!(
+            reason("1,5B"),
+            "a comma is only a thousands separator, between groups of three digits such as `6,738,415,616`; for a decimal write `1.5B`"
+        );
+        for bad in [",,,7B", "1,0000", "12,34,567", "1,", ",1"] {
+            assert!(reason(bad).starts_with("a comma is only"), "{bad}");
+        }
+        assert_eq!(
+            reason("1,000B"),
+            "a comma is only a thousands separator, between groups of three digits such as `6,738,415,616`, in a plain number; before a suffix or unit a comma is ambiguous: write `1000B`, or `1.000B` for a decimal"
+        );
+        assert_eq!("1,000".parse::<Count>().unwrap(), Count(1_000));
+        assert_eq!("7_000_000".parse::<Count>().unwrap(), Count(7_000_000));
     }
 
     #[test]

@@ -14,9 +14,11 @@ pub(crate) struct Decimal {
 }
 
 impl Decimal {
-    /// Parses digits with an optional fraction and exponent. Thousands
-    /// separators (`,` or `_`) are allowed in the integer part. Returns a
-    /// lowercase reason on failure.
+    /// Parses digits with an optional fraction and exponent. Underscores
+    /// may separate digits of the integer part anywhere (`7_000`), as in
+    /// Rust and Python; a comma only as a thousands separator in its place
+    /// (`6,738,415,616`, see [`THOUSANDS_RULE`]), never as a decimal point.
+    /// Returns a lowercase reason on failure.
     pub fn parse(text: &str) -> Result<Decimal, String> {
         if text.len() > MAX_INPUT_LEN {
             return Err(format!("longer than {MAX_INPUT_LEN} characters"));
@@ -28,9 +30,13 @@ impl Decimal {
         let (number, exponent) = match text.find(['e', 'E']) {
             Some(at) => {
                 let exponent_text = &text[at + 1..];
-                let exponent: i32 = exponent_text
-                    .parse()
-                    .map_err(|_| format!("`{exponent_text}` is not an exponent"))?;
+                let exponent: i32 = exponent_text.parse().map_err(|_| {
+                    if exponent_text.is_empty() {
+                        "`e` needs a whole exponent after it, such as `13e9`".to_string()
+                    } else {
+                        format!("`{exponent_text}` after `e` is not a whole exponent such as `9` in `13e9`")
+                    }
+                })?;
                 if exponent.abs() > MAX_EXPONENT {
                     return Err(format!("exponent {exponent} is out of range"));
                 }
@@ -42,6 +48,9 @@ impl Decimal {
             Some((integer, fraction)) => (integer, fraction),
             None => (number, ""),
         };
+        if integer.contains(',') && !thousands_grouped(integer) {
+            return Err(THOUSANDS_RULE.to_string());
+        }
         let integer: String = integer.chars().filter(|c| *c != ',' && *c != '_').collect();
         if integer.is_empty() && fraction.is_empty() {
             return Err("no digits".to_string());
@@ -82,6 +91,52 @@ impl Decimal {
             Ok(scaled / power)
         }
     }
+}
+
+/// What a comma may be, as the reason a misplaced one is refused: `1,5B`
+/// would otherwise read as `15B` and `8,0GB` as `80GB`.
+pub(crate) const THOUSANDS_RULE: &str =
+    "a comma is only a thousands separator, between groups of three digits such as `6,738,415,616`";
+
+/// Why the commas of `input` (a count or size whose number part is
+/// `number`) are refused, if they are: a comma that is not a thousands
+/// separator (`1,5B`, `8,0GB`, `,,,7B`), or any comma before a suffix or
+/// unit, where `1,000B` could mean a thousand billion or one billion written
+/// with a decimal comma. Only a plain number may group its digits
+/// (`6,738,415,616`).
+pub(crate) fn comma_problem(input: &str, number: &str, scaled: bool) -> Option<String> {
+    if !number.contains(',') {
+        return None;
+    }
+    let input = input.trim();
+    let decimal = input.replacen(',', ".", 1);
+    let integer = number.split(['.', 'e', 'E']).next().unwrap_or_default();
+    if !thousands_grouped(integer) {
+        return Some(if number.matches(',').count() == 1 {
+            format!("{THOUSANDS_RULE}; for a decimal write `{decimal}`")
+        } else {
+            THOUSANDS_RULE.to_string()
+        });
+    }
+    if scaled {
+        let digits: String = input.chars().filter(|c| *c != ',').collect();
+        return Some(format!(
+            "{THOUSANDS_RULE}, in a plain number; before a suffix or unit a comma is ambiguous: write `{digits}`, or `{decimal}` for a decimal"
+        ));
+    }
+    None
+}
+
+/// Whether `integer` (digits, commas and underscores) is grouped by
+/// thousands: one to three digits, then `,` and exactly three digits, again
+/// and again (`6,738,415,616`; not `1,5`, `,,,7` or `1,0000`).
+fn thousands_grouped(integer: &str) -> bool {
+    let mut groups = integer.split(',');
+    let first = groups.next().unwrap_or_default();
+    let plain = |group: &str| group.chars().all(|c| c.is_ascii_digit());
+    (1..=3).contains(&first.len())
+        && plain(first)
+        && groups.all(|group| group.len() == 3 && plain(group))
 }
 
 /// `numerator / denominator` with at most two decimals, trailing zeros

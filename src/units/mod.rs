@@ -7,6 +7,6 @@ mod bytes;
 mod count;
 mod decimal;
 
-pub use bytes::{ByteUnit, Bytes, UnitSystem};
+pub use bytes::{ByteUnit, Bytes, UnitSystem, split_unit};
 pub use count::Count;
 pub use decimal::{format_float, format_percent, format_ratio, format_two_decimals};

@@ -316,7 +316,6 @@ pub struct EstimateArgs {
         long,
         value_name = "N",
         allow_hyphen_values = true,
-        required_unless_present = "model",
         conflicts_with = "model"
     )]
     pub params: Option<String>,
@@ -382,7 +381,7 @@ pub struct FitArgs {
 pub struct ParamsArgs {
     /// A preset name, a config.json, a model folder, a .safetensors file or an index.
     #[arg(value_name = "MODEL")]
-    pub model: String,
+    pub model: Option<String>,
 
     /// List every tensor: name, shape, role, parameters.
     #[arg(long)]

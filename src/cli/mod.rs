@@ -42,13 +42,19 @@ fn model_of(params: Option<&str>, model: Option<&str>) -> Result<Model> {
         (Some(count), None) => Ok(Model::flat(count.parse()?)),
         (None, None) => Err(Error::Missing {
             what: "model",
-            accepted: "give --params N (such as 7B) or --model MODEL (a preset, config.json, folder or safetensors)"
-                .to_string(),
+            accepted: format!(
+                "give --model MODEL, {MODEL_ACCEPTED}; or --params N, a bare parameter count such as `7B`"
+            ),
         }),
     }
 }
 
+/// What `--model` takes, for the messages that ask for one.
+const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder or a .safetensors file";
+
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
+    // The model first: without one nothing else matters.
+    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
     let parallelism = resolve::parallelism(&args.parallel)?;
     let mut setup = resolve::setup(
@@ -57,7 +63,6 @@ fn estimate_command(args: &EstimateArgs) -> Result<String> {
         parallelism,
     )?;
     (setup.workload, setup.overhead) = resolve::workload(&args.workload, &args.parallel)?;
-    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     if let Some(dimensions) = resolve::dimensions(&args.workload)? {
         model.dimensions = Some(dimensions);
     }
@@ -75,6 +80,14 @@ fn fit(args: &FitArgs) -> Result<String> {
     let parallelism = resolve::parallelism(&args.parallel)?;
     let mut setup = resolve::setup(&args.training, None, parallelism)?;
     if args.model.is_none() && args.params.is_none() {
+        if args.workload.micro_batch.is_some() || args.workload.seq_len.is_some() {
+            return Err(Error::Missing {
+                what: "model",
+                accepted: format!(
+                    "fit searches a micro-batch or sequence length of a model: give --model MODEL, {MODEL_ACCEPTED}; without --micro-batch and --seq-len, fit finds the largest parameter count"
+                ),
+            });
+        }
         let fit = Fit::new(
             &Model::flat(Count(1)),
             &setup,
@@ -119,7 +132,11 @@ fn fit(args: &FitArgs) -> Result<String> {
 
 fn params(args: &ParamsArgs) -> Result<String> {
     let format = Format::parse(&args.output.format)?;
-    render::params(&load_model(&args.model)?, format, args.tensors)
+    let spec = args.model.as_deref().ok_or_else(|| Error::Missing {
+        what: "model",
+        accepted: format!("give MODEL, {MODEL_ACCEPTED}: `trainmem params llama-3.1-8b`"),
+    })?;
+    render::params(&load_model(spec)?, format, args.tensors)
 }
 
 fn models(format: Format) -> Result<String> {

@@ -64,3 +64,70 @@ fn without_a_model_the_message_names_model_and_the_list() {
         insta::assert_snapshot!(format!("no_model_{name}"), stderr);
     }
 }
+
+/// The catalogues' default tables fit a 100-column terminal (characters,
+/// not bytes: `×` is one); `--verbose` adds the long details, wrapped.
+#[test]
+fn catalogues_fit_a_hundred_columns() {
+    for catalogue in ["models", "optimizers", "precisions", "devices"] {
+        let mut runs = vec![vec![catalogue]];
+        if catalogue != "models" {
+            runs.push(vec![catalogue, "--verbose"]);
+        }
+        for args in runs {
+            let (code, stdout, stderr) = run(&args);
+            assert_eq!(code, 0, "{args:?}: {stderr}");
+            for line in stdout.lines() {
+                assert!(
+                    line.chars().count() <= 100,
+                    "{args:?}: {} characters: {line}",
+                    line.chars().count()
+                );
+            }
+        }
+    }
+}
+
+/// The details the default table leaves out are in `--verbose` and in
+/// JSON, Markdown and CSV.
+#[test]
+fn catalogue_details_are_behind_verbose_and_the_formats() {
+    let cases = [
+        (
+            "optimizers",
+            "torch/optim/sgd.py (momentum>0, nesterov=True)",
+        ),
+        (
+            "optimizers",
+            "exp_avg, exp_avg_sq, max_exp_avg_sq, step (host)",
+        ),
+        ("devices", "Tesla V100 16GB (SXM2 and PCIe)"),
+        ("devices", "a100-pcie-40gb"),
+        ("devices", "nvidia-smi memory.total 15360 MiB (Tesla T4"),
+        (
+            "precisions",
+            "fp16 weights and gradients, fp32 master weights",
+        ),
+    ];
+    for (catalogue, detail) in cases {
+        let (_, table, _) = run(&[catalogue]);
+        assert!(!table.contains(detail), "{catalogue}: {detail}");
+        assert!(table.contains(&format!("`trainmem {catalogue} --verbose`")));
+        for format in ["json", "markdown", "csv"] {
+            let (code, stdout, _) = run(&[catalogue, "--format", format]);
+            assert_eq!(code, 0);
+            assert!(stdout.contains(detail), "{catalogue} {format}: {detail}");
+        }
+        let (_, verbose, _) = run(&[catalogue, "--verbose"]);
+        // Wrapped lines are joined again before looking.
+        let joined = verbose.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(joined.contains(detail), "{catalogue} --verbose: {detail}");
+    }
+}
+
+#[test]
+fn devices_table() {
+    let (code, stdout, _) = run(&["devices"]);
+    assert_eq!(code, 0);
+    insta::assert_snapshot!(stdout);
+}

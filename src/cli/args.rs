@@ -82,11 +82,23 @@ pub enum Command {
     /// List the preset models with their exact parameter counts.
     Models(OutputArgs),
     /// List the optimizers and the state each keeps.
-    Optimizers(OutputArgs),
+    Optimizers(CatalogueArgs),
     /// List the precision recipes and their bytes.
-    Precisions(OutputArgs),
+    Precisions(CatalogueArgs),
     /// List the accelerators and their memory.
-    Devices(OutputArgs),
+    Devices(CatalogueArgs),
+}
+
+/// How a catalogue is written.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CatalogueArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Under the table, each entry's details: states, options, sources,
+    /// summaries (json, markdown and csv always have them).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// How a report is written.

@@ -29,9 +29,18 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Plot(args)) => plot::run(&args),
         Some(Command::Serve(args)) => serve::run(&args),
         Some(Command::Models(args)) => models(Format::parse(&args.format)?),
-        Some(Command::Optimizers(args)) => Ok(render::optimizers(Format::parse(&args.format)?)),
-        Some(Command::Precisions(args)) => Ok(render::precisions(Format::parse(&args.format)?)),
-        Some(Command::Devices(args)) => Ok(render::devices(Format::parse(&args.format)?)),
+        Some(Command::Optimizers(args)) => Ok(render::optimizers(
+            Format::parse(&args.output.format)?,
+            args.verbose,
+        )),
+        Some(Command::Precisions(args)) => Ok(render::precisions(
+            Format::parse(&args.output.format)?,
+            args.verbose,
+        )),
+        Some(Command::Devices(args)) => Ok(render::devices(
+            Format::parse(&args.output.format)?,
+            args.verbose,
+        )),
     }
 }
 

@@ -3,6 +3,7 @@
 //! Renderers only format; every figure arrives computed.
 
 mod catalogues;
+mod details;
 mod estimate;
 mod fit;
 mod params;

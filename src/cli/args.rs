@@ -75,7 +75,10 @@ pub enum Command {
     #[command(after_help = MODEL_HELP)]
     Params(ParamsArgs),
     /// Draw the comparison as an SVG chart: a memory breakdown or memory against model size.
-    #[command(after_help = PLOT_HELP)]
+    #[command(
+        after_help = PLOT_HELP,
+        mut_arg("format", |a| a.help("Output format: svg, the only one a chart has (the default)"))
+    )]
     Plot(PlotArgs),
     /// Serve a local web page that computes with the same engine.
     Serve(ServeArgs),
@@ -104,9 +107,9 @@ pub struct CatalogueArgs {
 /// How a report is written.
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputArgs {
-    /// Output format: table, json, markdown or csv.
-    #[arg(long, value_name = "FORMAT", default_value = "table")]
-    pub format: String,
+    /// Output format: table (the default), json, markdown or csv.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
 }
 
 /// Units and format of a memory report.
@@ -412,8 +415,8 @@ Examples:
 /// `trainmem plot`: the compare flags, plus where and what to draw.
 #[derive(Debug, Args, Clone)]
 pub struct PlotArgs {
-    /// The SVG file to write.
-    #[arg(long, value_name = "FILE.svg")]
+    /// The SVG file to write, ending in .svg; `-` writes the SVG to stdout.
+    #[arg(long, value_name = "FILE.svg", allow_hyphen_values = true)]
     pub output: String,
 
     /// breakdown: stacked bars per optimizer with the capacity line; scaling:

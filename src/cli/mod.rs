@@ -28,17 +28,17 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Params(args)) => params(&args),
         Some(Command::Plot(args)) => plot::run(&args),
         Some(Command::Serve(args)) => serve::run(&args),
-        Some(Command::Models(args)) => models(Format::parse(&args.format)?),
+        Some(Command::Models(args)) => models(resolve::format(&args)?),
         Some(Command::Optimizers(args)) => Ok(render::optimizers(
-            Format::parse(&args.output.format)?,
+            resolve::format(&args.output)?,
             args.verbose,
         )),
         Some(Command::Precisions(args)) => Ok(render::precisions(
-            Format::parse(&args.output.format)?,
+            resolve::format(&args.output)?,
             args.verbose,
         )),
         Some(Command::Devices(args)) => Ok(render::devices(
-            Format::parse(&args.output.format)?,
+            resolve::format(&args.output)?,
             args.verbose,
         )),
     }
@@ -140,7 +140,7 @@ fn fit(args: &FitArgs) -> Result<String> {
 }
 
 fn params(args: &ParamsArgs) -> Result<String> {
-    let format = Format::parse(&args.output.format)?;
+    let format = resolve::format(&args.output)?;
     let spec = args.model.as_deref().ok_or_else(|| Error::Missing {
         what: "model",
         accepted: format!("give MODEL, {MODEL_ACCEPTED}: `trainmem params llama-3.1-8b`"),

@@ -131,3 +131,35 @@ fn devices_table() {
     assert_eq!(code, 0);
     insta::assert_snapshot!(stdout);
 }
+
+/// Help speaks to someone who has not read the project's source texts: no
+/// "seed 000", no "the seed's largest common accelerator", no "textbook".
+#[test]
+fn help_needs_no_source_texts() {
+    let commands: [&[&str]; 12] = [
+        &["--help"],
+        &["compare", "--help"],
+        &["estimate", "--help"],
+        &["fit", "--help"],
+        &["params", "--help"],
+        &["plot", "--help"],
+        &["serve", "--help"],
+        &["models", "--help"],
+        &["optimizers", "--help"],
+        &["precisions", "--help"],
+        &["devices", "--help"],
+        &["-h"],
+    ];
+    for args in commands {
+        let (code, stdout, _) = run(args);
+        assert_eq!(code, 0, "{args:?}");
+        for jargon in ["seed", "textbook"] {
+            assert!(
+                !stdout.to_lowercase().contains(jargon),
+                "{args:?} says `{jargon}`:\n{stdout}"
+            );
+        }
+    }
+    let (_, compare, _) = run(&["compare", "--help"]);
+    insta::assert_snapshot!("compare_help", compare);
+}

@@ -12,18 +12,20 @@ Training memory = weights + master weights + gradients + optimizer states + acti
 The gradient-and-optimizer slice alone is M = P × V × B: parameters × values kept per
 parameter (1 for SGD, 2 with momentum, 3 for Adam) × bytes per value.
 
-With no command, trainmem prints the textbook comparison (the same as `trainmem compare`).";
+With no command, trainmem compares the memory of SGD, SGD with momentum, RMSProp and Adam
+at 124M, 1.5B and 7B parameters against an 80 GB accelerator (`trainmem compare`, whose
+flags below change the sizes, optimizers, precision and capacity).";
 
 const EXAMPLES: &str = "\
 Examples:
-  trainmem                                          the textbook report: SGD, momentum, RMSProp, Adam at 124M, 1.5B, 7B
-  trainmem estimate --params 7B --optimizer adamw --precision mixed-bf16 --device h100-80gb
-  trainmem estimate --params 13B --optimizer adam --precision bf16 --format json
+  trainmem                                  SGD, momentum, RMSProp, Adam at 124M, 1.5B, 7B on 80 GB
   trainmem estimate --model llama-3.1-8b --optimizer adamw --precision mixed-bf16
+  trainmem estimate --model llama-3.1-8b --micro-batch 1 --seq-len 4096 --device h100
+  trainmem estimate --params 13B --optimizer adam --precision bf16 --format json
   trainmem fit --optimizer adam --precision fp32 --capacity 80GB
   trainmem compare --params 1B,13B,70B --precision mixed-bf16 --device h200
-  trainmem params llama-2-7b                        exact parameter tensors of a preset, config.json or safetensors
-  trainmem models | optimizers | precisions | devices   the catalogues
+  trainmem params llama-2-7b                the exact parameter tensors of a model
+  trainmem models | optimizers | precisions | devices        the names each flag accepts
 
 Sizes: 80GB = 80 × 10^9 bytes, 80GiB = 80 × 2^30 bytes. Counts: 124M, 1.5B, 7B, 1T, 13e9, 6738415616.";
 
@@ -62,7 +64,7 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The textbook comparison: optimizers priced at several model sizes (the default).
+    /// Compare optimizers' memory at several model sizes against one accelerator (the default).
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
     /// The training memory of one model, piece by piece.
@@ -144,7 +146,8 @@ pub struct CapacityArgs {
 /// The optimizer and precision of a run.
 #[derive(Debug, Args, Clone)]
 pub struct TrainingArgs {
-    /// Optimizer, from `trainmem optimizers`: sgd, sgd-momentum, rmsprop, adam, adamw.
+    /// Optimizer: sgd, sgd-momentum, rmsprop, adam, adamw, lion, adafactor, adamw-8bit
+    /// and more (`trainmem optimizers` lists them all).
     #[arg(long, value_name = "NAME", default_value = "adam")]
     pub optimizer: String,
 
@@ -216,8 +219,9 @@ pub struct ParallelArgs {
     #[arg(long)]
     pub sequence_parallel: bool,
 
-    /// Whose bookkeeping: deepspeed (default), megatron (fp32 gradient buffers)
-    /// or fsdp2 (sharded parameters in their original dtype; default with --fsdp).
+    /// The training framework whose memory layout is followed: deepspeed
+    /// (default), megatron (fp32 gradient buffers) or fsdp2 (sharded parameters
+    /// in their original dtype; default with --fsdp).
     #[arg(long, value_name = "NAME")]
     pub framework: Option<String>,
 }
@@ -326,7 +330,7 @@ pub struct WorkloadArgs {
 /// `trainmem estimate`.
 #[derive(Debug, Args, Clone)]
 pub struct EstimateArgs {
-    /// Parameter count: 124M, 1.5B, 7B, 1T, 13e9 or 6738415616 (one flat tensor).
+    /// A bare parameter count instead of --model: 124M, 1.5B, 7B, 1T, 13e9 or 6738415616.
     #[arg(
         long,
         value_name = "N",
@@ -335,8 +339,8 @@ pub struct EstimateArgs {
     )]
     pub params: Option<String>,
 
-    /// A model: a preset (`trainmem models`), a config.json, a model folder, a
-    /// .safetensors file or a model.safetensors.index.json.
+    /// The model: a preset name (list: `trainmem models`), a config.json, a
+    /// model folder, a .safetensors file or a model.safetensors.index.json.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
 
@@ -408,9 +412,10 @@ pub struct ParamsArgs {
 
 const PLOT_HELP: &str = "\
 Examples:
-  trainmem plot --output chart.svg                          the textbook comparison as stacked bars at 7B
-  trainmem plot --output scaling.svg --kind scaling         memory against model size, with the 80 GB line
-  trainmem plot --output qwen.svg --model qwen2.5-7b --optimizers all --precision mixed-bf16 --device h100";
+  trainmem plot --output chart.svg                     the default comparison as stacked bars at 7B
+  trainmem plot --output scaling.svg --kind scaling    memory against model size, and the 80 GB line
+  trainmem plot --output - > chart.svg                 the SVG on stdout
+  trainmem plot --output qwen.svg --model qwen2.5-7b --optimizers all --device h100";
 
 /// `trainmem plot`: the compare flags, plus where and what to draw.
 #[derive(Debug, Args, Clone)]
@@ -470,7 +475,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME", default_value = "fp32")]
     pub precision: String,
 
-    /// Memory of one accelerator (default 80GB, the seed's largest common accelerator).
+    /// Memory of one accelerator, such as 80GB or 80GiB [default: 80GB, an A100
+    /// or H100 with 80 GB].
     #[arg(
         long,
         value_name = "SIZE",
@@ -483,7 +489,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME")]
     pub device: Option<String>,
 
-    /// The swap to price, as FROM,TO.
+    /// Price replacing one optimizer by another, as FROM,TO: the memory saved.
     #[arg(long, value_name = "FROM,TO", default_value = "adam,sgd-momentum")]
     pub swap: String,
 
@@ -491,7 +497,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub swap_at: Option<String>,
 
-    /// Sizes of the M = P × V × B examples (seed 000).
+    /// Model sizes of the worked examples of M = P × V × B, the memory of
+    /// gradients and optimizer states (parameters × values × bytes).
     #[arg(
         long,
         value_name = "LIST",
@@ -500,7 +507,7 @@ pub struct CompareArgs {
     )]
     pub slice_params: String,
 
-    /// Precision of the M = P × V × B examples (seed 000 uses B = 2 bytes).
+    /// Precision of those worked examples (bf16: B = 2 bytes per value).
     #[arg(long, value_name = "NAME", default_value = "bf16")]
     pub slice_precision: String,
 

@@ -92,6 +92,23 @@ pub enum Command {
     Precisions(CatalogueArgs),
     /// List the accelerators and their memory.
     Devices(CatalogueArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+}
+
+const COMPLETIONS_HELP: &str = "\
+Examples:
+  trainmem completions bash > ~/.local/share/bash-completion/completions/trainmem
+  trainmem completions zsh > ~/.zfunc/_trainmem       (with fpath+=~/.zfunc in ~/.zshrc)
+  trainmem completions fish > ~/.config/fish/completions/trainmem.fish";
+
+/// `trainmem completions`.
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: String,
 }
 
 /// How a catalogue is written.

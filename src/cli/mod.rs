@@ -1,6 +1,7 @@
 //! The command line: raw arguments, their resolution, and one function per command.
 
 mod args;
+mod completions;
 mod plot;
 mod resolve;
 mod serve;
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> Result<String> {
             resolve::format(&args.output)?,
             args.verbose,
         )),
+        Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Devices(args)) => Ok(render::devices(
             resolve::format(&args.output)?,
             args.verbose,

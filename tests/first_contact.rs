@@ -163,3 +163,80 @@ fn help_needs_no_source_texts() {
     let (_, compare, _) = run(&["compare", "--help"]);
     insta::assert_snapshot!("compare_help", compare);
 }
+
+/// The README's start says how to build, run with arguments and install,
+/// and which Rust it needs: the `rust-version` of Cargo.toml.
+#[test]
+fn readme_start_says_how_to_install_and_which_rust() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.split("\n## ").next().unwrap();
+    let first_block = start.split("```sh\n").nth(1).unwrap();
+    let mut commands = first_block.lines();
+    assert!(commands.next().unwrap().starts_with("cargo run --release "));
+    assert!(commands.next().unwrap().starts_with("cargo test "));
+    let rust_version = env!("CARGO_PKG_RUST_VERSION");
+    assert!(!rust_version.is_empty(), "Cargo.toml sets rust-version");
+    for needed in [
+        "cargo install --path .".to_string(),
+        "cargo run --release -- estimate".to_string(),
+        format!("Rust {rust_version} or newer"),
+        "trainmem completions bash".to_string(),
+    ] {
+        assert!(start.contains(&needed), "README's start lacks `{needed}`");
+    }
+}
+
+/// `trainmem completions SHELL` prints a completion script that knows the
+/// commands and their flags; an unknown shell is a one-line error, exit 2.
+#[test]
+fn completions_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, stdout, stderr) = run(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {stderr}");
+        assert!(stderr.is_empty());
+        assert!(!stdout.trim().is_empty(), "{shell}");
+        for needed in ["estimate", "optimizer", "--model", "completions"] {
+            assert!(stdout.contains(needed), "{shell} lacks {needed}");
+        }
+        // bash and zsh name the flag whole; fish writes `-l optimizer`.
+        assert!(
+            stdout.contains("--optimizer") || stdout.contains("-l optimizer"),
+            "{shell}"
+        );
+    }
+    let (code, stdout, stderr) = run(&["completions", "tcsh"]);
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert_eq!(
+        stderr,
+        "error: unknown shell `tcsh` (accepted: bash, zsh, fish, elvish, powershell)\n"
+    );
+    let (code, _, stderr) = run(&["completions"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+/// The bash script is valid bash and completes `--optim` to the flags.
+#[test]
+fn bash_completion_completes_a_flag() {
+    let (_, script, _) = run(&["completions", "bash"]);
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("trainmem.bash");
+    std::fs::write(&path, script).unwrap();
+    let probe = format!(
+        "source '{}'; COMP_WORDS=(trainmem estimate --optim); COMP_CWORD=2; \
+         _trainmem trainmem --optim estimate; echo \"${{COMPREPLY[@]}}\"",
+        path.display()
+    );
+    let Ok(output) = std::process::Command::new("bash")
+        .args(["-c", &probe])
+        .output()
+    else {
+        return; // no bash on this machine: the other test covers the text
+    };
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap().trim(),
+        "--optimizer --optimizer-option"
+    );
+}

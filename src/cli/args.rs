@@ -92,6 +92,8 @@ pub enum Command {
     Precisions(CatalogueArgs),
     /// List the accelerators and their memory.
     Devices(CatalogueArgs),
+    /// Print the JSON Schema (draft 2020-12) of `estimate --format json`, for tools that read it.
+    Schema,
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions(CompletionsArgs),

@@ -7,6 +7,7 @@ mod details;
 mod estimate;
 mod fit;
 mod params;
+pub mod schema;
 pub mod svg;
 mod table;
 mod textbook;

@@ -494,8 +494,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME", default_value = "fp32")]
     pub precision: String,
 
-    /// Memory of one accelerator, such as 80GB or 80GiB [default: 80GB, an A100
-    /// or H100 with 80 GB].
+    /// Memory of one accelerator, such as 80GB or 80GiB [default: 80GB, the
+    /// nominal memory of an A100 or H100 80GB].
     #[arg(
         long,
         value_name = "SIZE",

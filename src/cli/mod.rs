@@ -38,12 +38,12 @@ pub fn run(cli: Cli) -> Result<String> {
             resolve::format(&args.output)?,
             args.verbose,
         )),
-        Some(Command::Completions(args)) => completions::run(&args),
-        Some(Command::Schema) => Ok(render::schema::ESTIMATE.to_string()),
         Some(Command::Devices(args)) => Ok(render::devices(
             resolve::format(&args.output)?,
             args.verbose,
         )),
+        Some(Command::Schema) => Ok(render::schema::ESTIMATE.to_string()),
+        Some(Command::Completions(args)) => completions::run(&args),
     }
 }
 

@@ -9,6 +9,20 @@ pub trait Named {
     fn name(&self) -> &'static str;
     /// Other accepted names: `momentum`.
     fn aliases(&self) -> &'static [&'static str];
+
+    /// The name to suggest for `wanted` (trimmed, lowercase), which no entry
+    /// has: by default the closest spelling among every name and alias.
+    fn suggest(wanted: &str, entries: &[Self]) -> Option<&'static str>
+    where
+        Self: Sized,
+    {
+        closest_spelling(
+            wanted,
+            entries
+                .iter()
+                .flat_map(|e| std::iter::once(e.name()).chain(e.aliases().iter().copied())),
+        )
+    }
 }
 
 /// The entry called `name` (case-insensitive, canonical name or alias), or an
@@ -23,17 +37,10 @@ pub fn find<'a, T: Named>(
     if let Some(entry) = entries.iter().find(|e| names_of(e).any(|n| n == wanted)) {
         return Ok(entry);
     }
-    let suggestion = entries
-        .iter()
-        .flat_map(names_of)
-        .map(|candidate| (edit_distance(&wanted, candidate), candidate))
-        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(2))
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate.to_string());
     Err(Error::UnknownName {
         kind,
         name: name.to_string(),
-        suggestion,
+        suggestion: T::suggest(&wanted, entries).map(str::to_string),
         accepted: entries
             .iter()
             .map(|e| e.name())
@@ -42,8 +49,22 @@ pub fn find<'a, T: Named>(
     })
 }
 
+/// The candidate spelled most like `wanted`, if any is close enough: at most
+/// a third of its letters (and at least two) edited; the first of equals.
+pub fn closest_spelling(
+    wanted: &str,
+    candidates: impl IntoIterator<Item = &'static str>,
+) -> Option<&'static str> {
+    candidates
+        .into_iter()
+        .map(|candidate| (edit_distance(wanted, candidate), candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(2))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
 /// Levenshtein distance between two short names.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

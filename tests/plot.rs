@@ -251,3 +251,81 @@ fn readme_chart_is_current() {
         "regenerate it: cargo run -- plot --output docs/textbook.svg"
     );
 }
+
+/// Issue 11: `plot` refuses a format it cannot draw, naming the one it can,
+/// instead of ignoring it.
+#[test]
+fn a_format_other_than_svg_is_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("chart.svg");
+    for format in ["json", "table", "csv"] {
+        let (code, stdout, stderr) = run(&[
+            "plot",
+            "--output",
+            path.to_str().unwrap(),
+            "--format",
+            format,
+        ]);
+        assert_eq!(code, 2, "{format}: {stderr}");
+        assert_eq!(stdout, "");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: invalid --format `{format}`"))
+                && stderr.contains("svg"),
+            "{stderr}"
+        );
+        assert!(!path.exists());
+    }
+    let (code, _, stderr) = run(&[
+        "plot",
+        "--output",
+        path.to_str().unwrap(),
+        "--format",
+        "svg",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with("<svg"));
+}
+
+/// Issue 11: an SVG is not written into `x.png`, nor into a file without
+/// an extension.
+#[test]
+fn an_output_not_ending_in_svg_is_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    for name in ["x.png", "chart", "chart.svg.txt"] {
+        let path = folder.path().join(name);
+        let (code, stdout, stderr) = run(&["plot", "--output", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert_eq!(stdout, "");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(".svg") && stderr.contains("- for stdout"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(folder.path()).unwrap().count(), 0);
+    // The extension is read without regard to case.
+    let path = folder.path().join("CHART.SVG");
+    let (code, _, stderr) = run(&["plot", "--output", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// Issue 11: `--output -` writes the SVG to stdout, and no file named `-`.
+#[test]
+fn a_dash_writes_the_chart_to_stdout() {
+    let folder = tempfile::tempdir().unwrap();
+    let output = Command::cargo_bin("trainmem")
+        .unwrap()
+        .current_dir(folder.path())
+        .args(["plot", "--output", "-", "--kind", "scaling"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(output.stderr.is_empty());
+    let svg = String::from_utf8(output.stdout).unwrap();
+    assert!(texts(&svg).iter().any(|t| t.contains("80 GB")), "{svg}");
+    assert_eq!(std::fs::read_dir(folder.path()).unwrap().count(), 0);
+    // The same chart as written to a file.
+    let (file, _) = plot(&["--kind", "scaling"]);
+    assert_eq!(svg, file);
+}

@@ -15,18 +15,20 @@ Training memory = weights + master weights + gradients + optimizer states + acti
 The gradient-and-optimizer slice alone is M = P × V × B: parameters × values kept per
 parameter (1 for SGD, 2 with momentum, 3 for Adam) × bytes per value.
 
-With no command, trainmem prints the textbook comparison (the same as `trainmem compare`).";
+With no command, trainmem compares the memory of SGD, SGD with momentum, RMSProp and Adam
+at 124M, 1.5B and 7B parameters against an 80 GB accelerator (`trainmem compare`, whose
+flags below change the sizes, optimizers, precision and capacity).";
 
 const EXAMPLES: &str = "\
 Examples:
-  trainmem                                          the textbook report: SGD, momentum, RMSProp, Adam at 124M, 1.5B, 7B
-  trainmem estimate --params 7B --optimizer adamw --precision mixed-bf16 --device h100-80gb
-  trainmem estimate --params 13B --optimizer adam --precision bf16 --format json
+  trainmem                                  SGD, momentum, RMSProp, Adam at 124M, 1.5B, 7B on 80 GB
   trainmem estimate --model llama-3.1-8b --optimizer adamw --precision mixed-bf16
+  trainmem estimate --model llama-3.1-8b --micro-batch 1 --seq-len 4096 --device h100
+  trainmem estimate --params 13B --optimizer adam --precision bf16 --format json
   trainmem fit --optimizer adam --precision fp32 --capacity 80GB
   trainmem compare --params 1B,13B,70B --precision mixed-bf16 --device h200
-  trainmem params llama-2-7b                        exact parameter tensors of a preset, config.json or safetensors
-  trainmem models | optimizers | precisions | devices   the catalogues
+  trainmem params llama-2-7b                the exact parameter tensors of a model
+  trainmem models | optimizers | precisions | devices        the names each flag accepts
 
 Sizes: 80GB = 80 × 10^9 bytes, 80GiB = 80 × 2^30 bytes. Counts: 124M, 1.5B, 7B, 1T, 13e9, 6738415616.";
 
@@ -65,7 +67,7 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The textbook comparison: optimizers priced at several model sizes (the default).
+    /// Compare optimizers' memory at several model sizes against one accelerator (the default).
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
     /// The training memory of one model, piece by piece.
@@ -78,26 +80,60 @@ pub enum Command {
     #[command(after_help = MODEL_HELP)]
     Params(ParamsArgs),
     /// Draw the comparison as an SVG chart: a memory breakdown or memory against model size.
-    #[command(after_help = PLOT_HELP)]
+    #[command(
+        after_help = PLOT_HELP,
+        mut_arg("format", |a| a.help("Output format: svg, the only one a chart has (the default)"))
+    )]
     Plot(PlotArgs),
     /// Serve a local web page that computes with the same engine.
     Serve(ServeArgs),
     /// List the preset models with their exact parameter counts.
     Models(OutputArgs),
     /// List the optimizers and the state each keeps.
-    Optimizers(OutputArgs),
+    Optimizers(CatalogueArgs),
     /// List the precision recipes and their bytes.
-    Precisions(OutputArgs),
+    Precisions(CatalogueArgs),
     /// List the accelerators and their memory.
-    Devices(OutputArgs),
+    Devices(CatalogueArgs),
+    /// Print the JSON Schema (draft 2020-12) of `estimate --format json`, for tools that read it.
+    Schema,
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+}
+
+const COMPLETIONS_HELP: &str = "\
+Examples:
+  trainmem completions bash > ~/.local/share/bash-completion/completions/trainmem
+  trainmem completions zsh > ~/.zfunc/_trainmem       (with fpath+=~/.zfunc in ~/.zshrc)
+  trainmem completions fish > ~/.config/fish/completions/trainmem.fish";
+
+/// `trainmem completions`.
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: String,
+}
+
+/// How a catalogue is written.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CatalogueArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Under the table, each entry's details: states, options, sources,
+    /// summaries (json, markdown and csv always have them).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// How a report is written.
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputArgs {
-    /// Output format: table, json, markdown or csv.
-    #[arg(long, value_name = "FORMAT", default_value = "table")]
-    pub format: String,
+    /// Output format: table (the default), json, markdown or csv.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
 }
 
 /// Units and format of a memory report.
@@ -132,7 +168,8 @@ pub struct CapacityArgs {
 /// The optimizer and precision of a run.
 #[derive(Debug, Args, Clone)]
 pub struct TrainingArgs {
-    /// Optimizer, from `trainmem optimizers`: sgd, sgd-momentum, rmsprop, adam, adamw.
+    /// Optimizer: sgd, sgd-momentum, rmsprop, adam, adamw, lion, adafactor, adamw-8bit
+    /// and more (`trainmem optimizers` lists them all).
     #[arg(long, value_name = "NAME", default_value = "adam")]
     pub optimizer: String,
 
@@ -210,10 +247,11 @@ pub struct ParallelArgs {
     #[arg(long)]
     pub sequence_parallel: bool,
 
-    /// Whose bookkeeping: deepspeed (default), megatron (fp32 gradient buffers),
-    /// fsdp2 (sharded parameters in their original dtype; default with --fsdp)
-    /// or fsdp1 (flat parameters; moves the whole model to each GPU before
-    /// sharding unless --init says otherwise).
+    /// The training framework whose memory layout is followed: deepspeed
+    /// (default), megatron (fp32 gradient buffers), fsdp2 (sharded parameters
+    /// in their original dtype; default with --fsdp) or fsdp1 (flat
+    /// parameters; moves the whole model to each GPU before sharding unless
+    /// --init says otherwise).
     #[arg(long, value_name = "NAME")]
     pub framework: Option<String>,
 
@@ -360,18 +398,17 @@ pub struct WorkloadArgs {
 /// `trainmem estimate`.
 #[derive(Debug, Args, Clone)]
 pub struct EstimateArgs {
-    /// Parameter count: 124M, 1.5B, 7B, 1T, 13e9 or 6738415616 (one flat tensor).
+    /// A bare parameter count instead of --model: 124M, 1.5B, 7B, 1T, 13e9 or 6738415616.
     #[arg(
         long,
         value_name = "N",
         allow_hyphen_values = true,
-        required_unless_present = "model",
         conflicts_with = "model"
     )]
     pub params: Option<String>,
 
-    /// A model: a preset (`trainmem models`), a config.json, a model folder, a
-    /// .safetensors file or a model.safetensors.index.json.
+    /// The model: a preset name (list: `trainmem models`), a config.json, a
+    /// model folder, a .safetensors file or a model.safetensors.index.json.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<OsString>,
 
@@ -431,7 +468,7 @@ pub struct FitArgs {
 pub struct ParamsArgs {
     /// A preset name, a config.json, a model folder, a .safetensors file or an index.
     #[arg(value_name = "MODEL")]
-    pub model: OsString,
+    pub model: Option<OsString>,
 
     /// List every tensor: name, shape, role, parameters.
     #[arg(long)]
@@ -443,15 +480,16 @@ pub struct ParamsArgs {
 
 const PLOT_HELP: &str = "\
 Examples:
-  trainmem plot --output chart.svg                          the textbook comparison as stacked bars at 7B
-  trainmem plot --output scaling.svg --kind scaling         memory against model size, with the 80 GB line
-  trainmem plot --output qwen.svg --model qwen2.5-7b --optimizers all --precision mixed-bf16 --device h100";
+  trainmem plot --output chart.svg                     the default comparison as stacked bars at 7B
+  trainmem plot --output scaling.svg --kind scaling    memory against model size, and the 80 GB line
+  trainmem plot --output - > chart.svg                 the SVG on stdout
+  trainmem plot --output qwen.svg --model qwen2.5-7b --optimizers all --device h100";
 
 /// `trainmem plot`: the compare flags, plus where and what to draw.
 #[derive(Debug, Args, Clone)]
 pub struct PlotArgs {
-    /// The SVG file to write.
-    #[arg(long, value_name = "FILE.svg")]
+    /// The SVG file to write, ending in .svg; `-` writes the SVG to stdout.
+    #[arg(long, value_name = "FILE.svg", allow_hyphen_values = true)]
     pub output: PathBuf,
 
     /// breakdown: stacked bars per optimizer with the capacity line; scaling:
@@ -506,7 +544,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME", default_value = "fp32")]
     pub precision: String,
 
-    /// Memory of one accelerator (default 80GB, the seed's largest common accelerator).
+    /// Memory of one accelerator, such as 80GB or 80GiB [default: 80GB, the
+    /// nominal memory of an A100 or H100 80GB].
     #[arg(
         long,
         value_name = "SIZE",
@@ -519,7 +558,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME")]
     pub device: Option<String>,
 
-    /// The swap to price, as FROM,TO.
+    /// Price replacing one optimizer by another, as FROM,TO: the memory saved.
     #[arg(long, value_name = "FROM,TO", default_value = "adam,sgd-momentum")]
     pub swap: String,
 
@@ -527,7 +566,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub swap_at: Option<String>,
 
-    /// Sizes of the M = P × V × B examples (seed 000).
+    /// Model sizes of the worked examples of M = P × V × B, the memory of
+    /// gradients and optimizer states (parameters × values × bytes).
     #[arg(
         long,
         value_name = "LIST",
@@ -536,7 +576,7 @@ pub struct CompareArgs {
     )]
     pub slice_params: String,
 
-    /// Precision of the M = P × V × B examples (seed 000 uses B = 2 bytes).
+    /// Precision of those worked examples (bf16: B = 2 bytes per value).
     #[arg(long, value_name = "NAME", default_value = "bf16")]
     pub slice_precision: String,
 

@@ -1,6 +1,7 @@
 //! The command line: raw arguments, their resolution, and one function per command.
 
 mod args;
+mod completions;
 mod plot;
 mod resolve;
 mod serve;
@@ -32,10 +33,21 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Params(args)) => params(&args),
         Some(Command::Plot(args)) => plot::run(&args),
         Some(Command::Serve(args)) => serve::run(&args),
-        Some(Command::Models(args)) => models(Format::parse(&args.format)?),
-        Some(Command::Optimizers(args)) => Ok(render::optimizers(Format::parse(&args.format)?)),
-        Some(Command::Precisions(args)) => Ok(render::precisions(Format::parse(&args.format)?)),
-        Some(Command::Devices(args)) => Ok(render::devices(Format::parse(&args.format)?)),
+        Some(Command::Models(args)) => models(resolve::format(&args)?),
+        Some(Command::Optimizers(args)) => Ok(render::optimizers(
+            resolve::format(&args.output)?,
+            args.verbose,
+        )),
+        Some(Command::Precisions(args)) => Ok(render::precisions(
+            resolve::format(&args.output)?,
+            args.verbose,
+        )),
+        Some(Command::Devices(args)) => Ok(render::devices(
+            resolve::format(&args.output)?,
+            args.verbose,
+        )),
+        Some(Command::Schema) => Ok(render::schema::ESTIMATE.to_string()),
+        Some(Command::Completions(args)) => completions::run(&args),
     }
 }
 
@@ -46,13 +58,19 @@ fn model_of(params: Option<&str>, model: Option<&OsStr>) -> Result<Model> {
         (Some(count), None) => Ok(Model::flat(count.parse()?)),
         (None, None) => Err(Error::Missing {
             what: "model",
-            accepted: "give --params N (such as 7B) or --model MODEL (a preset, config.json, folder or safetensors)"
-                .to_string(),
+            accepted: format!(
+                "give --model MODEL, {MODEL_ACCEPTED}; or --params N, a bare parameter count such as `7B`"
+            ),
         }),
     }
 }
 
+/// What `--model` takes, for the messages that ask for one.
+const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder or a .safetensors file";
+
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
+    // The model first: without one nothing else matters.
+    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
     let parallelism = resolve::parallelism(&args.parallel)?;
     let mut setup = resolve::setup(
@@ -61,7 +79,6 @@ fn estimate_command(args: &EstimateArgs) -> Result<String> {
         parallelism,
     )?;
     resolve::apply_workload(&mut setup, &args.workload, &args.parallel)?;
-    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     if let Some(dimensions) = resolve::dimensions(&args.workload)? {
         model.dimensions = Some(dimensions);
     }
@@ -79,6 +96,14 @@ fn fit(args: &FitArgs) -> Result<String> {
     let parallelism = resolve::parallelism(&args.parallel)?;
     let mut setup = resolve::setup(&args.training, None, parallelism)?;
     if args.model.is_none() && args.params.is_none() {
+        if args.workload.micro_batch.is_some() || args.workload.seq_len.is_some() {
+            return Err(Error::Missing {
+                what: "model",
+                accepted: format!(
+                    "fit searches a micro-batch or sequence length of a model: give --model MODEL, {MODEL_ACCEPTED}; without --micro-batch and --seq-len, fit finds the largest parameter count"
+                ),
+            });
+        }
         let fit = Fit::new(
             &Model::flat(Count(1)),
             &setup,
@@ -122,8 +147,12 @@ fn fit(args: &FitArgs) -> Result<String> {
 }
 
 fn params(args: &ParamsArgs) -> Result<String> {
-    let format = Format::parse(&args.output.format)?;
-    render::params(&load_model_os(&args.model)?, format, args.tensors)
+    let format = resolve::format(&args.output)?;
+    let spec = args.model.as_deref().ok_or_else(|| Error::Missing {
+        what: "model",
+        accepted: format!("give MODEL, {MODEL_ACCEPTED}: `trainmem params llama-3.1-8b`"),
+    })?;
+    render::params(&load_model_os(spec)?, format, args.tensors)
 }
 
 fn models(format: Format) -> Result<String> {

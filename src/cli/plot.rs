@@ -44,10 +44,50 @@ impl Kind {
     }
 }
 
-/// Writes the chart and returns the line to print.
+/// Where the chart goes: a file ending in `.svg`, or stdout for `-`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Destination<'a> {
+    Stdout,
+    File(&'a Path),
+}
+
+impl Destination<'_> {
+    fn parse(path: &Path) -> Result<Destination<'_>> {
+        if path.as_os_str() == "-" {
+            return Ok(Destination::Stdout);
+        }
+        match path.extension() {
+            Some(extension) if extension.eq_ignore_ascii_case("svg") => Ok(Destination::File(path)),
+            _ => Err(Error::InvalidValue {
+                what: "--output",
+                value: path.to_string_lossy().into_owned(),
+                reason: "plot draws SVG only: give a file name ending in .svg, such as chart.svg, or - for stdout".to_string(),
+            }),
+        }
+    }
+}
+
+/// The one format a chart has; `--format` is shared with `compare`, so
+/// anything else is refused rather than ignored.
+fn check_format(format: Option<&str>) -> Result<()> {
+    match format {
+        None => Ok(()),
+        Some(name) if name.trim().eq_ignore_ascii_case("svg") => Ok(()),
+        Some(name) => Err(Error::InvalidValue {
+            what: "--format",
+            value: name.to_string(),
+            reason: "plot draws svg only; for the figures as a table, json, markdown or csv, run `trainmem compare` with the same flags".to_string(),
+        }),
+    }
+}
+
+/// Writes the chart and returns the line to print, or returns the chart
+/// itself for `--output -`.
 pub fn run(args: &PlotArgs) -> Result<String> {
+    check_format(args.compare.report.output.format.as_deref())?;
+    let destination = Destination::parse(&args.output)?;
     let kind = Kind::parse(&args.kind)?;
-    let (_, units) = resolve::report(&args.compare.report, args.compare.capacity.as_deref())?;
+    let units = resolve::units(&args.compare.report, args.compare.capacity.as_deref())?;
     let request = textbook_request(&args.compare)?;
     let compared = Comparison::new(&request.optimizers, &request.models, &request.base, None)?;
     let (chart, what) = match kind {
@@ -78,9 +118,14 @@ pub fn run(args: &PlotArgs) -> Result<String> {
             )
         }
     };
-    write_atomically(&args.output, &chart)?;
-    let wrote = format!("wrote {}: {what}", args.output.display());
-    Ok(format!("{}\n", crate::render::escape(&wrote)))
+    match destination {
+        Destination::Stdout => Ok(chart),
+        Destination::File(path) => {
+            write_atomically(path, &chart)?;
+            let wrote = format!("wrote {}: {what}", path.display());
+            Ok(format!("{}\n", crate::render::escape(&wrote)))
+        }
+    }
 }
 
 /// The same optimizers, precision and capacity priced over log-spaced flat

@@ -1,7 +1,7 @@
 //! Raw command-line strings resolved, once, into validated domain values.
 
 use super::args::{
-    CapacityArgs, FineTuneArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
+    CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
 };
 use crate::activation::{Attention, Platform, Recompute, Workload};
 use crate::architecture::Dimensions;
@@ -368,32 +368,44 @@ pub fn capacity_of(size: Option<&str>, device: Option<&str>) -> Result<Option<Ca
     }
 }
 
-/// The output format and units; units default to binary when the capacity
-/// was written in binary units (`80GiB`).
+/// The output format of `--format`; a table when none is given.
+pub fn format(args: &OutputArgs) -> Result<Format> {
+    args.format
+        .as_deref()
+        .map_or(Ok(Format::Table), Format::parse)
+}
+
+/// The output format and units.
 pub fn report(args: &ReportArgs, capacity_text: Option<&str>) -> Result<(Format, UnitSystem)> {
-    let format = Format::parse(&args.output.format)?;
-    let units = match args
-        .units
-        .as_deref()
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("gb" | "decimal") => UnitSystem::Decimal,
-        Some("gib" | "binary") => UnitSystem::Binary,
-        Some(_) => {
-            return Err(Error::UnknownName {
-                kind: "units",
-                name: args.units.clone().unwrap_or_default(),
-                suggestion: None,
-                accepted: "gb (10^9 bytes), gib (2^30 bytes)".to_string(),
-            });
-        }
-        None if capacity_text.is_some_and(|c| c.to_ascii_lowercase().contains("ib")) => {
-            UnitSystem::Binary
-        }
-        None => UnitSystem::Decimal,
-    };
-    Ok((format, units))
+    Ok((format(&args.output)?, units(args, capacity_text)?))
+}
+
+/// The units of `--units`; binary by default when the capacity was written
+/// in binary units (`80GiB`).
+pub fn units(args: &ReportArgs, capacity_text: Option<&str>) -> Result<UnitSystem> {
+    Ok(
+        match args
+            .units
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("gb" | "decimal") => UnitSystem::Decimal,
+            Some("gib" | "binary") => UnitSystem::Binary,
+            Some(_) => {
+                return Err(Error::UnknownName {
+                    kind: "units",
+                    name: args.units.clone().unwrap_or_default(),
+                    suggestion: None,
+                    accepted: "gb (10^9 bytes), gib (2^30 bytes)".to_string(),
+                });
+            }
+            None if capacity_text.is_some_and(|c| c.to_ascii_lowercase().contains("ib")) => {
+                UnitSystem::Binary
+            }
+            None => UnitSystem::Decimal,
+        },
+    )
 }
 
 /// A comma-separated list of parameter counts.

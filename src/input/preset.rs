@@ -1,7 +1,8 @@
 //! Presets: published config.json files embedded in the binary and read by
 //! the same parser as a user's file.
 
-use crate::catalogue::Named;
+use crate::catalogue::{Named, closest_spelling, edit_distance};
+use crate::units::Count;
 
 /// One embedded config.json.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +19,130 @@ impl Named for Preset {
     }
     fn aliases(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    /// The preset of the same family and size, nearest in version
+    /// (`llama-3-8b` -> `llama-3.1-8b`), else the closest spelling.
+    fn suggest(wanted: &str, entries: &[Preset]) -> Option<&'static str> {
+        let want = NameParts::read(wanted);
+        entries
+            .iter()
+            .filter_map(|preset| {
+                let have = NameParts::read(preset.name);
+                let family = have.words.first()?;
+                if !want.words.contains(family) {
+                    return None;
+                }
+                let size_unknown = match (&want.size, &have.size) {
+                    (Some(a), Some(b)) if !same_size(a, b) => return None,
+                    (Some(_), Some(_)) => false,
+                    _ => true,
+                };
+                let rank = (
+                    size_unknown,
+                    version_distance(want.version.as_deref(), have.version.as_deref()),
+                    edit_distance(wanted, preset.name),
+                );
+                Some((rank, preset.name))
+            })
+            .min_by_key(|(rank, _)| *rank)
+            .map(|(_, name)| name)
+            .or_else(|| closest_spelling(wanted, entries.iter().map(|p| p.name)))
+    }
+}
+
+/// Letters that make a number a parameter count: `135m`, `8b`, `1t`.
+const SIZE_UNITS: [&str; 4] = ["k", "m", "b", "t"];
+
+/// A model name read the way people write one: `Meta-Llama-3.1-8B-Instruct`
+/// is the words `meta`, `llama`, `instruct`, the version `3.1` and the
+/// size `8b`; the family is a preset's first word.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct NameParts {
+    /// Runs of letters, lowercase.
+    words: Vec<String>,
+    /// The first number that is not a size: `3.1`, `2.5`.
+    version: Option<String>,
+    /// The first parameter count: `8b`, `135m`, `8x7b` (a mixture of experts).
+    size: Option<String>,
+}
+
+impl NameParts {
+    fn read(name: &str) -> NameParts {
+        // Runs of letters and of numbers (digits with inner dots); any
+        // other character only separates runs.
+        let mut runs: Vec<(bool, String)> = Vec::new();
+        let mut previous: Option<bool> = None;
+        for c in name.to_lowercase().chars() {
+            let numeric = if c.is_ascii_alphabetic() {
+                Some(false)
+            } else if c.is_ascii_digit() || (c == '.' && previous == Some(true)) {
+                Some(true)
+            } else {
+                None
+            };
+            match (numeric, runs.last_mut()) {
+                (Some(kind), Some((last, text))) if previous == Some(kind) && *last == kind => {
+                    text.push(c);
+                }
+                (Some(kind), _) => runs.push((kind, c.to_string())),
+                (None, _) => {}
+            }
+            previous = numeric;
+        }
+        let text = |i: usize| runs.get(i).map(|(_, t)| t.trim_end_matches('.'));
+        let is_number = |i: usize| runs.get(i).is_some_and(|(numeric, _)| *numeric);
+        let is_unit = |i: usize| text(i).is_some_and(|t| SIZE_UNITS.contains(&t));
+        let mut parts = NameParts::default();
+        let mut i = 0;
+        while let Some(run) = text(i) {
+            if !is_number(i) {
+                parts.words.push(run.to_string());
+                i += 1;
+            } else if text(i + 1) == Some("x") && is_number(i + 2) && is_unit(i + 3) {
+                let experts = format!(
+                    "{run}x{}{}",
+                    text(i + 2).unwrap_or_default(),
+                    text(i + 3).unwrap_or_default()
+                );
+                parts.size.get_or_insert(experts);
+                i += 4;
+            } else if is_unit(i + 1) {
+                parts
+                    .size
+                    .get_or_insert(format!("{run}{}", text(i + 1).unwrap_or_default()));
+                i += 2;
+            } else {
+                parts.version.get_or_insert(run.to_string());
+                i += 1;
+            }
+        }
+        parts
+    }
+}
+
+/// `0.5b` and `500m` are one size; `8x7b` only equals itself.
+fn same_size(a: &str, b: &str) -> bool {
+    match (a.parse::<Count>(), b.parse::<Count>()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// How far apart two versions are: 0 the same, 1 one refines the other
+/// (`3` and `3.1`), 2 one is not given, 3 different.
+fn version_distance(wanted: Option<&str>, have: Option<&str>) -> u8 {
+    match (wanted, have) {
+        (None, None) => 0,
+        (Some(a), Some(b)) if a == b => 0,
+        (Some(a), Some(b))
+            if a.strip_prefix(b).is_some_and(|rest| rest.starts_with('.'))
+                || b.strip_prefix(a).is_some_and(|rest| rest.starts_with('.')) =>
+        {
+            1
+        }
+        (None, Some(_)) | (Some(_), None) => 2,
+        (Some(_), Some(_)) => 3,
     }
 }
 
@@ -96,6 +221,66 @@ pub const PRESETS: &[Preset] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn suggestion(name: &str) -> Option<&'static str> {
+        Preset::suggest(name, PRESETS)
+    }
+
+    /// Issue 11: a near-miss finds the preset of the same family and size,
+    /// not the one a letter or two away.
+    #[test]
+    fn suggests_the_same_family_and_size() {
+        let cases = [
+            ("llama-3-8b", "llama-3.1-8b"),
+            ("llama3-70b", "llama-3.1-70b"),
+            ("llama-3-405b", "llama-3.1-405b"),
+            ("llama2-7b", "llama-2-7b"),
+            ("llama-2-7b-chat-hf", "llama-2-7b"),
+            ("meta-llama-3.1-8b-instruct", "llama-3.1-8b"),
+            ("llama-3.2-1b-instruct", "llama-3.2-1b"),
+            ("qwen-7b", "qwen2.5-7b"),
+            ("qwen2.5-7b-instruct", "qwen2.5-7b"),
+            ("qwen-8b", "qwen3-8b"),
+            ("qwen3-30b", "qwen3-30b-a3b"),
+            ("qwen2-0.5b", "qwen2.5-0.5b"),
+            ("qwen2.5-500m", "qwen2.5-0.5b"),
+            ("mistral7b", "mistral-7b"),
+            ("mistral-7b-v0.1", "mistral-7b"),
+            ("mistral-12b", "mistral-nemo-12b"),
+            ("mixtral-8x7b-instruct", "mixtral-8x7b"),
+            ("gemma2-9b", "gemma-2-9b"),
+            ("gemma-27b", "gemma-2-27b"),
+            ("phi3-mini", "phi-3-mini"),
+            ("deepseek-v3-671b", "deepseek-v3"),
+            ("olmo2-7b", "olmo-2-7b"),
+            ("smollm-135m", "smollm2-135m"),
+        ];
+        for (wanted, expected) in cases {
+            assert_eq!(suggestion(wanted), Some(expected), "{wanted}");
+        }
+    }
+
+    /// Without a family match, the closest spelling; far from everything, nothing.
+    #[test]
+    fn falls_back_to_spelling() {
+        assert_eq!(suggestion("gtp2"), Some("gpt2"));
+        assert_eq!(suggestion("lama-3.1-8b"), Some("llama-3.1-8b"));
+        assert_eq!(suggestion("bert-base-uncased"), None);
+    }
+
+    #[test]
+    fn reads_names_into_words_version_and_size() {
+        let parts = NameParts::read("Meta-Llama-3.1-8B-Instruct");
+        assert_eq!(parts.words, ["meta", "llama", "instruct"]);
+        assert_eq!(parts.version.as_deref(), Some("3.1"));
+        assert_eq!(parts.size.as_deref(), Some("8b"));
+        let parts = NameParts::read("mixtral-8x22b");
+        assert_eq!(parts.size.as_deref(), Some("8x22b"));
+        assert_eq!(parts.version, None);
+        let parts = NameParts::read("qwen3-235b-a22b");
+        assert_eq!(parts.size.as_deref(), Some("235b"));
+        assert_eq!(parts.version.as_deref(), Some("3"));
+    }
 
     /// Every file in presets/ is listed, and every listed name has a file.
     #[test]

@@ -18,7 +18,7 @@ pub const PRECISIONS: &[Precision] = &[
     Precision {
         name: "bf16",
         aliases: &["pure-bf16"],
-        summary: "pure bf16: weights, gradients and states in 2 bytes (the seed's B = 2)",
+        summary: "pure bf16: weights, gradients and states in 2 bytes (B = 2 in M = P × V × B)",
         weights: Bf16,
         gradients: Bf16,
         master_weights: None,

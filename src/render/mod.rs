@@ -3,10 +3,12 @@
 //! Renderers only format; every figure arrives computed.
 
 mod catalogues;
+mod details;
 mod escape;
 mod estimate;
 mod fit;
 mod params;
+pub mod schema;
 pub mod svg;
 mod table;
 mod textbook;

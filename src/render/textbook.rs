@@ -132,7 +132,7 @@ fn copies(book: &Textbook) -> Section {
             .to_string(),
         table: Some(table),
         lines: vec![format!(
-            "Mixed precision, exactly: Adam under mixed-fp16 keeps {} values per parameter (fp16 weight and gradient, fp32 master copy, fp32 exp_avg and exp_avg_sq) = {} bytes; the seed's \"six\" holds only if gradients are also kept in fp32 (Megatron's main_grad: 18 bytes).",
+            "Mixed precision, exactly: Adam under mixed-fp16 keeps {} values per parameter (fp16 weight and gradient, fp32 master copy, fp32 exp_avg and exp_avg_sq) = {} bytes; the often-quoted \"six\" holds only if gradients are also kept in fp32 (Megatron's main_grad: 18 bytes).",
             format_float(mixed.copies.total),
             per_parameter
         )],

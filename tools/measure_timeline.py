@@ -158,9 +158,16 @@ peak_op, phases [{name, start_bytes, peak_bytes, end_bytes, allocated_bytes,
 freed_bytes}], layers {forward: [{layer, enter_bytes, exit_bytes,
 peak_bytes}], backward: [{layer, enter_bytes, exit_bytes, peak_bytes,
 recompute_enter_bytes, recompute_exit_bytes}]}, grad_bytes, end_bytes,
-end_live_bytes, events (count), tracker_peak_bytes, tracker_gap_bytes,
+end_live_bytes, events (count), unmatched_frees (0: every free matched an
+allocation of the step), outside_phase_bytes (0: every event falls in a
+phase), allocator_counter_check, tracker_peak_bytes, tracker_gap_bytes,
 tracker_end_delta, labelled_step_peak_bytes, alive_at_peak..., threads,
-torch, transformers, notes.
+torch, transformers, notes. Layer byte counts are running totals (baseline
+included), like every ``*_bytes`` field except ``alive_at_peak*``,
+``grad_bytes`` and the phases' ``allocated_bytes``/``freed_bytes``.
+``peak_op`` is the allocation that reached the peak: its outermost aten op,
+innermost kernel, autograd node (backward) and module range (forward or
+recompute).
 
 Needs: torch, transformers (CPU only, no network access).
 """
@@ -204,6 +211,8 @@ MODELS = {  # id part -> (model_type, config)
     "gpt2": ("gpt2", GPT2),
     "gpt2-dropout": ("gpt2", GPT2_DROPOUT),
     "smollm2-135m": ("llama", SMOLLM2_135M),
+    # small vocabulary: the loss buffers no longer dominate, the peak moves into the layers
+    "llama-v512": ("llama", {**LLAMA, "vocab_size": 512}),
 }
 
 OPTIMIZERS = {  # id part -> (class, kwargs)
@@ -242,6 +251,10 @@ def specs() -> list[dict]:
     # thread count: the CPU flash-attention kernel sizes its scratch by threads
     s.append(spec("llama", "fp32", "adamw", B=1, S=512, threads=2))
     s.append(spec("llama", "fp32", "adamw", recompute="full", B=1, S=512, threads=2))
+    # vocabulary 512: the peak inside a decoder layer's forward/backward
+    s.append(spec("llama-v512", "fp32", "adamw", attn="eager", B=1, S=512))
+    s.append(spec("llama-v512", "fp32", "adamw", B=1, S=512))
+    s.append(spec("llama-v512", "bf16", "adamw", attn="eager", recompute="full", B=1, S=512))
     # gpt2: dropout off / on, eager, recompute
     s.append(spec("gpt2", "fp32", "adamw"))
     s.append(spec("gpt2-dropout", "fp32", "adamw"))

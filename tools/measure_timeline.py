@@ -195,7 +195,7 @@ PHASES = ("forward", "loss", "backward", "optimizer", "zero_grad")
 LLAMA = {"hidden_size": 256, "intermediate_size": 704, "num_hidden_layers": 4,
          "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 4096,
          "max_position_embeddings": 1024}
-QWEN2 = dict(LLAMA)  # class defaults: tied embeddings, q/k/v biases
+QWEN2 = dict(LLAMA)  # class defaults: q/k/v biases; embeddings untied (transformers 5.24)
 GPT2 = {"n_embd": 256, "n_layer": 4, "n_head": 8, "n_positions": 1024, "vocab_size": 4096,
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 GPT2_DROPOUT = {**GPT2, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}

@@ -73,6 +73,10 @@ pub enum Command {
     /// The training memory of one model, piece by piece.
     #[command(after_help = EXAMPLES)]
     Estimate(EstimateArgs),
+    /// One training step as a sequence of allocations and frees: its phases,
+    /// its peak and where it happens; `--output chart.svg` draws it.
+    #[command(after_help = TIMELINE_HELP)]
+    Timeline(TimelineArgs),
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
     #[command(after_help = EXAMPLES)]
     Fit(FitArgs),
@@ -429,6 +433,32 @@ pub struct EstimateArgs {
 
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+const TIMELINE_HELP: &str = "\
+The peak of `trainmem estimate` is the maximum of this timeline: the model states the step
+starts with, each layer's saved activations in forward, the loss, each layer freed in backward
+as its gradients appear, and the optimizer step. Under ZeRO-3/FSDP each layer is gathered
+before it runs and freed after it.
+
+Examples:
+  trainmem timeline --model llama-3.1-8b --optimizer adamw --precision mixed-bf16 --micro-batch 1 --seq-len 4096
+  trainmem timeline --model llama-3.1-8b --gpus 8 --fsdp full-shard --precision mixed-bf16 --micro-batch 2 --seq-len 8192 --output step.svg
+  trainmem timeline --model qwen2.5-7b --micro-batch 1 --seq-len 2048 --format json    every event, with the running total";
+
+/// `trainmem timeline`: every flag of `estimate`, and where to draw it.
+#[derive(Debug, Args, Clone)]
+pub struct TimelineArgs {
+    #[command(flatten)]
+    pub estimate: EstimateArgs,
+
+    /// Draw the timeline as an SVG chart into this file (ending in .svg; `-` for stdout).
+    #[arg(long, value_name = "FILE.svg", allow_hyphen_values = true)]
+    pub output: Option<PathBuf>,
+
+    /// List every event in the table, not only the phases.
+    #[arg(long)]
+    pub events: bool,
 }
 
 /// `trainmem fit`.

@@ -5,6 +5,7 @@ mod completions;
 mod plot;
 mod resolve;
 mod serve;
+mod timeline;
 mod usage;
 
 pub use args::Cli;
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> Result<String> {
         None => compare(&cli.compare),
         Some(Command::Compare(args)) => compare(&args),
         Some(Command::Estimate(args)) => estimate_command(&args),
+        Some(Command::Timeline(args)) => timeline::run(&args),
         Some(Command::Fit(args)) => fit(&args),
         Some(Command::Params(args)) => params(&args),
         Some(Command::Plot(args)) => plot::run(&args),
@@ -69,6 +71,12 @@ fn model_of(params: Option<&str>, model: Option<&OsStr>) -> Result<Model> {
 const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder or a .safetensors file";
 
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
+    let (model, setup, format, units) = estimate_request(args)?;
+    Ok(render::estimate(&estimate(&model, &setup)?, format, units))
+}
+
+/// The model, setup, format and units the `estimate` flags ask for.
+fn estimate_request(args: &EstimateArgs) -> Result<(Model, Setup, Format, crate::units::UnitSystem)> {
     // The model first: without one nothing else matters.
     let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
@@ -83,7 +91,7 @@ fn estimate_command(args: &EstimateArgs) -> Result<String> {
         model.dimensions = Some(dimensions);
     }
     let model = resolve::finetune(&args.finetune)?.apply(model)?;
-    Ok(render::estimate(&estimate(&model, &setup)?, format, units))
+    Ok((model, setup, format, units))
 }
 
 fn fit(args: &FitArgs) -> Result<String> {

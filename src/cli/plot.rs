@@ -46,13 +46,13 @@ impl Kind {
 
 /// Where the chart goes: a file ending in `.svg`, or stdout for `-`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Destination<'a> {
+pub(super) enum Destination<'a> {
     Stdout,
     File(&'a Path),
 }
 
 impl Destination<'_> {
-    fn parse(path: &Path) -> Result<Destination<'_>> {
+    pub(super) fn parse(path: &Path) -> Result<Destination<'_>> {
         if path.as_os_str() == "-" {
             return Ok(Destination::Stdout);
         }
@@ -216,7 +216,7 @@ fn scaling_grid(request: &TextbookRequest, compared: &Comparison) -> Result<Comp
 
 /// Writes `text` to a temporary file beside `path`, then renames it over
 /// `path`: a reader sees the old file or the whole new one, never half.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
+pub(super) fn write_atomically(path: &Path, text: &str) -> Result<()> {
     let failed = |problem: String| Error::File {
         path: path.display().to_string(),
         problem,

@@ -267,10 +267,10 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                     degree,
                 )?;
             }
-            add_count(&mut group.trainable, elements.0)?;
             group.tensors += 1;
             match (zero.shards_optimizer(), framework) {
                 (true, Framework::DeepSpeed | Framework::Megatron) => {
+                    add_count(&mut group.trainable, elements.0)?;
                     add_count(
                         group
                             .flat_states
@@ -285,6 +285,9 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                     } else {
                         shape.clone()
                     };
+                    // The optimizer steps on the rank's shards (FSDP), so its
+                    // temporaries are sized by them, not by the whole tensors.
+                    add_count(&mut group.trainable, local_shape.elements().0)?;
                     group.largest = group.largest.max(local_shape.elements().0);
                     let local = Tensor {
                         shape: local_shape,

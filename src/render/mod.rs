@@ -12,6 +12,7 @@ pub mod schema;
 pub mod svg;
 mod table;
 mod textbook;
+mod timeline;
 
 pub use catalogues::{devices, optimizers, precisions};
 pub use escape::escape;
@@ -20,6 +21,7 @@ pub use fit::fit;
 pub use params::{ModelListing, models, params};
 pub use table::Table;
 pub use textbook::textbook;
+pub use timeline::{peak_moment, timeline};
 
 use serde::Serialize;
 

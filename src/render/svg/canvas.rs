@@ -190,6 +190,25 @@ impl Canvas {
         }
     }
 
+    /// A filled polygon through `points`, with an optional tooltip.
+    pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str, tooltip: Option<&str>) {
+        let points: Vec<String> = points
+            .iter()
+            .map(|(x, y)| format!("{},{}", n(*x), n(*y)))
+            .collect();
+        let _ = write!(
+            self.body,
+            r#"<polygon points="{}" fill="{fill}""#,
+            points.join(" ")
+        );
+        match tooltip {
+            Some(tip) => {
+                let _ = writeln!(self.body, "><title>{}</title></polygon>", escape(tip));
+            }
+            None => self.body.push_str("/>\n"),
+        }
+    }
+
     /// A circle with a white outline.
     pub fn circle(&mut self, center: (f64, f64), radius: f64, fill: &str) {
         let _ = writeln!(

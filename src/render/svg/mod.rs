@@ -6,9 +6,11 @@ mod axis;
 mod breakdown;
 mod canvas;
 mod scaling;
+mod timeline;
 
 pub use breakdown::breakdown;
 pub use scaling::scaling;
+pub use timeline::timeline;
 
 use crate::units::Count;
 

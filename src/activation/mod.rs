@@ -44,6 +44,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::units::Bytes;
 
+/// Bytes of an fp32 element.
+const FP32_BYTES: u64 = 4;
+
 /// The attention implementation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -344,28 +347,71 @@ impl<'a> Step<'a> {
 
     /// What one layer keeps.
     fn layer(&self, sparse: bool) -> Result<Kept> {
-        let saved = layer::saved(
+        recompute::kept(self.workload.recompute, &self.saved_layer(sparse)?)
+    }
+
+    /// Everything one layer saves, before recomputation decides what stays.
+    fn saved_layer(&self, sparse: bool) -> Result<layer::SavedLayer> {
+        layer::saved(
             &self.rank,
             self.dims,
             self.kernels,
             &self.training,
             self.kernel,
             sparse,
-        )?;
-        recompute::kept(self.workload.recompute, &saved)
+        )
     }
 
-    /// What one layer's backward holds besides its saved tensors: the
-    /// gradient of the layer's output (P·n·h, the residual stream's) and
-    /// two gradients as wide as its widest intermediate (P·T·w each: the
-    /// MLP's gate and up projections, or the attention's q, k, v), which
-    /// autograd holds together while the matmuls' backward runs.
-    fn layer_backward(&self) -> Result<Bytes> {
+    /// What one layer's backward holds at its height besides its saved
+    /// tensors (all of them, recomputed ones included), the larger of two
+    /// moments, as the CPU timeline fixtures show:
+    /// * the MLP's backward: the gradient of the layer's output (P·n·h, the
+    ///   residual stream's) and one gradient as wide as the widest
+    ///   intermediate (P·T·w);
+    /// * the attention's backward, after the MLP's saved tensors, the second
+    ///   norm's and the dropout masks' second half are freed: the residual
+    ///   gradient, with eager or math attention the gradients of the
+    ///   probabilities ((4 + P)·B·a·S²: see below), and the gradients of q,
+    ///   k and v (P·T·(a·d + 2·kv·d)).
+    fn layer_backward(&self, sparse: bool) -> Result<Bytes> {
         let rank = &self.rank;
-        let mut tally = Tally::new();
-        tally.tensor(&[rank.element, rank.sequence_tokens, rank.hidden])?;
-        tally.add(times(self.widest_tensor()?, 2)?)?;
-        Ok(tally.bytes())
+        let saved = self.saved_layer(sparse)?;
+        let mut residual = Tally::new();
+        residual.tensor(&[rank.element, rank.sequence_tokens, rank.hidden])?;
+        let mut mlp = residual;
+        mlp.add(self.widest_tensor()?)?;
+        let mut attention = residual;
+        if matches!(self.kernel, Kernel::Eager | Kernel::Math) {
+            // The softmax runs in fp32: the probabilities' gradient cast to
+            // fp32 and the softmax's fp32 backward output, with the
+            // gradient in the model's dtype still alive (P = 4: 2 x 4X).
+            attention.tensor(&[
+                FP32_BYTES + rank.element,
+                rank.batch,
+                rank.heads,
+                rank.seq,
+                rank.seq,
+            ])?;
+        }
+        let d = self.dims.head_dim;
+        attention.tensor(&[
+            rank.element,
+            rank.tokens,
+            rank.heads.saturating_add(rank.kv_heads.saturating_mul(2)),
+            d,
+        ])?;
+        let released = [
+            saved.mlp,
+            saved.experts,
+            Bytes(saved.norms.0 / 2),
+            Bytes(saved.dropout.0 / 2),
+            saved.output_input,
+        ]
+        .into_iter()
+        .try_fold(Bytes::ZERO, plus)?;
+        Ok(mlp
+            .bytes()
+            .max(Bytes(attention.bytes().0.saturating_sub(released.0))))
     }
 
     /// P·T·w for the layer's widest intermediate w.
@@ -416,19 +462,16 @@ impl<'a> Step<'a> {
             has_head: stage.head,
             ..Schedule::default()
         };
-        let backward = self.layer_backward()?;
+        let backward = [self.layer_backward(false)?, self.layer_backward(true)?];
         schedule.widest_tensor = self.widest_tensor()?;
         for layer in stage.first_layer..end {
-            let kind = if self.dims.is_sparse(layer) {
-                &sparse
-            } else {
-                &dense
-            };
+            let is_sparse = self.dims.is_sparse(layer);
+            let kind = if is_sparse { &sparse } else { &dense };
             schedule.layers.push(LayerActivations {
                 layer,
                 kept: kind.total()?,
                 recomputed: kind.recomputed,
-                backward,
+                backward: backward[usize::from(is_sparse)],
             });
         }
         let mut outside = Tally::new();

@@ -76,7 +76,9 @@ fn estimate_command(args: &EstimateArgs) -> Result<String> {
 }
 
 /// The model, setup, format and units the `estimate` flags ask for.
-fn estimate_request(args: &EstimateArgs) -> Result<(Model, Setup, Format, crate::units::UnitSystem)> {
+fn estimate_request(
+    args: &EstimateArgs,
+) -> Result<(Model, Setup, Format, crate::units::UnitSystem)> {
     // The model first: without one nothing else matters.
     let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;

@@ -212,6 +212,7 @@ pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions>
         allocator: AllocatorOptions {
             expandable_segments: args.expandable_segments,
         },
+        cpu: Platform::parse(&args.platform)? == Platform::Cpu,
     })
 }
 

@@ -12,7 +12,13 @@ pub fn run(args: &TimelineArgs) -> Result<String> {
     let (model, setup, format, units) = estimate_request(&args.estimate)?;
     let (estimate, timeline) = crate::estimate::timeline(&model, &setup)?;
     match destination {
-        None => Ok(render::timeline(&estimate, &timeline, format, units, args.events)),
+        None => Ok(render::timeline(
+            &estimate,
+            &timeline,
+            format,
+            units,
+            args.events,
+        )),
         Some(destination) => {
             let chart = render::svg::timeline(&estimate, &timeline, units);
             match destination {

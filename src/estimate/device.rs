@@ -485,7 +485,10 @@ fn finish_stage(
             Location::Host => add(&mut host_states, bytes)?,
         }
     }
-    let mut optimizer_step = setup.optimizer.step_temporaries.bytes(&context)?;
+    let mut optimizer_step = setup
+        .optimizer
+        .step_temporaries_on(&setup.options, setup.step.cpu)
+        .bytes(&context)?;
 
     // Offload (ZeRO-Offload, `stage_1_and_2.py` and `stage3.py` with
     // `offload_optimizer`): the master weights and states live on the host,

@@ -44,6 +44,9 @@ pub struct StepOptions {
     pub reduce_bucket_size: Option<u64>,
     /// PyTorch's caching allocator settings, for `memory.reserved`.
     pub allocator: crate::timeline::AllocatorOptions,
+    /// The step runs on the CPU (`--platform cpu`): torch's optimizers loop
+    /// over tensors there instead of using `foreach` lists.
+    pub cpu: bool,
 }
 
 /// The memory of one accelerator, and what the user called it.

@@ -16,7 +16,7 @@ use super::factored::{BETA1, adafactor_hf, adafactor_torch, adalomo, came};
 use super::layerwise::lamb_norms;
 use super::lowrank::{GALORE_OPTIONS, galore_adamw};
 use super::muon::muon;
-use super::options::{ADAMW_EMBEDDINGS, CAPTURABLE, FUSED};
+use super::options::{ADAMW_EMBEDDINGS, CAPTURABLE, FOREACH, FUSED};
 use super::preconditioned::{SOAP_OPTIONS, shampoo, soap};
 use super::quantized::{
     BNB_OPTIONS, TORCHAO_4BIT_OPTIONS, TORCHAO_FP8_OPTIONS, bnb_one_state, bnb_qmaps,
@@ -37,7 +37,7 @@ const GRAD_AVG: StateSpec = StateSpec::LikeParam("grad_avg");
 const MOMENTUM_BUFFER_IF_MOMENTUM: StateSpec = StateSpec::When("momentum", &MOMENTUM_BUFFER);
 
 /// `fused` and `capturable` move torch's `step` counters onto the device.
-const TORCH_STEP_OPTIONS: &[OptionSpec] = &[FUSED, CAPTURABLE];
+const TORCH_STEP_OPTIONS: &[OptionSpec] = &[FUSED, CAPTURABLE, FOREACH];
 
 /// `momentum` with the given default: above 0 adds a `momentum_buffer`.
 const fn momentum(default: &'static str) -> OptionSpec {
@@ -66,7 +66,7 @@ pub const SGD: Optimizer = Optimizer {
     title: "SGD",
     summary: "no state: only the gradient",
     source: "torch/optim/sgd.py (momentum=0)",
-    options: &[],
+    options: &[FOREACH],
     flat_assumption: None,
     rule: Rule::PerTensor(&[]),
     global: None,
@@ -81,7 +81,7 @@ pub const SGD_MOMENTUM: Optimizer = Optimizer {
     title: "SGD+momentum",
     summary: "momentum_buffer",
     source: "torch/optim/sgd.py (momentum>0)",
-    options: &[momentum("0.9")],
+    options: &[momentum("0.9"), FOREACH],
     flat_assumption: None,
     rule: Rule::PerTensor(&[MOMENTUM_BUFFER_IF_MOMENTUM]),
     global: None,
@@ -98,7 +98,7 @@ pub const SGD_NESTEROV: Optimizer = Optimizer {
     title: "SGD+Nesterov",
     summary: "momentum_buffer",
     source: "torch/optim/sgd.py (momentum>0, nesterov=True)",
-    options: &[momentum("0.9")],
+    options: &[momentum("0.9"), FOREACH],
     flat_assumption: None,
     rule: Rule::PerTensor(&[MOMENTUM_BUFFER_IF_MOMENTUM]),
     global: None,

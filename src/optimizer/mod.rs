@@ -123,6 +123,18 @@ pub enum Temporaries {
 }
 
 impl Temporaries {
+    /// The temporaries of the same update run by torch's per-tensor loop
+    /// instead of its `foreach` lists: each list temporary becomes one per
+    /// tensor, plus the one intermediate the loop's expressions make on the
+    /// way (measured: single-tensor AdamW holds `exp_avg_sq.sqrt()` and its
+    /// quotient, 2 x the largest tensor, where foreach holds one list).
+    pub fn per_tensor(self) -> Temporaries {
+        match self {
+            Temporaries::GroupCopies(copies) => Temporaries::LargestTensorCopies(copies + 1),
+            other => other,
+        }
+    }
+
     /// The bytes of these temporaries.
     pub fn bytes(self, context: &GlobalContext) -> Result<Bytes> {
         let (copies, elements, dtype) = match self {
@@ -146,6 +158,22 @@ impl Temporaries {
 }
 
 impl Optimizer {
+    /// The temporaries of one `step()` as it runs: none for a fused kernel
+    /// (`fused=true`, measured at a few bytes), the catalogued foreach
+    /// temporaries, or the per-tensor loop's when `foreach=false` or, unset,
+    /// on the CPU, where torch defaults to the loop.
+    pub fn step_temporaries_on(&self, options: &Options, cpu: bool) -> Temporaries {
+        if options.flag("fused") {
+            return Temporaries::None;
+        }
+        match options.choice("foreach") {
+            Some(true) => self.step_temporaries,
+            Some(false) => self.step_temporaries.per_tensor(),
+            None if cpu => self.step_temporaries.per_tensor(),
+            None => self.step_temporaries,
+        }
+    }
+
     /// The state tensors kept for `tensor` when its states are kept in `dtype`
     /// (the dtype of the copy the optimizer updates, unless overridden).
     pub fn states(

@@ -28,6 +28,16 @@ pub const FUSED: OptionSpec = OptionSpec {
     help: "fused kernel: `step` counters live on the device",
 };
 
+/// `foreach=true|false`: torch's multi-tensor (`foreach`) implementation, or
+/// the per-tensor loop. Unset, torch picks foreach for CUDA tensors and the
+/// loop on the CPU (`_default_to_fused_or_foreach` in `torch/optim/optimizer.py`).
+pub const FOREACH: OptionSpec = OptionSpec {
+    key: "foreach",
+    kind: OptionKind::Flag,
+    default: "auto",
+    help: "multi-tensor step (true) or per-tensor loop (false); auto: foreach on CUDA, the loop on the CPU",
+};
+
 /// `capturable=true`: torch keeps `step` counters on the device for CUDA graphs.
 pub const CAPTURABLE: OptionSpec = OptionSpec {
     key: "capturable",
@@ -177,6 +187,16 @@ impl Options {
                 .parse::<f64>()
                 .map(|value| value != 0.0)
                 .map_err(|_| self.bad(key, "`true`, `false`, a number or `none`")),
+        }
+    }
+
+    /// The value of a flag that may be left unset (`auto`): `None` then, or
+    /// when the optimizer has no such key.
+    pub fn choice(&self, key: &str) -> Option<bool> {
+        match self.0.get(key).map(String::as_str) {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
         }
     }
 

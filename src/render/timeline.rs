@@ -12,7 +12,9 @@ pub fn peak_moment(peak: &Peak) -> String {
     format!(
         "{}{}",
         peak.phase.name(),
-        peak.layer.map(|l| format!(", layer {l}")).unwrap_or_default()
+        peak.layer
+            .map(|l| format!(", layer {l}"))
+            .unwrap_or_default()
     )
 }
 

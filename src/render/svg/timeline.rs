@@ -117,13 +117,25 @@ pub fn timeline(e: &Estimate, timeline: &Timeline, units: UnitSystem) -> String 
                 _ => 0,
             };
             let label_y = TOP - 8.0 - 14.0 * row as f64;
-            canvas.line((px, label_y + 4.0), (px, plot_bottom), INK, 0.8, Some("3 3"));
+            canvas.line(
+                (px, label_y + 4.0),
+                (px, plot_bottom),
+                INK,
+                0.8,
+                Some("3 3"),
+            );
             canvas.text(px + 3.0, label_y, name, Text::default().color(MUTED));
             last_label = Some((px + 3.0 + text_width(name, FONT_SIZE), row));
             previous = Some(event.phase);
         }
     }
-    canvas.line((LEFT, plot_bottom), (plot_right, plot_bottom), INK, 1.0, None);
+    canvas.line(
+        (LEFT, plot_bottom),
+        (plot_right, plot_bottom),
+        INK,
+        1.0,
+        None,
+    );
 
     if let Some(capacity) = capacity {
         let cy = y.map(in_unit(capacity.bytes.0));
@@ -141,7 +153,10 @@ pub fn timeline(e: &Estimate, timeline: &Timeline, units: UnitSystem) -> String 
         .iter()
         .position(|event| event.total == timeline.peak.bytes && event.bytes > 0)
     {
-        let point = (x.map(index as f64 + 0.5), y.map(in_unit(timeline.peak.bytes.0)));
+        let point = (
+            x.map(index as f64 + 0.5),
+            y.map(in_unit(timeline.peak.bytes.0)),
+        );
         canvas.circle(point, 5.0, ALERT);
         let label = format!(
             "peak {} ({})",
@@ -162,7 +177,14 @@ pub fn timeline(e: &Estimate, timeline: &Timeline, units: UnitSystem) -> String 
         if stacks.iter().all(|s| s[k] == 0) {
             continue;
         }
-        canvas.rect(plot_right + 16.0, ly - 10.0, 12.0, 12.0, KIND_COLORS[k], None);
+        canvas.rect(
+            plot_right + 16.0,
+            ly - 10.0,
+            12.0,
+            12.0,
+            KIND_COLORS[k],
+            None,
+        );
         canvas.text(plot_right + 34.0, ly, kind.name(), Text::default());
         canvas.text(
             plot_right + 34.0,

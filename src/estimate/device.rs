@@ -489,6 +489,16 @@ fn finish_stage(
         .optimizer
         .step_temporaries_on(&setup.options, setup.step.cpu)
         .bytes(&context)?;
+    // DeepSpeed's ZeRO optimizers wrap the optimizer DeepSpeed builds from
+    // its config: FusedAdam for Adam and AdamW on the GPU
+    // (`_configure_basic_optimizer` in `deepspeed/runtime/engine.py`), one
+    // multi-tensor kernel with no list temporaries.
+    if parallelism.framework == Framework::DeepSpeed
+        && parallelism.zero.shards_optimizer()
+        && matches!(setup.optimizer.name, "adam" | "adamw")
+    {
+        optimizer_step = Bytes::ZERO;
+    }
 
     // Offload (ZeRO-Offload, `stage_1_and_2.py` and `stage3.py` with
     // `offload_optimizer`): the master weights and states live on the host,

@@ -1,0 +1,138 @@
+//! trainmem's peak against published, measured peak memories of real
+//! training runs (`tests/fixtures/published/peaks.json`, 111 cases from
+//! torchtune, litgpt, torchtitan, peft, DeepSpeed, Megatron-LM and user
+//! reports, each with its source, the quoted figure, the stated setup and
+//! what was measured). `tools/published_peaks.py` prints the same table
+//! from the release binary.
+//!
+//! Cases whose setup needs a feature trainmem cannot express yet (chunked
+//! or fused losses, torch.compile, float8, context parallelism, per-op
+//! recomputation, an optimizer stepped in backward, paged 32-bit AdamW,
+//! torchao's NF4) name it under `missing` and are left out of the error
+//! statistics. The bounds below are today's figures, kept from getting
+//! worse; the target (mean 5%, none over 15%) is not met yet.
+
+mod common;
+
+use common::run;
+use serde_json::Value;
+
+/// Today's mean |error| over the expressible cases with a stated metric, as a bound.
+const MEAN_BOUND: f64 = 0.14;
+/// Today's largest |error| among them, as a bound.
+const MAX_BOUND: f64 = 0.54;
+
+const METRICS: [&str; 4] = ["allocated", "reserved", "nvidia-smi", "unstated"];
+
+fn cases() -> Vec<Value> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/published/peaks.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn unit_bytes(unit: &str) -> f64 {
+    match unit {
+        "GiB" => (1u64 << 30) as f64,
+        "GB" => 1e9,
+        "MiB" => (1u64 << 20) as f64,
+        "MB" => 1e6,
+        other => panic!("unit {other}"),
+    }
+}
+
+#[test]
+fn every_case_names_its_source_setup_and_metric() {
+    let cases = cases();
+    assert!(cases.len() >= 25, "{} cases", cases.len());
+    for case in &cases {
+        let id = case["id"].as_str().unwrap();
+        for field in ["source", "quote", "setup"] {
+            assert!(
+                !case[field].as_str().unwrap().trim().is_empty(),
+                "{id}: {field}"
+            );
+        }
+        assert!(METRICS.contains(&case["metric"].as_str().unwrap()), "{id}");
+        let measured = &case["measured"];
+        let bytes =
+            measured["value"].as_f64().unwrap() * unit_bytes(measured["unit"].as_str().unwrap());
+        assert!(
+            (bytes - case["measured_bytes"].as_f64().unwrap()).abs() <= 1.0,
+            "{id}: measured_bytes"
+        );
+        assert!(
+            case["flags"].as_array().is_some_and(|f| !f.is_empty()),
+            "{id}"
+        );
+    }
+}
+
+#[test]
+fn predicted_against_measured() {
+    let cases = cases();
+    let (mut errors, mut table) = (Vec::new(), String::new());
+    for case in cases
+        .iter()
+        .filter(|c| c["missing"].as_array().unwrap().is_empty())
+    {
+        let id = case["id"].as_str().unwrap();
+        let metric = case["metric"].as_str().unwrap();
+        let mut args: Vec<&str> = vec!["estimate"];
+        args.extend(
+            case["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap()),
+        );
+        if metric != "nvidia-smi" {
+            args.extend(["--overhead", "0"]);
+        }
+        args.extend(["--format", "json"]);
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 0, "{id}: {stderr}");
+        let e: Value = serde_json::from_str(&stdout).unwrap();
+        let key = if matches!(metric, "reserved" | "nvidia-smi") {
+            "reserved"
+        } else {
+            "peak"
+        };
+        let predicted = e["memory"][key].as_u64().unwrap() as f64;
+        let measured = case["measured_bytes"].as_f64().unwrap();
+        let error = (predicted - measured) / measured;
+        table += &format!("{id:<64} {metric:<10} {:+6.1}%\n", 100.0 * error);
+        if metric != "unstated" {
+            errors.push(error.abs());
+        }
+    }
+    let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
+    let max = errors.iter().copied().fold(0.0, f64::max);
+    println!(
+        "{table}{} with a stated metric: mean {:.1}%, max {:.1}%",
+        errors.len(),
+        100.0 * mean,
+        100.0 * max
+    );
+    assert!(errors.len() >= 10, "{table}");
+    assert!(mean <= MEAN_BOUND, "{table}mean {mean}");
+    assert!(max <= MAX_BOUND, "{table}max {max}");
+}
+
+/// What cannot be expressed is named, so the cases can join the statistics
+/// as the features arrive.
+#[test]
+fn what_cannot_be_expressed_is_named() {
+    let cases = cases();
+    let blocked: Vec<&Value> = cases
+        .iter()
+        .filter(|c| !c["missing"].as_array().unwrap().is_empty())
+        .collect();
+    assert!(!blocked.is_empty());
+    for case in blocked {
+        for missing in case["missing"].as_array().unwrap() {
+            assert!(missing.as_str().unwrap().len() > 3, "{}", case["id"]);
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The peak as the step timeline computes it: the bugs found when the old
+//! formula was tried as a user would (issue 10), each pinned.
+
+mod common;
+
+use common::{int, json_of};
+
+const LLAMA_8B: [&str; 6] = [
+    "--model",
+    "llama-3.1-8b",
+    "--optimizer",
+    "adamw",
+    "--precision",
+    "mixed-bf16",
+];
+
+fn estimate(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["estimate"];
+    args.extend(LLAMA_8B);
+    args.extend(extra);
+    args.extend(["--format", "json"]);
+    json_of(&args)
+}
+
+/// (a) FSDP steps the optimizer on each rank's shards: its foreach temporary
+/// is one fp32 copy of the shard (8.03B / 8 x 4 B = 3.74 GiB), not of the
+/// whole model (29.92 GiB).
+#[test]
+fn fsdp_prices_the_optimizer_temporary_on_the_shard() {
+    let e = estimate(&["--gpus", "8", "--fsdp", "full-shard"]);
+    let temporary = int(&e["transients"]["optimizer_step"]);
+    let shard = 8_030_261_248u64.div_ceil(8) * 4;
+    assert!(temporary <= shard + (1 << 20), "{temporary} vs {shard}");
+    assert!(temporary >= shard - (1 << 24), "{temporary} vs {shard}");
+}
+
+/// (b) FSDP's MixedPrecisionPolicy gathers bf16 parameters per layer: no
+/// autocast copies of the whole model are saved, unless autocast is asked for.
+#[test]
+fn fsdp_mixed_precision_is_a_policy_by_default() {
+    let has_autocast = |e: &serde_json::Value| {
+        e["activations"]["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "autocast weight copies")
+    };
+    let workload = [
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "2048",
+        "--gpus",
+        "8",
+        "--fsdp",
+        "full-shard",
+    ];
+    let policy = estimate(&workload);
+    assert!(!has_autocast(&policy));
+    assert_eq!(policy["parallelism"]["fsdp_mixed_precision"], "policy");
+    let mut autocast_args = workload.to_vec();
+    autocast_args.extend(["--fsdp-mixed-precision", "autocast"]);
+    let autocast = estimate(&autocast_args);
+    assert!(has_autocast(&autocast));
+    assert!(int(&autocast["memory"]["activations"]) > int(&policy["memory"]["activations"]));
+}
+
+/// (c) With the optimizer offloaded, the host keeps the fp32 gradient
+/// partition the host step reads (16 / 18 / 20 bytes per parameter with
+/// Adam for ZeRO-1/2, ZeRO-3, ZeRO-3 with the parameters), and the step's
+/// temporaries are not on the device.
+#[test]
+fn offloaded_optimizers_keep_fp32_gradients_and_step_on_the_host() {
+    for (zero, offload, host_bytes) in [
+        ("2", "optimizer", 16u64),
+        ("3", "optimizer", 18),
+        ("3", "optimizer+params", 20),
+    ] {
+        let e = json_of(&[
+            "estimate",
+            "--params",
+            "8B",
+            "--optimizer",
+            "adam",
+            "--precision",
+            "mixed-bf16",
+            "--gpus",
+            "8",
+            "--zero",
+            zero,
+            "--offload",
+            offload,
+            "--format",
+            "json",
+        ]);
+        let host = &e["host"];
+        let per_parameter = (int(&host["total"]) - int(&host["total"]) % 1_000_000) / 8_000_000_000;
+        assert_eq!(per_parameter, host_bytes, "ZeRO-{zero} {offload}: {host}");
+        assert_eq!(int(&host["gradients"]) % (8_000_000_000 / 8), 0);
+        assert_eq!(
+            int(&e["transients"]["optimizer_step"]),
+            0,
+            "the step runs on the host"
+        );
+    }
+}
+
+/// (d) ZeRO-3 with everything offloaded still gathers each layer on the
+/// GPU: the peak is never zero.
+#[test]
+fn fully_offloaded_zero_3_still_gathers_layers_on_the_device() {
+    let e = json_of(&[
+        "estimate",
+        "--model",
+        "llama-3.1-405b",
+        "--gpus",
+        "8",
+        "--zero",
+        "3",
+        "--offload",
+        "optimizer+params",
+        "--precision",
+        "mixed-bf16",
+        "--optimizer",
+        "adamw",
+        "--device",
+        "h100-80gb",
+        "--format",
+        "json",
+    ]);
+    let peak = int(&e["memory"]["peak"]);
+    // One Llama 3.1 405B layer in bf16 is 6.38 GB; two are gathered at once.
+    assert!(peak > 2 * 6_000_000_000, "{peak}");
+    assert!(int(&e["timeline"]["peak"]["by_kind"]["weights"]) > 12_000_000_000);
+    assert_eq!(e["timeline"]["peak"]["phase"], "backward");
+}
+
+/// (f) The step counters' note gives the same per-node figure as the host line.
+#[test]
+fn host_counters_are_one_figure() {
+    let (code, stdout, _) =
+        common::run(&["estimate", "--params", "7B", "--gpus", "8", "--zero", "1"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("host memory: 32 B per node"), "{stdout}");
+    assert!(stdout.contains("`step` counters (32 B)"), "{stdout}");
+}
+
+/// `--init every-rank` (FSDP1's default): each rank holds the whole model
+/// before sharding it, and that is the peak of a small step.
+#[test]
+fn every_rank_init_can_run_out_of_memory_before_training() {
+    let meta = estimate(&["--gpus", "8", "--fsdp", "full-shard", "--init", "meta"]);
+    let every = estimate(&[
+        "--gpus",
+        "8",
+        "--fsdp",
+        "full-shard",
+        "--framework",
+        "fsdp1",
+    ]);
+    assert_eq!(every["timeline"]["peak"]["phase"], "load");
+    // The whole model in fp32 (FSDP keeps fp32 parameters) before sharding.
+    assert!(int(&every["timeline"]["load_peak"]) > 32_000_000_000);
+    assert!(
+        int(&every["timeline"]["load_peak"]) > int(&meta["timeline"]["load_peak"]) + 20_000_000_000
+    );
+}
+
+/// Gradient accumulation keeps gradients from one micro-batch to the next:
+/// they exist before backward, so the peak grows by a layer's new gradient.
+#[test]
+fn accumulated_gradients_raise_the_peak() {
+    let sgd = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "--model",
+            "llama-3.2-1b",
+            "--optimizer",
+            "sgd",
+            "--precision",
+            "bf16",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "4096",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        json_of(&args)
+    };
+    let once = sgd(&[]);
+    let accumulated = sgd(&["--grad-accumulation", "4"]);
+    assert!(int(&accumulated["memory"]["peak"]) > int(&once["memory"]["peak"]));
+}
+
+/// bitsandbytes before 0.43.2 saved each 4-bit matmul's input.
+#[test]
+fn old_bitsandbytes_keeps_quantized_inputs() {
+    let qlora = [
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--lora-rank",
+        "16",
+        "--lora-targets",
+        "q_proj,v_proj",
+        "--quantize",
+        "nf4",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "2048",
+        "--precision",
+        "bf16",
+        "--format",
+        "json",
+    ];
+    let current = json_of(&qlora);
+    let mut old = qlora.to_vec();
+    old.extend(["--bitsandbytes", "0.43.1"]);
+    let old = json_of(&old);
+    assert!(int(&old["memory"]["activations"]) > int(&current["memory"]["activations"]));
+    let (code, _, stderr) = common::run(&["estimate", "--params", "7B", "--bitsandbytes", "x.y"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--bitsandbytes"), "{stderr}");
+}

@@ -330,3 +330,39 @@ fn deepseek_v3_on_256_gpus_is_fast() {
     let bound = if cfg!(debug_assertions) { 1000 } else { 100 };
     assert!(elapsed.as_millis() < bound, "{elapsed:?}");
 }
+
+/// The README shows `docs/timeline.svg`; it must be what the binary draws.
+#[test]
+fn the_readme_chart_is_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("timeline.svg");
+    let (code, _, stderr) = run(&[
+        "timeline",
+        "--model",
+        "llama-3.1-8b",
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "4096",
+        "--gpus",
+        "8",
+        "--fsdp",
+        "full-shard",
+        "--device",
+        "h100-80gb",
+        "--output",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let drawn = std::fs::read_to_string(&path).unwrap();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/timeline.svg")).unwrap();
+    assert!(
+        drawn == committed,
+        "docs/timeline.svg is stale: rerun the command in tools/README.md"
+    );
+}

@@ -47,7 +47,7 @@ fn heading(e: &Estimate) -> String {
 
 /// `64 GPUs: data 64 × tensor 1 × pipeline 1, ZeRO-1 (deepspeed)`, or
 /// nothing for one accelerator.
-fn layout(e: &Estimate) -> Option<String> {
+pub(super) fn layout(e: &Estimate) -> Option<String> {
     let p = &e.parallelism.layout;
     if p.gpus == 1 && p.zero == ZeroStage::None && p.offload == Offload::None {
         return None;

@@ -87,13 +87,17 @@ pub fn timeline(
 }
 
 fn heading(e: &Estimate) -> String {
-    format!(
+    let mut heading = format!(
         "trainmem timeline: {} ({}), {}, {}",
         escape(&e.model.name),
         escape(&e.model.source),
         e.optimizer,
         e.precision.name
-    )
+    );
+    if let Some(layout) = super::estimate::layout(e) {
+        heading += &format!(", {layout}");
+    }
+    heading
 }
 
 fn phase_table(timeline: &Timeline, units: UnitSystem) -> Table {

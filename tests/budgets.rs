@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use common::run_within;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use trainmem::activation::{Attention, Platform, Recompute, Workload};
-use trainmem::{Bytes, DType, Optimizer, Precision, Setup, estimate};
+use trainmem::activation::Workload;
+use trainmem::{Bytes, Optimizer, Precision, Setup, estimate};
 
 /// The release budget of one command or one library estimate.
 const RELEASE_WALL: Duration = Duration::from_secs(1);
@@ -506,21 +506,7 @@ fn setup() -> Setup {
         Optimizer::find("adamw").unwrap(),
         *Precision::find("mixed-bf16").unwrap(),
     );
-    setup.workload = Some(Workload {
-        micro_batch: 1,
-        seq_len: 4096,
-        attention: Attention::Sdpa,
-        recompute: Recompute::None,
-        dtype: DType::Bf16,
-        platform: Platform::Cuda,
-        frozen_base: false,
-        adapted: Vec::new(),
-        lora_rank: 0,
-        tensor_parallel: 1,
-        sequence_parallel: false,
-        pipeline: 1,
-        quantized_inputs_kept: false,
-    });
+    setup.workload = Some(Workload::new(1, 4096));
     setup.overhead = Bytes(1 << 30);
     setup
 }

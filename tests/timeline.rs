@@ -15,8 +15,7 @@ use std::path::Path;
 use common::{int, json_of, run};
 use proptest::prelude::*;
 use serde_json::Value;
-use trainmem::activation::{Attention, Platform, Recompute, Workload};
-use trainmem::dtype::DType;
+use trainmem::activation::{Recompute, Workload};
 use trainmem::input::load_model;
 use trainmem::optimizer::Optimizer;
 use trainmem::parallel::{Framework, Init, Offload, Parallelism, ZeroStage};
@@ -197,19 +196,8 @@ fn the_timeline_chart_is_well_formed_svg() {
 
 fn workload(micro_batch: u64, seq_len: u64, recompute: Recompute) -> Workload {
     Workload {
-        micro_batch,
-        seq_len,
-        attention: Attention::Sdpa,
         recompute,
-        dtype: DType::Bf16,
-        platform: Platform::Cuda,
-        frozen_base: false,
-        adapted: Vec::new(),
-        lora_rank: 0,
-        tensor_parallel: 1,
-        sequence_parallel: false,
-        pipeline: 1,
-        quantized_inputs_kept: false,
+        ..Workload::new(micro_batch, seq_len)
     }
 }
 

@@ -13,9 +13,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
-use trainmem::activation::{Attention, Platform, Recompute, Workload};
+use trainmem::activation::Workload;
 use trainmem::architecture::{self, MAX_TENSORS};
-use trainmem::{Bytes, DType, Model, Optimizer, Precision, Setup, estimate};
+use trainmem::{Bytes, Model, Optimizer, Precision, Setup, estimate};
 
 const SIZE_KEYS: &[&str] = &[
     "num_hidden_layers",
@@ -88,20 +88,7 @@ fn price(config: &Value) {
         Optimizer::find("adamw").unwrap(),
         *Precision::find("mixed-bf16").unwrap(),
     );
-    setup.workload = Some(Workload {
-        micro_batch: 1,
-        seq_len: 4096,
-        attention: Attention::Sdpa,
-        recompute: Recompute::None,
-        dtype: DType::Bf16,
-        platform: Platform::Cuda,
-        frozen_base: false,
-        adapted: Vec::new(),
-        lora_rank: 0,
-        tensor_parallel: 1,
-        sequence_parallel: false,
-        pipeline: 1,
-    });
+    setup.workload = Some(Workload::new(1, 4096));
     setup.overhead = Bytes(1 << 30);
     let _ = estimate(&model, &setup);
 }

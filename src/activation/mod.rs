@@ -175,6 +175,30 @@ pub struct Workload {
     pub quantized_inputs_kept: bool,
 }
 
+impl Workload {
+    /// `micro_batch` sequences of `seq_len` tokens in bf16 with sdpa
+    /// attention, no recomputation, on CUDA, fully trained, on one rank:
+    /// the estimate fills in the dtype, the parallel degrees and the
+    /// fine-tuning from the setup and the model.
+    pub fn new(micro_batch: u64, seq_len: u64) -> Workload {
+        Workload {
+            micro_batch,
+            seq_len,
+            attention: Attention::Sdpa,
+            recompute: Recompute::None,
+            dtype: DType::Bf16,
+            platform: Platform::Cuda,
+            frozen_base: false,
+            adapted: Vec::new(),
+            lora_rank: 0,
+            tensor_parallel: 1,
+            sequence_parallel: false,
+            pipeline: 1,
+            quantized_inputs_kept: false,
+        }
+    }
+}
+
 /// A part of the activation memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Part {

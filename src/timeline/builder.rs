@@ -2,7 +2,7 @@
 
 use super::allocator::Allocator;
 use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline};
-use crate::activation::LayerActivations;
+use crate::activation::{LayerActivations, Schedule};
 use crate::error::{Error, Result};
 use crate::units::Bytes;
 
@@ -394,12 +394,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                 && has_head
                 && let Some(a) = activations
             {
-                head = b.alloc(
-                    Kind::Activations,
-                    "final norm and output head (saved)",
-                    a.head,
-                )?;
-                logits = b.alloc(Kind::Activations, "logits", a.logits)?;
+                (head, logits) = output_head(&mut b, a)?;
             }
             if let Some(slot) = gathered.get_mut(index) {
                 b.free(slot.take())?;
@@ -410,12 +405,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
         && has_head
         && let Some(a) = activations
     {
-        head = b.alloc(
-            Kind::Activations,
-            "final norm and output head (saved)",
-            a.head,
-        )?;
-        logits = b.alloc(Kind::Activations, "logits", a.logits)?;
+        (head, logits) = output_head(&mut b, a)?;
     }
 
     // The loss.
@@ -538,6 +528,17 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
         }
     }
     Ok(b.finish())
+}
+
+/// The final norm's and output head's saved tensors, then the logits.
+fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<Block>)> {
+    let head = b.alloc(
+        Kind::Activations,
+        "final norm and output head (saved)",
+        a.head,
+    )?;
+    let logits = b.alloc(Kind::Activations, "logits", a.logits)?;
+    Ok((head, logits))
 }
 
 /// Under ZeRO-3/FSDP, gathers unit `index` unless it is already gathered,

@@ -192,6 +192,15 @@ fn the_timeline_chart_is_well_formed_svg() {
     let (code, _, stderr) = run(&["timeline", "--model", "gpt2", "--output", "x.png"]);
     assert_eq!(code, 2);
     assert!(stderr.contains(".svg"), "{stderr}");
+    let (code, _, stderr) = run(&[
+        "timeline", "--model", "gpt2", "--output", "x.svg", "--format", "json",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not both"), "{stderr}");
+    assert!(
+        !Path::new("x.svg").exists(),
+        "nothing is written on an error"
+    );
 }
 
 fn workload(micro_batch: u64, seq_len: u64, recompute: Recompute) -> Workload {

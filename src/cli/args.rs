@@ -436,15 +436,16 @@ pub struct EstimateArgs {
 }
 
 const TIMELINE_HELP: &str = "\
-The peak of `trainmem estimate` is the maximum of this timeline: the model states the step
-starts with, each layer's saved activations in forward, the loss, each layer freed in backward
-as its gradients appear, and the optimizer step. Under ZeRO-3/FSDP each layer is gathered
-before it runs and freed after it.
+The peak of `trainmem estimate` is the maximum of this timeline: the model states the
+step starts with, each layer's saved activations in forward, the loss, each layer freed
+in backward as its gradients appear, and the optimizer step. Under ZeRO-3/FSDP each
+layer is gathered before it runs and freed after it.
 
 Examples:
-  trainmem timeline --model llama-3.1-8b --optimizer adamw --precision mixed-bf16 --micro-batch 1 --seq-len 4096
-  trainmem timeline --model llama-3.1-8b --gpus 8 --fsdp full-shard --precision mixed-bf16 --micro-batch 2 --seq-len 8192 --output step.svg
-  trainmem timeline --model qwen2.5-7b --micro-batch 1 --seq-len 2048 --format json    every event, with the running total";
+  trainmem timeline --model llama-3.1-8b --precision mixed-bf16 --micro-batch 1 --seq-len 4096
+  trainmem timeline --model llama-3.1-8b --gpus 8 --fsdp full-shard --micro-batch 2 \\
+      --seq-len 8192 --output step.svg               memory over the step, as a chart
+  trainmem timeline --model qwen2.5-7b --micro-batch 1 --seq-len 2048 --format json";
 
 /// `trainmem timeline`: every flag of `estimate`, and where to draw it.
 #[derive(Debug, Args, Clone)]

@@ -1,8 +1,8 @@
 //! trainmem's peak against published, measured peak memories of real
-//! training runs (`tests/fixtures/published/peaks.json`, 111 cases from
-//! torchtune, litgpt, torchtitan, peft, DeepSpeed, Megatron-LM and user
-//! reports, each with its source, the quoted figure, the stated setup and
-//! what was measured). `tools/published_peaks.py` prints the same table
+//! training runs (`tests/fixtures/published/peaks.json`, 129 cases from
+//! torchtune, litgpt, torchtitan, peft, DeepSpeed, Megatron-LM, IBM's
+//! fms-acceleration benchmarks and user reports, each with its source, the
+//! quoted figure, the stated setup and what was measured). `tools/published_peaks.py` prints the same table
 //! from the release binary.
 //!
 //! Cases whose setup needs a feature trainmem cannot express yet (chunked
@@ -10,7 +10,10 @@
 //! recomputation, an optimizer stepped in backward, paged 32-bit AdamW,
 //! torchao's NF4) name it under `missing` and are left out of the error
 //! statistics. The bounds below are today's figures, kept from getting
-//! worse; the target (mean 5%, none over 15%) is not met yet.
+//! worse: 23 cases with a stated metric, mean |error| 6.7%, the largest
+//! 53.5%, on a DeepSpeed benchmark whose units and precision are unstated
+//! (without its 9 cases: mean 1.3%, max 7.3%). The target (mean 5%,
+//! none over 15%) is not met on all of them yet.
 
 mod common;
 
@@ -18,7 +21,7 @@ use common::run;
 use serde_json::Value;
 
 /// Today's mean |error| over the expressible cases with a stated metric, as a bound.
-const MEAN_BOUND: f64 = 0.14;
+const MEAN_BOUND: f64 = 0.07;
 /// Today's largest |error| among them, as a bound.
 const MAX_BOUND: f64 = 0.54;
 
@@ -115,7 +118,7 @@ fn predicted_against_measured() {
         100.0 * mean,
         100.0 * max
     );
-    assert!(errors.len() >= 10, "{table}");
+    assert!(errors.len() >= 20, "{table}");
     assert!(mean <= MEAN_BOUND, "{table}mean {mean}");
     assert!(max <= MAX_BOUND, "{table}max {max}");
 }

@@ -356,7 +356,7 @@ pub struct WorkloadArgs {
 
     /// Micro-batches whose gradients accumulate before each optimizer step:
     /// the gradients then exist before each backward.
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub grad_accumulation: u64,
 
     /// Where the kernels run: cuda, or cpu (the CPU kernels the activation

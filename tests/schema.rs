@@ -72,19 +72,19 @@ fn check(value: &Value, schema: &Value, root: &Value, path: &str, errors: &mut V
             return;
         }
     }
-    if let Some(allowed) = rules.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(value) {
-            errors.push(format!("{path}: {value} is not one of {allowed:?}"));
-        }
+    if let Some(allowed) = rules.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        errors.push(format!("{path}: {value} is not one of {allowed:?}"));
     }
     if rules.get("const").is_some_and(|constant| constant != value) {
         errors.push(format!("{path}: {value} is not {}", rules["const"]));
     }
     let minimum = rules.get("minimum").and_then(Value::as_f64);
-    if let (Some(minimum), Some(number)) = (minimum, value.as_f64()) {
-        if number < minimum {
-            errors.push(format!("{path}: {number} < {minimum}"));
-        }
+    if let (Some(minimum), Some(number)) = (minimum, value.as_f64())
+        && number < minimum
+    {
+        errors.push(format!("{path}: {number} < {minimum}"));
     }
     if let Some(object) = value.as_object() {
         check_object(object, rules, root, path, errors);

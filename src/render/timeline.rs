@@ -148,7 +148,7 @@ fn summary(e: &Estimate, timeline: &Timeline, units: UnitSystem) -> Vec<String> 
             parts.join(", ")
         ),
         format!(
-            "{} events; loading peaks at {}; reserved by the caching allocator (simulated): {}",
+            "{} events; loading peaks at {}; reserved by the caching allocator (simulated, without the overhead): {}",
             timeline.events.len(),
             timeline.load_peak.display(units),
             timeline.reserved.display(units)

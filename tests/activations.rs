@@ -112,6 +112,7 @@ fn workload(fixture: &Value) -> (Workload, Kernels) {
         sequence_parallel: false,
         pipeline: 1,
         quantized_inputs_kept: false,
+        megatron_kernels: false,
     };
     (workload, kernels)
 }

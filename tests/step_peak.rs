@@ -225,3 +225,47 @@ fn old_bitsandbytes_keeps_quantized_inputs() {
     assert_eq!(code, 2);
     assert!(stderr.contains("--bitsandbytes"), "{stderr}");
 }
+
+/// `--framework megatron` prices Megatron-core's layers with Transformer
+/// Engine's fused kernels: a fused norm keeps its input, fp32 rsigma and
+/// normalized output (2(2Th + 4T) per layer for two norms), where
+/// transformers' RMSNorm keeps fp32 copies.
+#[test]
+fn megatron_layers_use_its_fused_kernels() {
+    let activations = |framework: &str| {
+        json_of(&[
+            "estimate",
+            "--model",
+            "llama-2-7b",
+            "--precision",
+            "mixed-bf16",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "4096",
+            "--gpus",
+            "8",
+            "--zero",
+            "1",
+            "--framework",
+            framework,
+            "--format",
+            "json",
+        ])["activations"]
+            .clone()
+    };
+    let part = |a: &serde_json::Value, name: &str| {
+        a["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| int(&p["bytes"]))
+            .unwrap()
+    };
+    let (megatron, transformers) = (activations("megatron"), activations("deepspeed"));
+    let (t, h, layers) = (4096u64, 4096u64, 32u64);
+    assert_eq!(part(&megatron, "norms"), layers * 2 * (2 * t * h + 4 * t));
+    assert!(part(&transformers, "norms") > part(&megatron, "norms"));
+    assert!(int(&megatron["total"]) < int(&transformers["total"]));
+}

@@ -78,6 +78,7 @@ mod tests {
             sequence_parallel: false,
             pipeline: 1,
             quantized_inputs_kept: false,
+            megatron_kernels: false,
         };
         assert!(Training::new(&workload).keeps_input(&["o_proj"]));
         workload.frozen_base = true;

@@ -25,6 +25,7 @@ mod kernels;
 mod layer;
 mod lora;
 mod loss;
+mod megatron;
 mod mlp;
 mod norms;
 mod parallel;
@@ -173,6 +174,9 @@ pub struct Workload {
     /// bitsandbytes before 0.43.2: each 4-bit matmul (`MatMul4Bit`) saved its
     /// input for backward even with a frozen weight.
     pub quantized_inputs_kept: bool,
+    /// Megatron-core's layers with Transformer Engine's fused kernels
+    /// (`--framework megatron`) instead of the transformers modules.
+    pub megatron_kernels: bool,
 }
 
 impl Workload {
@@ -195,6 +199,7 @@ impl Workload {
             sequence_parallel: false,
             pipeline: 1,
             quantized_inputs_kept: false,
+            megatron_kernels: false,
         }
     }
 }
@@ -376,6 +381,9 @@ impl<'a> Step<'a> {
 
     /// Everything one layer saves, before recomputation decides what stays.
     fn saved_layer(&self, sparse: bool) -> Result<layer::SavedLayer> {
+        if self.workload.megatron_kernels {
+            return megatron::saved(&self.rank, self.dims, self.kernels, sparse);
+        }
         layer::saved(
             &self.rank,
             self.dims,
@@ -524,6 +532,13 @@ impl<'a> Step<'a> {
             schedule.loss_backward = transient;
             schedule.logits_upcast = loss::upcast(&self.rank)?;
             schedule.logits_gradient = logits;
+            if self.workload.megatron_kernels {
+                // The fp32 copy is the saved softmax: no separate upcast.
+                (loss_bytes, transient) = megatron::loss(&self.rank)?;
+                schedule.loss = loss_bytes;
+                schedule.loss_backward = transient;
+                schedule.logits_upcast = Bytes::ZERO;
+            }
         }
         for (kind, count) in [(dense, dense_layers), (sparse, sparse_layers)] {
             if count > 0 {
@@ -655,6 +670,7 @@ mod tests {
             sequence_parallel: false,
             pipeline: 1,
             quantized_inputs_kept: false,
+            megatron_kernels: false,
         }
     }
 

@@ -192,6 +192,7 @@ mod tests {
             sequence_parallel,
             pipeline: 1,
             quantized_inputs_kept: false,
+            megatron_kernels: false,
         }
     }
 

@@ -298,6 +298,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         sequence_parallel: parallel.sequence_parallel,
         pipeline: 1,
         quantized_inputs_kept,
+        megatron_kernels: false,
     };
     // No CUDA context on the CPU.
     let default_overhead = match platform {

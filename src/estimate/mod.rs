@@ -593,6 +593,7 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
     adapted.sort();
     adapted.dedup();
     let workload = Workload {
+        megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,

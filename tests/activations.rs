@@ -95,8 +95,6 @@ fn workload(fixture: &Value) -> (Workload, Kernels) {
         Some(other) => panic!("unknown frozen variant `{other}`"),
     };
     let workload = Workload {
-        micro_batch: number(fixture, "batch"),
-        seq_len: number(fixture, "seq_len"),
         attention,
         recompute: if fixture["gradient_checkpointing"].as_bool().unwrap() {
             Recompute::Full
@@ -106,13 +104,7 @@ fn workload(fixture: &Value) -> (Workload, Kernels) {
         dtype,
         platform: Platform::Cpu,
         frozen_base: frozen,
-        adapted: Vec::new(),
-        lora_rank: 0,
-        tensor_parallel: 1,
-        sequence_parallel: false,
-        pipeline: 1,
-        quantized_inputs_kept: false,
-        megatron_kernels: false,
+        ..Workload::new(number(fixture, "batch"), number(fixture, "seq_len"))
     };
     (workload, kernels)
 }

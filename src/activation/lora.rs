@@ -59,26 +59,13 @@ impl<'a> Training<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activation::{Attention, Platform, Recompute};
-    use crate::dtype::DType;
 
     #[test]
     fn frozen_linears_drop_inputs_unless_adapted() {
         let mut workload = Workload {
-            micro_batch: 1,
-            seq_len: 8,
-            attention: Attention::Sdpa,
-            recompute: Recompute::None,
-            dtype: DType::Bf16,
-            platform: Platform::Cuda,
-            frozen_base: false,
             adapted: vec!["q_proj".to_string(), "v_proj".to_string()],
             lora_rank: 16,
-            tensor_parallel: 1,
-            sequence_parallel: false,
-            pipeline: 1,
-            quantized_inputs_kept: false,
-            megatron_kernels: false,
+            ..Workload::new(1, 8)
         };
         assert!(Training::new(&workload).keeps_input(&["o_proj"]));
         workload.frozen_base = true;

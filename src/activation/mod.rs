@@ -297,15 +297,24 @@ pub struct LayerActivations {
 /// The activation memory of every pipeline stage that can be the most loaded
 /// (the first and the last; the only one without pipelining).
 pub fn stages(dims: &Dimensions, workload: &Workload) -> Result<Vec<Activations>> {
-    let kernels = workload.platform.kernels();
-    let step = Step::new(dims, workload, &kernels)?;
-    let mut all = Vec::new();
-    for stage in candidate_stages(dims.layers, workload.pipeline) {
-        let mut activations = step.stage(stage)?;
-        activations.notes.extend(step.notes());
-        all.push(activations);
-    }
-    Ok(all)
+    stages_with(dims, workload, &workload.platform.kernels())
+}
+
+/// [`stages`] with explicit kernel choices.
+fn stages_with(
+    dims: &Dimensions,
+    workload: &Workload,
+    kernels: &Kernels,
+) -> Result<Vec<Activations>> {
+    let step = Step::new(dims, workload, kernels)?;
+    candidate_stages(dims.layers, workload.pipeline)
+        .into_iter()
+        .map(|stage| {
+            let mut activations = step.stage(stage)?;
+            activations.notes.extend(step.notes());
+            Ok(activations)
+        })
+        .collect()
 }
 
 /// The activation memory of `dims` under `workload`, on the most loaded
@@ -315,24 +324,29 @@ pub fn activations(dims: &Dimensions, workload: &Workload) -> Result<Activations
 }
 
 /// [`activations`] with explicit kernel choices (a forced sdpa backend,
-/// `native_dropout` masks on CPU, eager experts).
+/// `native_dropout` masks on CPU, eager experts): the stage whose
+/// activations and backward temporary together are the largest.
 pub fn activations_with(
     dims: &Dimensions,
     workload: &Workload,
     kernels: &Kernels,
 ) -> Result<Activations> {
-    let step = Step::new(dims, workload, kernels)?;
     let mut heaviest: Option<(Bytes, Activations)> = None;
-    for stage in candidate_stages(dims.layers, workload.pipeline) {
-        let activations = step.stage(stage)?;
+    for activations in stages_with(dims, workload, kernels)? {
         let peak = plus(activations.total, activations.backward_transient)?;
         if heaviest.as_ref().is_none_or(|(most, _)| peak > *most) {
             heaviest = Some((peak, activations));
         }
     }
-    let (_, mut activations) = heaviest.unwrap_or_else(|| (Bytes::ZERO, step.empty()));
-    activations.notes.extend(step.notes());
-    Ok(activations)
+    match heaviest {
+        Some((_, activations)) => Ok(activations),
+        None => {
+            let step = Step::new(dims, workload, kernels)?;
+            let mut empty = step.empty();
+            empty.notes.extend(step.notes());
+            Ok(empty)
+        }
+    }
 }
 
 /// What decoder layer `index` keeps for one micro-batch on one rank.
@@ -657,20 +671,8 @@ mod tests {
 
     fn workload(micro_batch: u64, seq_len: u64, attention: Attention) -> Workload {
         Workload {
-            micro_batch,
-            seq_len,
             attention,
-            recompute: Recompute::None,
-            dtype: DType::Bf16,
-            platform: Platform::Cuda,
-            frozen_base: false,
-            adapted: Vec::new(),
-            lora_rank: 0,
-            tensor_parallel: 1,
-            sequence_parallel: false,
-            pipeline: 1,
-            quantized_inputs_kept: false,
-            megatron_kernels: false,
+            ..Workload::new(micro_batch, seq_len)
         }
     }
 

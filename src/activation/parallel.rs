@@ -174,25 +174,14 @@ fn mul(a: u64, b: u64) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activation::{Attention, Platform, Recompute};
-    use crate::dtype::DType;
+    use crate::activation::Attention;
 
     fn workload(t: u64, sequence_parallel: bool) -> Workload {
         Workload {
-            micro_batch: 4,
-            seq_len: 2048,
             attention: Attention::Eager,
-            recompute: Recompute::None,
-            dtype: DType::Bf16,
-            platform: Platform::Cuda,
-            frozen_base: false,
-            adapted: Vec::new(),
-            lora_rank: 0,
             tensor_parallel: t,
             sequence_parallel,
-            pipeline: 1,
-            quantized_inputs_kept: false,
-            megatron_kernels: false,
+            ..Workload::new(4, 2048)
         }
     }
 

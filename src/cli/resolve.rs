@@ -285,20 +285,12 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         }
     }
     let workload = Workload {
-        micro_batch,
-        seq_len,
         attention,
         recompute,
-        dtype: crate::dtype::DType::Bf16,
         platform,
-        frozen_base: false,
-        adapted: Vec::new(),
-        lora_rank: 0,
-        tensor_parallel: 1,
         sequence_parallel: parallel.sequence_parallel,
-        pipeline: 1,
         quantized_inputs_kept,
-        megatron_kernels: false,
+        ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.
     let default_overhead = match platform {

@@ -52,6 +52,10 @@ struct ModuleTally {
     module: Module,
     /// Its weights before sharding, in their stored dtype.
     weights: Bytes,
+    /// Its weights with their whole gradient in the recipe's gradient dtype:
+    /// the ZeRO-3 gathered-layer temporary reported in `transients`
+    /// (DeepSpeed's estimator counts the largest layer the same way).
+    weights_and_gradient: Bytes,
 }
 
 /// A piece kept either whole per tensor or in flat data-parallel buffers.
@@ -169,7 +173,6 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
     let mut groups: Vec<[Group; 2]> = vec![Default::default(); stages];
     // ZeRO-3 gathers one module at a time: a decoder layer, or a tensor's own
     // module outside the layers (the embedding, the head).
-    let mut layer_weights: BTreeMap<(u64, String), Bytes> = BTreeMap::new();
     let mut modules: BTreeMap<(u64, String), ModuleTally> = BTreeMap::new();
     let linears: std::collections::BTreeSet<usize> = crate::finetune::linears(model)
         .into_iter()
@@ -230,18 +233,6 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                     setup,
                 },
             )?;
-            if zero.shards_weights() && model.shapes_known {
-                // One layer gathered whole, with its gradient before the reduce-scatter.
-                let gradient = if tensor.trainable {
-                    precision.gradients.size_of(elements)?
-                } else {
-                    Bytes::ZERO
-                };
-                let slot = layer_weights
-                    .entry((*stage, gathered_module(&tensor.name)))
-                    .or_default();
-                *slot = slot.add(weight_bytes, WHAT)?.add(gradient, WHAT)?;
-            }
             if !tensor.trainable {
                 continue;
             }
@@ -308,7 +299,7 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
     let mut all = Vec::with_capacity(groups.len());
     for (stage, stage_groups) in groups.into_iter().enumerate() {
         let stage = stage as u64;
-        let mut device = finish_stage(stage, stage_groups, setup, &layer_weights)?;
+        let mut device = finish_stage(stage, stage_groups, setup)?;
         let mut stage_modules: Vec<ModuleTally> = modules
             .range((stage, String::new())..)
             .take_while(|((s, _), _)| *s == stage)
@@ -328,6 +319,13 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
         for tally in &stage_modules {
             device.unsharded_weights = device.unsharded_weights.add(tally.weights, WHAT)?;
             device.largest_module_weights = device.largest_module_weights.max(tally.weights);
+            if zero.shards_weights() && model.shapes_known {
+                // One layer gathered whole, with its gradient before the reduce-scatter.
+                device.transients.parameter_gather = device
+                    .transients
+                    .parameter_gather
+                    .max(tally.weights_and_gradient);
+            }
         }
         device.modules = stage_modules.into_iter().map(|m| m.module).collect();
         all.push(device);
@@ -389,6 +387,12 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
     module.layer = layer_of(&tensor.name);
     module.before_layers = module.layer.is_none() && tensor.role == Role::Embedding;
     tally.weights = tally.weights.add(weight_bytes, WHAT)?;
+    tally.weights_and_gradient = tally.weights_and_gradient.add(weight_bytes, WHAT)?;
+    if tensor.trainable {
+        tally.weights_and_gradient = tally
+            .weights_and_gradient
+            .add(precision.gradients.size_of(elements)?, WHAT)?;
+    }
     if parallelism.zero.shards_weights() {
         let gathered = match (tensor.quantization, fsdp_policy) {
             (None, true) => compute.size_of(elements)?,
@@ -396,8 +400,7 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
         };
         module.gathered = module.gathered.add(gathered, WHAT)?;
     }
-    if let Some(quantization) = tensor.quantization {
-        let _ = quantization;
+    if tensor.quantization.is_some() {
         module.dequantized = module.dequantized.max(compute.size_of(elements)?);
     } else if linear
         && tensor.training_dtype.is_none()
@@ -426,12 +429,7 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
 
 /// Shards one stage's pieces, applies the optimizer's flat partitions,
 /// global state and offload, and adds up the stage.
-fn finish_stage(
-    stage: u64,
-    stage_groups: [Group; 2],
-    setup: &Setup,
-    layer_weights: &BTreeMap<(u64, String), Bytes>,
-) -> Result<DeviceMemory> {
+fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<DeviceMemory> {
     let parallelism = setup.parallelism;
     let state_dtype = setup.precision.optimizer_dtype();
     let (mut weights, mut master, mut gradients, mut states, mut host_states) = (
@@ -534,19 +532,13 @@ fn finish_stage(
         per_node(host[3].add(host_states, WHAT)?)?,
         Bytes::ZERO,
     )?;
-    let parameter_gather = layer_weights
-        .iter()
-        .filter(|((s, _), _)| *s == stage)
-        .map(|(_, bytes)| *bytes)
-        .max()
-        .unwrap_or(Bytes::ZERO);
     Ok(DeviceMemory {
         memory: Memory::new(weights, master, gradients, states, Bytes::ZERO)?,
         host,
         transients: Transients {
             optimizer_step,
             backward: Bytes::ZERO,
-            parameter_gather,
+            parameter_gather: Bytes::ZERO,
         },
         stage,
         local_parameters: Count(parameters),

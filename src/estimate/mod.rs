@@ -513,10 +513,11 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
     let mut notes = Vec::new();
     let parallelism = setup.parallelism;
     if parallelism.zero.shards_weights() && model.shapes_known {
+        let init = plan::init_mode(setup);
         notes.push(format!(
             "init {}: {}",
-            plan::init_mode(setup).name(),
-            match plan::init_mode(setup) {
+            init.name(),
+            match init {
                 crate::parallel::Init::Meta =>
                     "each rank materializes only its shard (meta device, zero.Init)",
                 crate::parallel::Init::Rank0 =>

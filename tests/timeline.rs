@@ -60,6 +60,10 @@ fn flags_of(fixture: &Value, config: &Path) -> Vec<String> {
     if optimizer["fused"] == Value::Bool(true) {
         flags.extend(["--optimizer-option".to_string(), "fused=true".to_string()]);
     }
+    // A technique's fixture names the flags that price it (`--loss chunked:8`).
+    if let Some(extra) = fixture["trainmem_flags"].as_array() {
+        flags.extend(extra.iter().map(|f| f.as_str().unwrap().to_string()));
+    }
     flags
 }
 

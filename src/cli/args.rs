@@ -328,6 +328,11 @@ pub struct FineTuneArgs {
     pub double_quant: String,
 }
 
+/// The `--help` heading of the memory techniques people turn on to make a
+/// run fit (recomputation, the loss kernel, offloading, ...): every such flag
+/// carries `help_heading = TECHNIQUES`, whichever group it belongs to.
+pub const TECHNIQUES: &str = "Memory techniques";
+
 /// One micro-step's shape, for activation memory, and the architecture of a bare
 /// parameter count.
 #[derive(Debug, Args, Clone, Default)]
@@ -345,7 +350,7 @@ pub struct WorkloadArgs {
     pub attention: String,
 
     /// Activation recomputation: none, selective (attention) or full (gradient checkpointing).
-    #[arg(long, value_name = "MODE", default_value = "none")]
+    #[arg(long, value_name = "MODE", default_value = "none", help_heading = TECHNIQUES)]
     pub recompute: String,
 
     /// Memory lost beyond the tensors, added to the peak: CUDA context and

@@ -77,6 +77,10 @@ pub enum Command {
     /// its peak and where it happens; `--output chart.svg` draws it.
     #[command(after_help = TIMELINE_HELP)]
     Timeline(TimelineArgs),
+    /// Making it fit: the run priced again with one memory technique more at
+    /// each step (recomputation, 8-bit states, LoRA, QLoRA, ...).
+    #[command(after_help = TECHNIQUES_HELP)]
+    Techniques(TechniquesArgs),
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
     #[command(after_help = EXAMPLES)]
     Fit(FitArgs),
@@ -438,6 +442,27 @@ pub struct EstimateArgs {
 
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+const TECHNIQUES_HELP: &str = "\
+Each step keeps the techniques before it and adds the flags shown; its peak is exactly
+`trainmem estimate` with all of them. Techniques the run already has are skipped.
+
+Examples:
+  trainmem techniques --model llama-3.1-8b --optimizer adamw --precision mixed-bf16 \\
+      --micro-batch 1 --seq-len 2048 --device rtx-4090-24gb
+  trainmem techniques ... --output ladder.svg          the same steps as a chart
+  trainmem techniques ... --format json                for scripts";
+
+/// `trainmem techniques`: the estimate flags, and where to draw the chart.
+#[derive(Debug, Args, Clone)]
+pub struct TechniquesArgs {
+    #[command(flatten)]
+    pub estimate: EstimateArgs,
+
+    /// Draw the steps as an SVG chart into this file (ending in .svg; `-` for stdout).
+    #[arg(long, value_name = "FILE.svg", allow_hyphen_values = true)]
+    pub output: Option<PathBuf>,
 }
 
 const TIMELINE_HELP: &str = "\

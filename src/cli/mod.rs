@@ -5,6 +5,7 @@ mod completions;
 mod plot;
 mod resolve;
 mod serve;
+mod techniques;
 mod timeline;
 mod usage;
 
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Compare(args)) => compare(&args),
         Some(Command::Estimate(args)) => estimate_command(&args),
         Some(Command::Timeline(args)) => timeline::run(&args),
+        Some(Command::Techniques(args)) => techniques::run(&args),
         Some(Command::Fit(args)) => fit(&args),
         Some(Command::Params(args)) => params(&args),
         Some(Command::Plot(args)) => plot::run(&args),

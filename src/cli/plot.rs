@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::args::PlotArgs;
+use super::args::{CompareArgs, EstimateArgs, PlotArgs};
 use super::{resolve, textbook_request};
 use crate::error::{Error, Result};
 use crate::estimate::{Comparison, TextbookRequest};
@@ -27,6 +27,7 @@ const SCALING_STEPS: [u64; 10] = [100, 125, 160, 200, 250, 315, 400, 500, 630, 8
 enum Kind {
     Breakdown,
     Scaling,
+    Techniques,
 }
 
 impl Kind {
@@ -34,11 +35,12 @@ impl Kind {
         match name.trim().to_ascii_lowercase().as_str() {
             "breakdown" => Ok(Kind::Breakdown),
             "scaling" => Ok(Kind::Scaling),
+            "techniques" => Ok(Kind::Techniques),
             _ => Err(Error::UnknownName {
                 kind: "chart kind",
                 name: name.to_string(),
                 suggestion: None,
-                accepted: "breakdown, scaling".to_string(),
+                accepted: "breakdown, scaling, techniques".to_string(),
             }),
         }
     }
@@ -88,18 +90,32 @@ pub fn run(args: &PlotArgs) -> Result<String> {
     let destination = Destination::parse(&args.output)?;
     let kind = Kind::parse(&args.kind)?;
     let units = resolve::units(&args.compare.report, args.compare.capacity.as_deref())?;
-    let request = textbook_request(&args.compare)?;
-    let compared = Comparison::new(&request.optimizers, &request.models, &request.base, None)?;
+    let compare = || -> Result<(TextbookRequest, Comparison)> {
+        let request = textbook_request(&args.compare)?;
+        let compared = Comparison::new(&request.optimizers, &request.models, &request.base, None)?;
+        Ok((request, compared))
+    };
     let (chart, what) = match kind {
-        Kind::Breakdown => (
-            svg::breakdown(&compared, units),
-            format!(
-                "memory breakdown of {} optimizers at {}",
-                compared.rows.len(),
-                compared.labels.last().cloned().unwrap_or_default()
-            ),
-        ),
+        Kind::Techniques => {
+            let ladder = super::techniques::ladder(&techniques_args(&args.compare)?)?;
+            (
+                svg::techniques(&ladder, units),
+                super::techniques::described(&ladder),
+            )
+        }
+        Kind::Breakdown => {
+            let (_, compared) = compare()?;
+            (
+                svg::breakdown(&compared, units),
+                format!(
+                    "memory breakdown of {} optimizers at {}",
+                    compared.rows.len(),
+                    compared.labels.last().cloned().unwrap_or_default()
+                ),
+            )
+        }
         Kind::Scaling => {
+            let (request, compared) = compare()?;
             let grid = scaling_grid(&request, &compared)?;
             let models: Vec<(Count, String)> = compared
                 .sizes
@@ -118,14 +134,62 @@ pub fn run(args: &PlotArgs) -> Result<String> {
             )
         }
     };
+    deliver(destination, &chart, || what)
+}
+
+/// The chart itself for `--output -`; otherwise writes it and returns the
+/// line that says so, `what` it shows.
+pub(super) fn deliver(
+    destination: Destination,
+    chart: &str,
+    what: impl FnOnce() -> String,
+) -> Result<String> {
     match destination {
-        Destination::Stdout => Ok(chart),
+        Destination::Stdout => Ok(chart.to_string()),
         Destination::File(path) => {
-            write_atomically(path, &chart)?;
-            let wrote = format!("wrote {}: {what}", path.display());
+            write_atomically(path, chart)?;
+            let wrote = format!("wrote {}: {}", path.display(), what());
             Ok(format!("{}\n", crate::render::escape(&wrote)))
         }
     }
+}
+
+/// `trainmem techniques`' flags from plot's: the one optimizer, the model,
+/// the precision, the capacity, the layout and the workload.
+fn techniques_args(compare: &CompareArgs) -> Result<EstimateArgs> {
+    use clap::{Args, FromArgMatches};
+    let optimizers: Vec<&str> = compare.optimizers.split(',').map(str::trim).collect();
+    let [optimizer] = optimizers.as_slice() else {
+        return Err(Error::InvalidValue {
+            what: "--optimizers",
+            value: compare.optimizers.clone(),
+            reason: "plot --kind techniques prices one run: give one optimizer, such as --optimizers adamw".to_string(),
+        });
+    };
+    if compare.model.is_none() {
+        return Err(Error::Missing {
+            what: "--model",
+            accepted: "plot --kind techniques prices one model: give --model, such as --model llama-3.1-8b".to_string(),
+        });
+    }
+    // `estimate`'s own defaults, as if no flag were given.
+    let mut args = EstimateArgs::augment_args(clap::Command::new("plot"))
+        .try_get_matches_from(["plot"])
+        .and_then(|matches| EstimateArgs::from_arg_matches(&matches))
+        .map_err(|error| Error::InvalidValue {
+            what: "--kind",
+            value: "techniques".to_string(),
+            reason: format!("the estimate flags' defaults: {error}"),
+        })?;
+    args.model = compare.model.clone();
+    args.training.optimizer = (*optimizer).to_string();
+    args.training.precision = compare.precision.clone();
+    args.capacity.capacity = compare.capacity.clone();
+    args.capacity.device = compare.device.clone();
+    args.parallel = compare.parallel.clone();
+    args.workload = compare.workload.clone();
+    args.report = compare.report.clone();
+    Ok(args)
 }
 
 /// The same optimizers, precision and capacity priced over log-spaced flat

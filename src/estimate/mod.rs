@@ -9,6 +9,7 @@ mod memory;
 mod plan;
 mod setup;
 mod slice;
+mod techniques;
 mod textbook;
 
 pub use comparison::{Check, Comparison, Swap};
@@ -19,6 +20,7 @@ pub use memory::Memory;
 pub use plan::DEEPSPEED_REDUCE_BUCKET;
 pub use setup::{Capacity, Setup, StepOptions};
 pub use slice::{Slice, SliceTerm};
+pub use techniques::{Ladder, Rung, Skipped};
 pub use textbook::{Textbook, TextbookRequest};
 
 use std::collections::BTreeMap;

@@ -11,6 +11,7 @@ mod params;
 pub mod schema;
 pub mod svg;
 mod table;
+mod techniques;
 mod textbook;
 mod timeline;
 
@@ -20,6 +21,7 @@ pub use estimate::estimate;
 pub use fit::fit;
 pub use params::{ModelListing, models, params};
 pub use table::Table;
+pub use techniques::techniques;
 pub use textbook::textbook;
 pub use timeline::{peak_moment, timeline};
 

@@ -6,10 +6,12 @@ mod axis;
 mod breakdown;
 mod canvas;
 mod scaling;
+mod techniques;
 mod timeline;
 
 pub use breakdown::breakdown;
 pub use scaling::scaling;
+pub use techniques::techniques;
 pub use timeline::timeline;
 
 use crate::units::Count;
@@ -20,6 +22,13 @@ const INK: &str = "#333333";
 const MUTED: &str = "#666666";
 /// Grid lines.
 const GRID: &str = "#e6e6e6";
+/// The capacity line and the peak.
+const ALERT: &str = "#c0392b";
+/// The colour of each kind of memory, bottom of the stack first, in
+/// [`crate::timeline::Kind::ALL`] order.
+const KIND_COLORS: [&str; 7] = [
+    "#bab0ac", "#4e79a7", "#76b7b2", "#f28e2b", "#e15759", "#59a14f", "#b07aa1",
+];
 
 /// How a chart names a model: `7B parameters`, or `llama-2-7b (6.74B parameters)`.
 fn model_label(size: Count, label: &str) -> String {

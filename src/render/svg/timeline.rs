@@ -4,18 +4,11 @@
 
 use super::axis::{Linear, linear_ticks, number};
 use super::canvas::{Canvas, FONT_SIZE, Text, text_width};
-use super::{GRID, INK, MUTED};
+use super::{ALERT, GRID, INK, KIND_COLORS, MUTED};
 use crate::estimate::Estimate;
 use crate::render::peak_moment;
 use crate::timeline::{Kind, Timeline};
 use crate::units::{ByteUnit, Bytes, UnitSystem};
-
-/// The colour of each kind, bottom of the stack first, in [`Kind::ALL`] order.
-const KIND_COLORS: [&str; 7] = [
-    "#bab0ac", "#4e79a7", "#76b7b2", "#f28e2b", "#e15759", "#59a14f", "#b07aa1",
-];
-/// The capacity line and the peak.
-const ALERT: &str = "#c0392b";
 
 const WIDTH: f64 = 900.0;
 const HEIGHT: f64 = 480.0;

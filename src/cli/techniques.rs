@@ -1,0 +1,147 @@
+//! `trainmem techniques`: the run priced again with one memory technique
+//! more at each step, the table of the README's "Making it fit" and of
+//! `trainmem plot --kind techniques`.
+//!
+//! Each step is a set of `estimate` flags added to the ones before; the
+//! step's peak is exactly `trainmem estimate` with all of them (a test
+//! checks each row against the command its flags spell).
+
+use super::args::EstimateArgs;
+use super::estimate_request;
+use crate::error::{Error, Result};
+use crate::estimate::{Ladder, Rung, Skipped, estimate};
+
+/// One technique: the flags it adds, whether the run already has it, and
+/// the same change made to the parsed flags.
+struct Technique {
+    name: &'static str,
+    flags: &'static [&'static str],
+    /// Why it cannot be added to `args`, if it cannot (already on, not for this setup).
+    not_for: fn(&EstimateArgs) -> Option<&'static str>,
+    apply: fn(&mut EstimateArgs),
+}
+
+/// The optimizers an 8-bit Adam replaces.
+const ADAM: [&str; 2] = ["adam", "adamw"];
+
+/// The order people reach for them: first what costs nothing in quality
+/// (recomputation costs time), then the optimizer's states, then training
+/// fewer parameters.
+const LADDER: [Technique; 4] = [
+    Technique {
+        name: "activation checkpointing",
+        flags: &["--recompute", "full"],
+        not_for: |args| (args.workload.recompute == "full").then_some("already on"),
+        apply: |args| args.workload.recompute = "full".to_string(),
+    },
+    Technique {
+        name: "8-bit AdamW (bitsandbytes)",
+        flags: &["--optimizer", "adamw-8bit"],
+        not_for: |args| {
+            let name = args.training.optimizer.trim().to_ascii_lowercase();
+            (!ADAM.contains(&name.as_str())).then_some("only replaces adam or adamw")
+        },
+        apply: |args| args.training.optimizer = "adamw-8bit".to_string(),
+    },
+    Technique {
+        name: "LoRA r16 on every linear",
+        flags: &["--lora-rank", "16", "--lora-targets", "all-linear"],
+        not_for: |args| args.finetune.lora_rank.is_some().then_some("already on"),
+        apply: |args| {
+            args.finetune.lora_rank = Some(16);
+            args.finetune.lora_targets = "all-linear".to_string();
+        },
+    },
+    Technique {
+        name: "QLoRA: the base in nf4",
+        flags: &["--quantize", "nf4"],
+        not_for: |args| args.finetune.quantize.is_some().then_some("already on"),
+        apply: |args| args.finetune.quantize = Some("nf4".to_string()),
+    },
+];
+
+/// The ladder for `args`: the run as given, then each technique in turn.
+pub fn ladder(args: &EstimateArgs) -> Result<Ladder> {
+    if args.workload.micro_batch.is_none() || args.workload.seq_len.is_none() {
+        return Err(Error::Missing {
+            what: "--micro-batch and --seq-len",
+            accepted: "the techniques change activations and the step: give the run's --micro-batch and --seq-len, such as --micro-batch 1 --seq-len 2048".to_string(),
+        });
+    }
+    let (model, setup, _, _) = estimate_request(args)?;
+    let first = estimate(&model, &setup)?;
+    let mut ladder = Ladder {
+        model: first.model.name.clone(),
+        capacity: first.capacity.clone(),
+        rungs: vec![Rung::new("as given", Vec::new(), &first, None)],
+        skipped: Vec::new(),
+    };
+    let mut current = args.clone();
+    let mut peak = first.memory.peak;
+    for technique in &LADDER {
+        let flags: Vec<String> = technique.flags.iter().map(|f| f.to_string()).collect();
+        if let Some(reason) = (technique.not_for)(&current) {
+            ladder.skipped.push(Skipped {
+                technique: technique.name,
+                flags,
+                reason: reason.to_string(),
+            });
+            continue;
+        }
+        let mut next = current.clone();
+        (technique.apply)(&mut next);
+        let priced =
+            estimate_request(&next).and_then(|(model, setup, _, _)| estimate(&model, &setup));
+        match priced {
+            Ok(e) => {
+                ladder
+                    .rungs
+                    .push(Rung::new(technique.name, flags, &e, Some(peak)));
+                peak = e.memory.peak;
+                current = next;
+            }
+            Err(error) => ladder.skipped.push(Skipped {
+                technique: technique.name,
+                flags,
+                reason: error.to_string(),
+            }),
+        }
+    }
+    Ok(ladder)
+}
+
+/// The ladder as a report, or drawn into `--output`.
+pub fn run(args: &super::args::TechniquesArgs) -> Result<String> {
+    let destination = args
+        .output
+        .as_deref()
+        .map(super::plot::Destination::parse)
+        .transpose()?;
+    if let (Some(_), Some(format)) = (&destination, &args.estimate.report.output.format) {
+        return Err(Error::InvalidValue {
+            what: "--format",
+            value: format.clone(),
+            reason: "--output draws the steps as SVG; give --output for the chart or --format for the report, not both".to_string(),
+        });
+    }
+    let (format, units) = super::resolve::report(
+        &args.estimate.report,
+        args.estimate.capacity.capacity.as_deref(),
+    )?;
+    let ladder = ladder(&args.estimate)?;
+    match destination {
+        None => Ok(crate::render::techniques(&ladder, format, units)),
+        Some(destination) => {
+            let chart = crate::render::svg::techniques(&ladder, units);
+            super::plot::deliver(destination, &chart, || described(&ladder))
+        }
+    }
+}
+
+/// What the chart shows, for the line that says where it was written.
+pub(super) fn described(ladder: &Ladder) -> String {
+    format!(
+        "the peak of {} with one memory technique more at each step",
+        ladder.model
+    )
+}

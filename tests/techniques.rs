@@ -1,0 +1,143 @@
+//! `trainmem techniques` and `plot --kind techniques`: the "Making it fit"
+//! ladder. Every step's peak must be exactly what `trainmem estimate` says
+//! with the flags the step spells, so a row of the table is a command.
+
+mod common;
+
+use common::{int, json_of, run};
+
+const BASE: [&str; 14] = [
+    "--model",
+    "llama-3.1-8b",
+    "--optimizer",
+    "adamw",
+    "--precision",
+    "mixed-bf16",
+    "--micro-batch",
+    "1",
+    "--seq-len",
+    "2048",
+    "--device",
+    "rtx-4090-24gb",
+    "--format",
+    "json",
+];
+
+#[test]
+fn every_step_is_the_estimate_its_flags_spell() {
+    let mut args = vec!["techniques"];
+    args.extend(BASE);
+    let ladder = json_of(&args);
+    let rungs = ladder["rungs"].as_array().unwrap();
+    assert!(rungs.len() >= 4, "{ladder}");
+    assert_eq!(rungs[0]["technique"], "as given");
+    let mut flags: Vec<String> = BASE.iter().map(|f| f.to_string()).collect();
+    let mut before: Option<i128> = None;
+    for rung in rungs {
+        for flag in rung["flags"].as_array().unwrap() {
+            flags.push(flag.as_str().unwrap().to_string());
+        }
+        // A later flag replaces an earlier one of the same name (--optimizer).
+        let mut command = vec!["estimate".to_string()];
+        let mut i = 0;
+        while i < flags.len() {
+            let (name, value) = (&flags[i], &flags[i + 1]);
+            if let Some(at) = command.iter().position(|f| f == name) {
+                command[at + 1] = value.clone();
+            } else {
+                command.extend([name.clone(), value.clone()]);
+            }
+            i += 2;
+        }
+        let command: Vec<&str> = command.iter().map(String::as_str).collect();
+        let e = json_of(&command);
+        let peak = int(&e["memory"]["peak"]);
+        assert_eq!(
+            int(&rung["peak"]),
+            peak,
+            "{}: {command:?}",
+            rung["technique"]
+        );
+        assert_eq!(rung["fits"], e["fits"], "{}", rung["technique"]);
+        if let Some(before) = before {
+            assert_eq!(
+                rung["change"].as_i64().unwrap() as i128,
+                peak as i128 - before
+            );
+        }
+        before = Some(peak as i128);
+    }
+    // Full fine-tuning of 8B under AdamW does not fit 24 GB; QLoRA does.
+    assert_eq!(rungs[0]["fits"], false);
+    assert_eq!(rungs.last().unwrap()["fits"], true);
+}
+
+#[test]
+fn the_table_names_the_first_step_that_fits_and_skips_what_is_on() {
+    let mut args = vec!["techniques", "--recompute", "full"];
+    args.extend(&BASE[..BASE.len() - 2]);
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("first fit:"), "{stdout}");
+    assert!(
+        stdout.contains("skipped activation checkpointing (--recompute full): already on"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_chart_draws_one_bar_per_step_against_the_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fit.svg");
+    let mut args = vec![
+        "plot",
+        "--kind",
+        "techniques",
+        "--output",
+        path.to_str().unwrap(),
+        "--optimizers",
+        "adamw",
+    ];
+    // plot has --optimizers, not --optimizer: the rest of the run is the same.
+    args.extend(
+        BASE[..BASE.len() - 2]
+            .iter()
+            .filter(|f| **f != "--optimizer" && **f != "adamw"),
+    );
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("wrote "), "{stdout}");
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let document = roxmltree::Document::parse(&svg).unwrap();
+    assert!(svg.contains("capacity rtx-4090-24gb"));
+    assert!(svg.contains("QLoRA"));
+    let bars = document
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.children().any(|c| c.has_tag_name("title")))
+        .count();
+    assert!(bars >= 5 * 3, "{bars} stacked pieces");
+    // One run at a time, and a model to price.
+    args[6] = "adamw,sgd";
+    let (code, _, stderr) = run(&args);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("give one optimizer"), "{stderr}");
+    let (code, _, stderr) = run(&[
+        "plot",
+        "--kind",
+        "techniques",
+        "--output",
+        "x.svg",
+        "--optimizers",
+        "adamw",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--model"), "{stderr}");
+}
+
+#[test]
+fn without_a_micro_batch_there_is_nothing_to_make_fit() {
+    let (code, stdout, stderr) = run(&["techniques", "--model", "gpt2"]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert!(stderr.contains("--micro-batch and --seq-len"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}

@@ -57,7 +57,7 @@ fn table(ladder: &Ladder, units: UnitSystem) -> Table {
             rung.flags.join(" "),
             rung.peak.display(units),
             change(rung, step, units),
-            moment(rung),
+            super::timeline::moment(rung.peak_phase, rung.peak_layer),
             verdict(ladder, rung, units),
         ]);
     }
@@ -78,17 +78,6 @@ fn change(rung: &Rung, step: usize, units: UnitSystem) -> String {
     } else {
         format!("+{size}")
     }
-}
-
-/// `backward, layer 31` or `optimizer`.
-fn moment(rung: &Rung) -> String {
-    format!(
-        "{}{}",
-        rung.peak_phase.name(),
-        rung.peak_layer
-            .map(|l| format!(", layer {l}"))
-            .unwrap_or_default()
-    )
 }
 
 /// `fits (3.2 GB spare)` or `over by 12.0 GB`; empty without a capacity.

@@ -4,17 +4,20 @@ use serde::Serialize;
 
 use super::{Format, Table, escape, json};
 use crate::estimate::{Capacity, Estimate};
-use crate::timeline::{Event, Kind, Peak, PhaseSummary, Timeline};
+use crate::timeline::{Event, Kind, Peak, Phase, PhaseSummary, Timeline};
 use crate::units::{Bytes, UnitSystem};
 
 /// `backward, layer 31` or `optimizer`.
 pub fn peak_moment(peak: &Peak) -> String {
+    moment(peak.phase, peak.layer)
+}
+
+/// `backward, layer 31`: a phase and, inside the layers, the layer.
+pub(super) fn moment(phase: Phase, layer: Option<u64>) -> String {
     format!(
         "{}{}",
-        peak.phase.name(),
-        peak.layer
-            .map(|l| format!(", layer {l}"))
-            .unwrap_or_default()
+        phase.name(),
+        layer.map(|l| format!(", layer {l}")).unwrap_or_default()
     )
 }
 

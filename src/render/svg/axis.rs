@@ -97,6 +97,24 @@ pub fn number(value: f64) -> String {
     }
 }
 
+/// A memory axis's horizontal grid lines from `left` to `right`, each
+/// labelled `12 GB` at the left, for `ticks` in `symbol`s mapped by `y`.
+pub fn memory_grid(
+    canvas: &mut super::canvas::Canvas,
+    ticks: &[f64],
+    y: &Linear,
+    (left, right): (f64, f64),
+    symbol: &str,
+) {
+    use super::canvas::Text;
+    for tick in ticks {
+        let ty = y.map(*tick);
+        canvas.line((left, ty), (right, ty), super::GRID, 1.0, None);
+        let label = format!("{} {symbol}", number(*tick));
+        canvas.text(left - 8.0, ty + 4.0, &label, Text::default().end());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,9 @@
 //! The "Making it fit" ladder as a chart: one bar per step, stacked by what
 //! is alive at the step's peak, against the capacity line.
 
-use super::axis::{Linear, linear_ticks, number};
+use super::axis::{Linear, linear_ticks, memory_grid};
 use super::canvas::{Canvas, FONT_SIZE, Text, text_width};
-use super::{ALERT, GRID, INK, KIND_COLORS, MUTED};
+use super::{ALERT, INK, KIND_COLORS, MUTED};
 use crate::estimate::Ladder;
 use crate::timeline::Kind;
 use crate::units::{ByteUnit, Bytes, UnitSystem};
@@ -61,12 +61,7 @@ pub fn techniques(ladder: &Ladder, units: UnitSystem) -> String {
     let mut canvas = Canvas::new(width, height);
     canvas.text(LEFT, 30.0, &title, Text::default().size(16).bold());
     canvas.text(LEFT, 52.0, subtitle, Text::default().color(MUTED));
-    for tick in &ticks {
-        let ty = y.map(*tick);
-        canvas.line((LEFT, ty), (plot_right, ty), GRID, 1.0, None);
-        let label = format!("{} {}", number(*tick), unit.symbol);
-        canvas.text(LEFT - 8.0, ty + 4.0, &label, Text::default().end());
-    }
+    memory_grid(&mut canvas, &ticks, &y, (LEFT, plot_right), unit.symbol);
     canvas.line(
         (LEFT, plot_bottom),
         (plot_right, plot_bottom),

@@ -2,9 +2,9 @@
 //! with the phases, the capacity line and the peak marked, like PyTorch's
 //! memory snapshot viewer, but before the run.
 
-use super::axis::{Linear, linear_ticks, number};
+use super::axis::{Linear, linear_ticks, memory_grid};
 use super::canvas::{Canvas, FONT_SIZE, Text, text_width};
-use super::{ALERT, GRID, INK, KIND_COLORS, MUTED};
+use super::{ALERT, INK, KIND_COLORS, MUTED};
 use crate::estimate::Estimate;
 use crate::render::peak_moment;
 use crate::timeline::{Kind, Timeline};
@@ -60,12 +60,7 @@ pub fn timeline(e: &Estimate, timeline: &Timeline, units: UnitSystem) -> String 
         peak_moment(&timeline.peak)
     );
     canvas.text(LEFT, 52.0, &subtitle, Text::default().color(MUTED));
-    for tick in &ticks {
-        let ty = y.map(*tick);
-        canvas.line((LEFT, ty), (plot_right, ty), GRID, 1.0, None);
-        let label = format!("{} {}", number(*tick), unit.symbol);
-        canvas.text(LEFT - 8.0, ty + 4.0, &label, Text::default().end());
-    }
+    memory_grid(&mut canvas, &ticks, &y, (LEFT, plot_right), unit.symbol);
     let axis_title = format!("memory ({})", unit.symbol);
     canvas.text(
         20.0,

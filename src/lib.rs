@@ -26,6 +26,7 @@ pub mod error;
 pub mod estimate;
 pub mod finetune;
 pub mod input;
+pub mod launch;
 pub mod model;
 pub mod optimizer;
 pub mod parallel;

@@ -1,5 +1,6 @@
 //! The `trainmem` binary: parse, run, print. Exit 0 on success, 2 on bad
-//! input, 1 on any other failure; a closed pipe is not an error.
+//! input, 1 on any other failure or when `check` finds the run does not
+//! fit; a closed pipe is not an error.
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
@@ -7,17 +8,20 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
 use clap::error::ErrorKind as ClapErrorKind;
-use trainmem::cli::{Cli, run, usage_error};
+use clap::{CommandFactory, FromArgMatches};
+use trainmem::cli::{Cli, respond, usage_error};
 use trainmem::render::escape;
 
 fn main() -> ExitCode {
     // Checked before anything is opened, which could reuse descriptor 1.
     let stdout_open = stdout_is_open();
     let arguments: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&arguments) {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches_from(&arguments)
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(error)
             if matches!(
                 error.kind(),
@@ -31,8 +35,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(cli) {
-        Ok(report) => print(&report, stdout_open),
+    match respond(cli, &matches) {
+        Ok(checked) => {
+            for warning in &checked.warnings {
+                eprintln!("warning: {}", escape(warning));
+            }
+            let printed = print(&checked.report, stdout_open);
+            if printed == ExitCode::SUCCESS {
+                ExitCode::from(checked.exit)
+            } else {
+                printed
+            }
+        }
         Err(error) => {
             eprintln!("error: {}", escape(&error.to_string()));
             ExitCode::from(2)

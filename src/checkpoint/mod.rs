@@ -10,7 +10,7 @@
 mod header;
 mod index;
 mod raw_header;
-mod regular_file;
+pub(crate) mod regular_file;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};

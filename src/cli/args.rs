@@ -81,6 +81,10 @@ pub enum Command {
     /// each step (recomputation, 8-bit states, LoRA, QLoRA, ...).
     #[command(after_help = TECHNIQUES_HELP)]
     Techniques(TechniquesArgs),
+    /// Read launch configs (HF TrainingArguments, DeepSpeed, accelerate, axolotl)
+    /// and say whether the run fits: exit 0 fits, 1 does not fit, 2 bad input.
+    #[command(after_help = CHECK_HELP)]
+    Check(CheckArgs),
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
     #[command(after_help = EXAMPLES)]
     Fit(FitArgs),
@@ -463,6 +467,43 @@ pub struct TechniquesArgs {
     /// Draw the steps as an SVG chart into this file (ending in .svg; `-` for stdout).
     #[arg(long, value_name = "FILE.svg", allow_hyphen_values = true)]
     pub output: Option<PathBuf>,
+}
+
+const CHECK_HELP: &str = "\
+Formats, detected from their keys: HF TrainingArguments / TRL SFTConfig (JSON or YAML),
+DeepSpeed JSON (`\"auto\"` filled from the TrainingArguments as the HF integration does),
+accelerate config YAML and axolotl YAML. A DeepSpeed config named by another file is read
+too. Every key is listed with what it set; a key that changes memory in a way trainmem
+does not model makes the verdict `unknown`. Flags given here complete or override the files.
+
+Exit status: 0 fits, 1 does not fit (or unknown with --strict), 2 bad input.
+
+When it does not fit, the single changes that make it fit are listed, cheapest first:
+cheapest means what costs the run least, in this order: a smaller micro-batch with more
+accumulation (the same global batch), full recomputation (about a third more compute),
+a higher ZeRO stage or FSDP full sharding (communication; more than one GPU), the
+optimizer states in host memory, 8-bit AdamW, LoRA r16, QLoRA. Each names the key to
+change in your own file.
+
+Examples:
+  trainmem check axolotl.yaml --device h100-80gb && accelerate launch -m axolotl.cli.train axolotl.yaml
+  trainmem check accelerate.yaml sft.yaml --model llama-3.1-8b --device a100-80gb
+  trainmem check train_args.json ds_zero3.json --gpus 8 --device h100 --format json
+  trainmem check axolotl.yaml --device rtx-4090-24gb --strict     unknown is a failure too";
+
+/// `trainmem check`: launch configs, and any `estimate` flag to complete or override them.
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    /// Launch configs: TrainingArguments/SFTConfig, DeepSpeed, accelerate or axolotl files.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// Exit 1 when the verdict is unknown (a key changes memory in a way not modelled).
+    #[arg(long)]
+    pub strict: bool,
+
+    #[command(flatten)]
+    pub estimate: EstimateArgs,
 }
 
 const TIMELINE_HELP: &str = "\

@@ -1,6 +1,7 @@
 //! The command line: raw arguments, their resolution, and one function per command.
 
 mod args;
+mod check;
 mod completions;
 mod plot;
 mod resolve;
@@ -10,6 +11,7 @@ mod timeline;
 mod usage;
 
 pub use args::Cli;
+pub use check::Checked;
 pub use usage::usage_error;
 
 use std::ffi::OsStr;
@@ -25,9 +27,30 @@ use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
 use crate::units::Count;
 
+/// Runs a command line with its clap matches: the report, the warnings for
+/// stderr and the exit status (`check` says 1 when the run does not fit).
+pub fn respond(cli: Cli, matches: &clap::ArgMatches) -> Result<Checked> {
+    match (&cli.command, matches.subcommand()) {
+        (Some(Command::Check(args)), Some(("check", check_matches))) => {
+            check::run(args, check_matches)
+        }
+        _ => run(cli).map(|report| Checked {
+            report,
+            warnings: Vec::new(),
+            exit: 0,
+        }),
+    }
+}
+
 /// Runs the parsed command line and returns the report for stdout.
 pub fn run(cli: Cli) -> Result<String> {
     match cli.command {
+        Some(Command::Check(_)) => Err(Error::Missing {
+            what: "command line",
+            accepted:
+                "check reads which flags were typed from the command line: run `trainmem check`"
+                    .to_string(),
+        }),
         None => compare(&cli.compare),
         Some(Command::Compare(args)) => compare(&args),
         Some(Command::Estimate(args)) => estimate_command(&args),

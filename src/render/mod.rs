@@ -3,6 +3,7 @@
 //! Renderers only format; every figure arrives computed.
 
 mod catalogues;
+pub mod check;
 mod details;
 mod escape;
 mod estimate;

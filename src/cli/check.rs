@@ -1,0 +1,537 @@
+//! `trainmem check`: launch configs in, the estimate and a verdict out.
+//!
+//! The files' settings ([`crate::launch`]) and the flags given on the
+//! command line are assembled into one `estimate` command line, which the
+//! `estimate` parser reads: the estimate of a config is, by construction,
+//! `trainmem estimate` with the flags the report prints. Only flags the user
+//! typed override the files; clap's defaults never do.
+
+use std::ffi::OsString;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, Parser};
+
+use super::args::{CheckArgs, Cli, EstimateArgs};
+use super::{estimate_request, model_of};
+use crate::error::{Error, Result};
+use crate::estimate::{Estimate, estimate};
+use crate::launch::{self, Change, Deferred, KeyKind, Launch};
+use crate::render::check::{CheckReport, KeyRow, Suggestion, Verdict};
+use crate::render::{self, Format};
+
+/// The `estimate` flags alone, to parse the assembled command line.
+#[derive(Debug, Parser)]
+#[command(name = "trainmem estimate", no_binary_name = true)]
+struct EstimateCommand {
+    #[command(flatten)]
+    estimate: EstimateArgs,
+}
+
+/// The report, the warnings for stderr and the exit status.
+pub struct Checked {
+    pub report: String,
+    pub warnings: Vec<String>,
+    /// 0 fits, 1 does not fit (or unknown with --strict).
+    pub exit: u8,
+}
+
+/// Flags that may be given more than once; each other flag has one value,
+/// the last one set.
+const REPEATABLE: &[&str] = &["--freeze", "--optimizer-option"];
+
+/// Pairs of flags of which only one may be given: the later one wins.
+const EXCLUSIVE: &[(&str, &str)] = &[
+    ("--zero", "--fsdp"),
+    ("--capacity", "--device"),
+    ("--model", "--params"),
+];
+
+/// An ordered set of `estimate` flags, each with its value (none for a switch).
+#[derive(Debug, Clone, Default)]
+struct Flags(Vec<(String, Option<OsString>)>);
+
+impl Flags {
+    fn set(&mut self, flag: &str, value: Option<OsString>) {
+        for (a, b) in EXCLUSIVE {
+            let other = if flag == *a {
+                b
+            } else if flag == *b {
+                a
+            } else {
+                continue;
+            };
+            self.0.retain(|(f, _)| f != other);
+        }
+        if !REPEATABLE.contains(&flag)
+            && let Some(slot) = self.0.iter_mut().find(|(f, _)| f == flag)
+        {
+            slot.1 = value;
+            return;
+        }
+        self.0.push((flag.to_string(), value));
+    }
+
+    fn get(&self, flag: &str) -> Option<String> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(f, _)| f == flag)
+            .and_then(|(_, v)| v.as_ref())
+            .map(|v| v.to_string_lossy().into_owned())
+    }
+
+    fn has(&self, flag: &str) -> bool {
+        self.0.iter().any(|(f, _)| f == flag)
+    }
+
+    fn with(&self, changes: &[(&str, &str)]) -> Flags {
+        let mut next = self.clone();
+        for (flag, value) in changes {
+            next.set(flag, (!value.is_empty()).then(|| OsString::from(value)));
+        }
+        next
+    }
+
+    fn arguments(&self) -> Vec<OsString> {
+        let mut out = Vec::new();
+        for (flag, value) in &self.0 {
+            out.push(OsString::from(flag));
+            if let Some(value) = value {
+                out.push(value.clone());
+            }
+        }
+        out
+    }
+
+    /// `trainmem estimate --a 1 --b`, for the report.
+    fn command(&self) -> String {
+        let mut words = vec!["trainmem estimate".to_string()];
+        for argument in self.arguments() {
+            let text = argument.to_string_lossy().into_owned();
+            if text.is_empty()
+                || text.contains(|c: char| c.is_whitespace() || "'\"$`\\|&;<>()*?".contains(c))
+            {
+                words.push(format!("'{}'", text.replace('\'', r"'\''")));
+            } else {
+                words.push(text);
+            }
+        }
+        words.join(" ")
+    }
+
+    /// The parsed `estimate` arguments these flags spell.
+    fn parse(&self) -> Result<EstimateArgs> {
+        EstimateCommand::try_parse_from(self.arguments())
+            .map(|c| c.estimate)
+            .map_err(|error| {
+                let text = error.to_string();
+                let first = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ")
+                    .to_string();
+                Error::InvalidValue {
+                    what: "settings",
+                    value: self.command(),
+                    reason: first,
+                }
+            })
+    }
+}
+
+/// The `estimate` flags typed on the command line of `check`, as given.
+fn explicit(matches: &ArgMatches) -> Vec<(String, Option<OsString>)> {
+    let command = Cli::command();
+    let Some(check) = command.find_subcommand("check") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for argument in check.get_arguments() {
+        let id = argument.get_id().as_str();
+        let Some(long) = argument.get_long() else {
+            continue;
+        };
+        if long == "strict" || matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let flag = format!("--{long}");
+        if argument.get_action().takes_values() {
+            if let Some(values) = matches.get_raw(id) {
+                for value in values {
+                    out.push((flag.clone(), Some(value.to_os_string())));
+                }
+            }
+        } else {
+            out.push((flag, None));
+        }
+    }
+    out
+}
+
+/// Runs `check` with the matches of its command line.
+pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
+    let format = super::resolve::format(&args.estimate.report.output)?;
+    if matches!(format, Format::Markdown | Format::Csv) {
+        return Err(Error::InvalidValue {
+            what: "--format",
+            value: args
+                .estimate
+                .report
+                .output
+                .format
+                .clone()
+                .unwrap_or_default(),
+            reason: "check writes table or json".to_string(),
+        });
+    }
+    let mut launch = launch::read(&args.files)?;
+    let typed = explicit(matches);
+    let mut flags = Flags::default();
+    for sourced in &launch.settings {
+        flags.set(
+            sourced.setting.flag,
+            sourced.setting.value.as_ref().map(OsString::from),
+        );
+    }
+    let mut notes = Vec::new();
+    resolve_deferred(&mut launch, &mut flags, &typed)?;
+    for (flag, value) in &typed {
+        if let Some(sourced) = launch
+            .settings
+            .iter()
+            .rev()
+            .find(|s| s.setting.flag == flag)
+        {
+            let key = &launch.keys[sourced.key];
+            notes.push(format!(
+                "{flag} on the command line overrides {} `{}`",
+                key.file, key.key
+            ));
+        }
+        flags.set(flag, value.clone());
+    }
+    let parsed = flags.parse()?;
+    if parsed.capacity.capacity.is_none() && parsed.capacity.device.is_none() {
+        return Err(Error::Missing {
+            what: "accelerator",
+            accepted: "launch configs do not say which GPU runs them: give --device NAME (such as h100-80gb; `trainmem devices` lists them) or --capacity SIZE".to_string(),
+        });
+    }
+    for (flag, what) in [
+        ("--micro-batch", "micro-batch"),
+        ("--seq-len", "sequence length"),
+    ] {
+        if !flags.has(flag) {
+            return Err(Error::Missing {
+                what: "workload",
+                accepted: format!(
+                    "no file names the {what}: give {flag} (activations depend on it)"
+                ),
+            });
+        }
+    }
+    let (_, units) = super::resolve::report(&parsed.report, parsed.capacity.capacity.as_deref())?;
+    let first = price(&flags)?;
+    let unknown = launch.unknown();
+    let verdict = match (unknown, first.fits) {
+        (true, _) => Verdict::Unknown,
+        (false, Some(true)) => Verdict::Fits,
+        _ => Verdict::DoesNotFit,
+    };
+    let suggestions = if first.fits == Some(false) {
+        suggestions(&flags, &launch, &typed)
+    } else {
+        Vec::new()
+    };
+    let warnings = launch
+        .keys
+        .iter()
+        .filter(|k| k.kind == KeyKind::NotModelled)
+        .map(|k| {
+            format!(
+                "{} `{}` = `{}`: {}; the verdict is unknown",
+                k.file, k.key, k.value, k.set
+            )
+        })
+        .collect();
+    let report = CheckReport {
+        estimate: &first,
+        verdict,
+        files: launch
+            .files
+            .iter()
+            .map(|(f, format)| (f.clone(), format.name()))
+            .collect(),
+        keys: launch.keys.iter().map(row).collect(),
+        suggestions,
+        command: flags.command(),
+        notes,
+    };
+    let exit = match verdict {
+        Verdict::Fits => 0,
+        Verdict::DoesNotFit => 1,
+        Verdict::Unknown => u8::from(args.strict),
+    };
+    Ok(Checked {
+        report: render::check::check(&report, format, units),
+        warnings,
+        exit,
+    })
+}
+
+fn row(key: &launch::KeyRecord) -> KeyRow {
+    KeyRow {
+        file: key.file.clone(),
+        key: key.key.clone(),
+        value: key.value.clone(),
+        set: key.set.clone(),
+        kind: match key.kind {
+            KeyKind::Sets => "sets",
+            KeyKind::NotModelled => "not-modelled",
+            KeyKind::NoMemory => "no-memory",
+            KeyKind::Ignored => "ignored",
+        },
+    }
+}
+
+/// Fills in the values that waited for the other files or the model.
+fn resolve_deferred(
+    launch: &mut Launch,
+    flags: &mut Flags,
+    typed: &[(String, Option<OsString>)],
+) -> Result<()> {
+    for (deferred, key) in launch.deferred.clone() {
+        let set = match deferred {
+            Deferred::Half(dtype) => {
+                let precision = flags.get("--precision").unwrap_or_default();
+                if precision == dtype || precision == format!("amp-{dtype}") {
+                    let recipe = format!("mixed-{dtype}");
+                    flags.set("--precision", Some(OsString::from(&recipe)));
+                    format!("auto: on, as the TrainingArguments ask -> --precision {recipe}")
+                } else {
+                    "auto: off, as the TrainingArguments do not ask for it".to_string()
+                }
+            }
+            Deferred::HiddenSquared(flag) => {
+                // The model the final command line names, typed flags included.
+                let mut probe = flags.clone();
+                for (f, v) in typed {
+                    probe.set(f, v.clone());
+                }
+                let args = probe.parse()?;
+                let hidden = model_of(args.params.as_deref(), args.model.as_deref())
+                    .ok()
+                    .and_then(|m| m.dimensions.map(|d| d.hidden));
+                match hidden.and_then(|h| h.checked_mul(h)) {
+                    Some(elements) => {
+                        flags.set(flag, Some(OsString::from(elements.to_string())));
+                        format!("auto: hidden_size² -> {flag} {elements}")
+                    }
+                    None => "auto: hidden_size², unknown without the model's architecture; DeepSpeed's default is priced".to_string(),
+                }
+            }
+        };
+        if let Some(record) = launch.keys.get_mut(key) {
+            record.set = set;
+        }
+    }
+    Ok(())
+}
+
+/// The estimate `flags` spell.
+fn price(flags: &Flags) -> Result<Estimate> {
+    let args = flags.parse()?;
+    let (model, setup, _, _) = estimate_request(&args)?;
+    estimate(&model, &setup)
+}
+
+/// Each change tried, in the order they cost the run least: first those that
+/// keep the same maths (a smaller micro-batch with more accumulation, then
+/// recomputation, which costs about a third more compute), then sharding
+/// (more communication, with more than one GPU), then offloading the
+/// optimizer (host memory and PCIe time), then changes to what is trained
+/// (8-bit optimizer states, LoRA, QLoRA).
+fn candidates(flags: &Flags) -> Vec<(Change, String, Vec<Vec<(String, String)>>)> {
+    let number = |flag: &str, default: u64| {
+        flags
+            .get(flag)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    let mut out = Vec::new();
+    let micro_batch = number("--micro-batch", 1);
+    let accumulation = number("--grad-accumulation", 1);
+    for smaller in (1..micro_batch).rev().filter(|m| micro_batch % m == 0) {
+        let more = accumulation.saturating_mul(micro_batch / smaller);
+        out.push((
+            Change::MicroBatch { micro_batch: smaller, accumulation: more },
+            format!(
+                "micro-batch {micro_batch} -> {smaller}, gradient accumulation {accumulation} -> {more} (the same global batch)"
+            ),
+            vec![vec![
+                ("--micro-batch".to_string(), smaller.to_string()),
+                ("--grad-accumulation".to_string(), more.to_string()),
+            ]],
+        ));
+    }
+    if flags.get("--recompute").as_deref() != Some("full") {
+        out.push((
+            Change::Recompute,
+            "activation checkpointing (full recomputation)".to_string(),
+            vec![vec![("--recompute".to_string(), "full".to_string())]],
+        ));
+    }
+    if number("--gpus", 1) > 1 {
+        if flags.has("--fsdp") {
+            if flags.get("--fsdp").as_deref() != Some("full-shard") {
+                out.push((
+                    Change::FullShard,
+                    "FSDP full sharding".to_string(),
+                    vec![vec![("--fsdp".to_string(), "full-shard".to_string())]],
+                ));
+            }
+        } else {
+            let stage = number("--zero", 0);
+            for next in (stage + 1)..=3 {
+                out.push((
+                    Change::Zero(next as u8),
+                    format!("ZeRO stage {next}"),
+                    vec![vec![("--zero".to_string(), next.to_string())]],
+                ));
+            }
+        }
+    }
+    if flags.get("--offload").is_none_or(|o| o == "none") {
+        out.push((
+            Change::OffloadOptimizer,
+            "optimizer states in host memory".to_string(),
+            vec![vec![("--offload".to_string(), "optimizer".to_string())]],
+        ));
+    }
+    let optimizer = flags
+        .get("--optimizer")
+        .unwrap_or_else(|| "adam".to_string());
+    if optimizer == "adam" || optimizer == "adamw" {
+        out.push((
+            Change::Optimizer8bit,
+            "8-bit AdamW (bitsandbytes)".to_string(),
+            vec![vec![("--optimizer".to_string(), "adamw-8bit".to_string())]],
+        ));
+    }
+    let lora = flags.has("--lora-rank");
+    let lora_flags = vec![
+        ("--lora-rank".to_string(), "16".to_string()),
+        ("--lora-targets".to_string(), "all-linear".to_string()),
+    ];
+    if !lora {
+        out.push((
+            Change::Lora,
+            "LoRA r16 on every linear".to_string(),
+            vec![lora_flags.clone()],
+        ));
+    }
+    if !flags.has("--quantize") {
+        let mut changes = if lora { Vec::new() } else { lora_flags };
+        changes.push(("--quantize".to_string(), "nf4".to_string()));
+        out.push((
+            Change::Qlora { with_lora: lora },
+            "QLoRA: the base in nf4".to_string(),
+            vec![changes],
+        ));
+    }
+    out
+}
+
+/// The changes that make the run fit, cheapest first, each re-priced. Of
+/// the steps of one kind (smaller micro-batches, ZeRO stages) only the
+/// first that fits is kept.
+fn suggestions(
+    flags: &Flags,
+    launch: &Launch,
+    typed: &[(String, Option<OsString>)],
+) -> Vec<Suggestion> {
+    let mut out: Vec<Suggestion> = Vec::new();
+    let mut kinds_done: Vec<std::mem::Discriminant<Change>> = Vec::new();
+    for (change, words, settings) in candidates(flags) {
+        let kind = std::mem::discriminant(&change);
+        if kinds_done.contains(&kind) {
+            continue;
+        }
+        let changes: Vec<(&str, &str)> = settings
+            .iter()
+            .flatten()
+            .map(|(f, v)| (f.as_str(), v.as_str()))
+            .collect();
+        let Ok(priced) = price(&flags.with(&changes)) else {
+            continue;
+        };
+        if priced.fits != Some(true) {
+            continue;
+        }
+        kinds_done.push(kind);
+        let (file, key) = spelled(&change, launch, typed, &changes);
+        out.push(Suggestion {
+            change: words,
+            key,
+            file,
+            peak: priced.memory.peak,
+        });
+    }
+    out
+}
+
+/// The file and keys a change is made in: the file whose keys set the
+/// flags it changes, else the first file whose format has such keys, else
+/// the command line.
+fn spelled(
+    change: &Change,
+    launch: &Launch,
+    typed: &[(String, Option<OsString>)],
+    changes: &[(&str, &str)],
+) -> (String, String) {
+    let as_flags = || {
+        changes
+            .iter()
+            .map(|(f, v)| format!("{f} {v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if change
+        .flags()
+        .iter()
+        .any(|f| typed.iter().any(|(t, _)| t == f))
+    {
+        return ("command line".to_string(), as_flags());
+    }
+    let format_of = |file: &str| {
+        launch
+            .files
+            .iter()
+            .find(|(f, _)| f == file)
+            .map(|(_, format)| *format)
+    };
+    let owner = change
+        .flags()
+        .iter()
+        .find_map(|flag| launch.file_setting(flag))
+        .and_then(|file| format_of(file).map(|format| (file.to_string(), format)))
+        .filter(|(_, format)| format.spell(change).is_some());
+    let chosen = owner.or_else(|| {
+        launch
+            .files
+            .iter()
+            .find(|(_, format)| format.spell(change).is_some())
+            .map(|(file, format)| (file.clone(), *format))
+    });
+    match chosen.and_then(|(file, format)| format.spell(change).map(|keys| (file, keys))) {
+        Some((file, keys)) => (
+            file,
+            keys.iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        None => ("command line".to_string(), as_flags()),
+    }
+}

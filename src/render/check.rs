@@ -1,0 +1,175 @@
+//! `trainmem check`: the keys read from the launch configs, the estimate
+//! they spell, the verdict and the changes that would make the run fit.
+
+use serde::Serialize;
+
+use super::{Format, escape};
+use crate::estimate::Estimate;
+use crate::units::{Bytes, UnitSystem};
+
+/// Whether the run fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Fits,
+    DoesNotFit,
+    /// A key changes memory in a way trainmem does not model.
+    Unknown,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Fits => "fits",
+            Verdict::DoesNotFit => "does not fit",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// One key read from a file.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyRow {
+    pub file: String,
+    pub key: String,
+    pub value: String,
+    pub set: String,
+    /// sets, not-modelled, no-memory or ignored; not in the JSON.
+    #[serde(skip)]
+    pub kind: &'static str,
+}
+
+/// One change that makes the run fit.
+#[derive(Debug, Clone, Serialize)]
+pub struct Suggestion {
+    /// What changes, in words.
+    pub change: String,
+    /// The config keys to change, `key: value, key: value` (or the flags).
+    pub key: String,
+    /// The file those keys belong in (`command line` for flags).
+    pub file: String,
+    /// The peak with the change.
+    pub peak: Bytes,
+}
+
+/// Everything `check` reports.
+#[derive(Debug)]
+pub struct CheckReport<'a> {
+    pub estimate: &'a Estimate,
+    pub verdict: Verdict,
+    /// Each file and the format detected.
+    pub files: Vec<(String, &'static str)>,
+    pub keys: Vec<KeyRow>,
+    pub suggestions: Vec<Suggestion>,
+    /// The `trainmem estimate` command the settings spell.
+    pub command: String,
+    /// Lines said under the keys (values resolved from the model, overrides).
+    pub notes: Vec<String>,
+}
+
+/// The check report in `format` (table or json; markdown and csv are refused earlier).
+pub fn check(report: &CheckReport, format: Format, units: UnitSystem) -> String {
+    match format {
+        Format::Json => json(report),
+        _ => table(report, units),
+    }
+}
+
+fn json(report: &CheckReport) -> String {
+    let mut value = serde_json::to_value(report.estimate).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("verdict".into(), serde_json::json!(report.verdict));
+        object.insert("keys".into(), serde_json::json!(report.keys));
+        object.insert("suggestions".into(), serde_json::json!(report.suggestions));
+    }
+    super::json(&value)
+}
+
+fn table(report: &CheckReport, units: UnitSystem) -> String {
+    let files: Vec<String> = report
+        .files
+        .iter()
+        .map(|(file, format)| format!("{} ({format})", escape(file)))
+        .collect();
+    let mut out = format!("trainmem check: {}\n\n", files.join(", "));
+    let shown: Vec<&KeyRow> = report
+        .keys
+        .iter()
+        .filter(|k| k.kind == "sets" || k.kind == "not-modelled")
+        .collect();
+    let width = shown
+        .iter()
+        .map(|k| k.key.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut file = "";
+    for key in &shown {
+        if key.file != file {
+            file = &key.file;
+            out += &format!("  {}\n", escape(file));
+        }
+        out += &format!(
+            "    {:width$} = {} -> {}\n",
+            escape(&key.key),
+            escape(&key.value),
+            escape(&key.set)
+        );
+    }
+    for (kind, label) in [
+        ("no-memory", "no effect on memory"),
+        ("ignored", "ignored (not keys trainmem knows)"),
+    ] {
+        let names: Vec<String> = report
+            .keys
+            .iter()
+            .filter(|k| k.kind == kind)
+            .map(|k| escape(&k.key).into_owned())
+            .collect();
+        if !names.is_empty() {
+            out += &format!("  {label}: {}\n", names.join(", "));
+        }
+    }
+    for note in &report.notes {
+        out += &format!("  {}\n", escape(note));
+    }
+    out += &format!("\n  as flags: {}\n\n", escape(&report.command));
+    out += &super::estimate(report.estimate, Format::Table, units);
+    out += "\n";
+    let peak = report.estimate.memory.peak;
+    let capacity = report
+        .estimate
+        .capacity
+        .as_ref()
+        .map(|c| format!(" on {}", escape(&c.label)))
+        .unwrap_or_default();
+    out += &format!(
+        "verdict: {}: peak {}{capacity}\n",
+        report.verdict.name(),
+        peak.display(units)
+    );
+    if report.verdict == Verdict::Unknown {
+        let count = report
+            .keys
+            .iter()
+            .filter(|k| k.kind == "not-modelled")
+            .count();
+        out += &format!(
+            "  {count} key(s) change memory in ways trainmem does not model (marked `not modelled` above)\n"
+        );
+    }
+    if !report.suggestions.is_empty() {
+        out += "\nchanges that fit, cheapest first:\n";
+        for s in &report.suggestions {
+            out += &format!(
+                "  {}: peak {}\n      {}: {}\n",
+                escape(&s.change),
+                s.peak.display(units),
+                escape(&s.file),
+                escape(&s.key)
+            );
+        }
+    } else if report.estimate.fits == Some(false) {
+        out += "\nno single change tried makes it fit (see `trainmem check --help`)\n";
+    }
+    out
+}

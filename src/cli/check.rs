@@ -15,7 +15,7 @@ use super::args::{CheckArgs, Cli, EstimateArgs};
 use super::{estimate_request, model_of};
 use crate::error::{Error, Result};
 use crate::estimate::{Estimate, estimate};
-use crate::launch::{self, Change, Deferred, KeyKind, Launch};
+use crate::launch::{self, Change, Deferred, Engine, KeyKind, Launch};
 use crate::render::check::{CheckReport, KeyRow, Suggestion, Verdict};
 use crate::render::{self, Format};
 
@@ -303,9 +303,35 @@ fn resolve_deferred(
 ) -> Result<()> {
     for (deferred, key) in launch.deferred.clone() {
         let set = match deferred {
+            Deferred::Autocast { dtype, engine } => {
+                let precision = flags.get("--precision");
+                let amp = format!("amp-{dtype}");
+                let recipe = match (engine, precision.as_deref()) {
+                    // DeepSpeed's engine keeps an fp32 master copy whatever the script loads.
+                    (Engine::DeepSpeed, _) => format!("mixed-{dtype}"),
+                    // fp32 weights: FSDP's master copy, or autocast.
+                    (Engine::Fsdp, None | Some("fp32")) => format!("mixed-{dtype}"),
+                    (Engine::Fsdp, Some(p)) if p == amp => format!("mixed-{dtype}"),
+                    (Engine::None, None | Some("fp32")) => format!("amp-{dtype}"),
+                    // Weights loaded in half precision stay as they are.
+                    (_, Some(other)) => other.to_string(),
+                };
+                flags.set("--precision", Some(OsString::from(&recipe)));
+                format!(
+                    "autocast over the weights as loaded{} -> --precision {recipe}",
+                    match engine {
+                        Engine::None => "",
+                        Engine::Fsdp => ", FSDP's mixed precision",
+                        Engine::DeepSpeed => ", DeepSpeed's mixed precision",
+                    }
+                )
+            }
             Deferred::Half(dtype) => {
                 let precision = flags.get("--precision").unwrap_or_default();
-                if precision == dtype || precision == format!("amp-{dtype}") {
+                if precision == dtype
+                    || precision == format!("amp-{dtype}")
+                    || precision == format!("mixed-{dtype}")
+                {
                     let recipe = format!("mixed-{dtype}");
                     flags.set("--precision", Some(OsString::from(&recipe)));
                     format!("auto: on, as the TrainingArguments ask -> --precision {recipe}")
@@ -346,98 +372,116 @@ fn price(flags: &Flags) -> Result<Estimate> {
     estimate(&model, &setup)
 }
 
+/// A change tried: what it is, in words, and the flags it sets.
+struct Candidate {
+    change: Change,
+    words: String,
+    flags: Vec<(String, String)>,
+}
+
 /// Each change tried, in the order they cost the run least: first those that
 /// keep the same maths (a smaller micro-batch with more accumulation, then
 /// recomputation, which costs about a third more compute), then sharding
 /// (more communication, with more than one GPU), then offloading the
 /// optimizer (host memory and PCIe time), then changes to what is trained
 /// (8-bit optimizer states, LoRA, QLoRA).
-fn candidates(flags: &Flags) -> Vec<(Change, String, Vec<Vec<(String, String)>>)> {
+fn candidates(flags: &Flags) -> Vec<Candidate> {
     let number = |flag: &str, default: u64| {
         flags
             .get(flag)
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(default)
     };
+    let candidate = |change: Change, words: String, pairs: &[(&str, &str)]| Candidate {
+        change,
+        words,
+        flags: pairs
+            .iter()
+            .map(|(f, v)| (f.to_string(), v.to_string()))
+            .collect(),
+    };
     let mut out = Vec::new();
     let micro_batch = number("--micro-batch", 1);
     let accumulation = number("--grad-accumulation", 1);
     for smaller in (1..micro_batch).rev().filter(|m| micro_batch % m == 0) {
         let more = accumulation.saturating_mul(micro_batch / smaller);
-        out.push((
-            Change::MicroBatch { micro_batch: smaller, accumulation: more },
+        out.push(candidate(
+            Change::MicroBatch {
+                micro_batch: smaller,
+                accumulation: more,
+            },
             format!(
                 "micro-batch {micro_batch} -> {smaller}, gradient accumulation {accumulation} -> {more} (the same global batch)"
             ),
-            vec![vec![
-                ("--micro-batch".to_string(), smaller.to_string()),
-                ("--grad-accumulation".to_string(), more.to_string()),
-            ]],
+            &[
+                ("--micro-batch", &smaller.to_string()),
+                ("--grad-accumulation", &more.to_string()),
+            ],
         ));
     }
     if flags.get("--recompute").as_deref() != Some("full") {
-        out.push((
+        out.push(candidate(
             Change::Recompute,
             "activation checkpointing (full recomputation)".to_string(),
-            vec![vec![("--recompute".to_string(), "full".to_string())]],
+            &[("--recompute", "full")],
         ));
     }
     if number("--gpus", 1) > 1 {
         if flags.has("--fsdp") {
             if flags.get("--fsdp").as_deref() != Some("full-shard") {
-                out.push((
+                out.push(candidate(
                     Change::FullShard,
                     "FSDP full sharding".to_string(),
-                    vec![vec![("--fsdp".to_string(), "full-shard".to_string())]],
+                    &[("--fsdp", "full-shard")],
                 ));
             }
         } else {
-            let stage = number("--zero", 0);
-            for next in (stage + 1)..=3 {
-                out.push((
+            for next in (number("--zero", 0) + 1)..=3 {
+                out.push(candidate(
                     Change::Zero(next as u8),
                     format!("ZeRO stage {next}"),
-                    vec![vec![("--zero".to_string(), next.to_string())]],
+                    &[("--zero", &next.to_string())],
                 ));
             }
         }
     }
     if flags.get("--offload").is_none_or(|o| o == "none") {
-        out.push((
+        out.push(candidate(
             Change::OffloadOptimizer,
             "optimizer states in host memory".to_string(),
-            vec![vec![("--offload".to_string(), "optimizer".to_string())]],
+            &[("--offload", "optimizer")],
         ));
     }
     let optimizer = flags
         .get("--optimizer")
         .unwrap_or_else(|| "adam".to_string());
     if optimizer == "adam" || optimizer == "adamw" {
-        out.push((
+        out.push(candidate(
             Change::Optimizer8bit,
             "8-bit AdamW (bitsandbytes)".to_string(),
-            vec![vec![("--optimizer".to_string(), "adamw-8bit".to_string())]],
+            &[("--optimizer", "adamw-8bit")],
         ));
     }
     let lora = flags.has("--lora-rank");
-    let lora_flags = vec![
-        ("--lora-rank".to_string(), "16".to_string()),
-        ("--lora-targets".to_string(), "all-linear".to_string()),
-    ];
+    let lora_flags = [("--lora-rank", "16"), ("--lora-targets", "all-linear")];
     if !lora {
-        out.push((
+        out.push(candidate(
             Change::Lora,
             "LoRA r16 on every linear".to_string(),
-            vec![lora_flags.clone()],
+            &lora_flags,
         ));
     }
     if !flags.has("--quantize") {
-        let mut changes = if lora { Vec::new() } else { lora_flags };
-        changes.push(("--quantize".to_string(), "nf4".to_string()));
-        out.push((
+        let mut pairs = if lora {
+            Vec::new()
+        } else {
+            lora_flags.to_vec()
+        };
+        pairs.push(("--quantize", "nf4"));
+        out.push(candidate(
             Change::Qlora { with_lora: lora },
             "QLoRA: the base in nf4".to_string(),
-            vec![changes],
+            &pairs,
         ));
     }
     out
@@ -453,14 +497,18 @@ fn suggestions(
 ) -> Vec<Suggestion> {
     let mut out: Vec<Suggestion> = Vec::new();
     let mut kinds_done: Vec<std::mem::Discriminant<Change>> = Vec::new();
-    for (change, words, settings) in candidates(flags) {
+    for Candidate {
+        change,
+        words,
+        flags: settings,
+    } in candidates(flags)
+    {
         let kind = std::mem::discriminant(&change);
         if kinds_done.contains(&kind) {
             continue;
         }
         let changes: Vec<(&str, &str)> = settings
             .iter()
-            .flatten()
             .map(|(f, v)| (f.as_str(), v.as_str()))
             .collect();
         let Ok(priced) = price(&flags.with(&changes)) else {

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::key::{Choice, Effect, Key, Rule, name_of, truth};
-use super::{Change, Setting};
+use super::{Change, Deferred, Engine, Setting};
 
 /// The value of `distributed_type`, upper case.
 fn distributed(document: &Map<String, Value>) -> String {
@@ -77,14 +77,29 @@ fn mixed_precision(value: &Value, document: &Map<String, Value>) -> Result<Effec
     let name = name_of(value)
         .ok_or("expected no, bf16, fp16 or fp8")?
         .to_ascii_lowercase();
-    let engine = matches!(distributed(document).as_str(), "DEEPSPEED" | "FSDP");
-    Ok(match (name.as_str(), engine) {
-        ("no", _) => Effect::Nothing("fp32".to_string()),
-        ("bf16", true) => set(&[("--precision", "mixed-bf16")]),
-        ("fp16", true) => set(&[("--precision", "mixed-fp16")]),
-        ("bf16", false) => set(&[("--precision", "amp-bf16")]),
-        ("fp16", false) => set(&[("--precision", "amp-fp16")]),
-        ("fp8", _) => Effect::NotModelled("fp8 training (issue 12's fp8 recipes)".to_string()),
+    let engine = match distributed(document).as_str() {
+        "DEEPSPEED" => Engine::DeepSpeed,
+        "FSDP" => Engine::Fsdp,
+        _ => Engine::None,
+    };
+    let why = "autocast over the weights as the script loads them";
+    Ok(match name.as_str() {
+        "no" => Effect::Nothing("fp32".to_string()),
+        "bf16" => Effect::Defer(
+            Deferred::Autocast {
+                dtype: "bf16",
+                engine,
+            },
+            why,
+        ),
+        "fp16" => Effect::Defer(
+            Deferred::Autocast {
+                dtype: "fp16",
+                engine,
+            },
+            why,
+        ),
+        "fp8" => Effect::NotModelled("fp8 training (issue 12's fp8 recipes)".to_string()),
         _ => return Err("accepted: no, bf16, fp16, fp8".to_string()),
     })
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Choice, Effect, Key, Rule, choose, count, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, choose, count, truth};
 use super::training_arguments::{FSDP_VERSION, OPTIM, compile, fsdp, liger, lora_dropout};
 use super::{Change, Setting};
 
@@ -787,9 +787,17 @@ pub const KEYS: &[Key] = &[
 
 /// axolotl's defaults: `micro_batch_size` 1 and `sequence_len` 512
 /// (`utils/schemas/config.py`).
-pub const DEFAULTS: &[(&str, &str, &[(&str, &str)])] = &[
-    ("micro_batch_size", "1", &[("--micro-batch", "1")]),
-    ("sequence_len", "512", &[("--seq-len", "512")]),
+pub const DEFAULTS: &[Absent] = &[
+    Absent {
+        key: "micro_batch_size",
+        value: "1",
+        flags: &[("--micro-batch", "1")],
+    },
+    Absent {
+        key: "sequence_len",
+        value: "512",
+        flags: &[("--seq-len", "512")],
+    },
 ];
 
 /// A change in these keys.

@@ -81,6 +81,10 @@ fn parse_yaml(text: &str) -> Result<Value, String> {
     options.alias_limits = aliases;
     options.with_snippet = false;
     options.emit_comments = false;
+    // YAML 1.2 booleans, as in JSON: `y`, `no` and `on` stay strings (PyYAML,
+    // which the launchers use, does not read `y` as true either); the key
+    // tables accept `yes`/`no` where a switch is expected.
+    options.strict_booleans = true;
     let value: Value = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let message = e.to_string();
         let first = message.lines().next().unwrap_or("").trim().to_string();
@@ -133,6 +137,8 @@ mod tests {
     #[test]
     fn json_and_yaml_read_alike() {
         let yaml = parse("a: 1\nb: [x, y]\nc: {d: true}\n", Path::new("c.yaml")).unwrap();
+        let no = parse("downcast_bf16: no\n", Path::new("a.yaml")).unwrap();
+        assert_eq!(no["downcast_bf16"], "no");
         let json = parse(
             r#"{"a": 1, "b": ["x", "y"], "c": {"d": true}}"#,
             Path::new("c.json"),

@@ -12,6 +12,15 @@ pub struct Key {
     pub rule: Rule,
 }
 
+/// What a project does when a key is absent: the key, its default value,
+/// and the flags that value sets.
+#[derive(Debug)]
+pub struct Absent {
+    pub key: &'static str,
+    pub value: &'static str,
+    pub flags: &'static [(&'static str, &'static str)],
+}
+
 /// What a key's value sets.
 #[derive(Debug)]
 pub enum Rule {

@@ -64,13 +64,7 @@ impl Format {
 
     /// What the project does when a key is absent, for the flags that
     /// matter: `(key, value, flags)`.
-    fn defaults(
-        self,
-    ) -> &'static [(
-        &'static str,
-        &'static str,
-        &'static [(&'static str, &'static str)],
-    )] {
+    fn defaults(self) -> &'static [key::Absent] {
         match self {
             Format::TrainingArguments => training_arguments::DEFAULTS,
             Format::Axolotl => axolotl::DEFAULTS,
@@ -174,6 +168,22 @@ pub enum Deferred {
     /// DeepSpeed `bf16.enabled` / `fp16.enabled` `"auto"`: on when the
     /// companion TrainingArguments ask for that half dtype.
     Half(&'static str),
+    /// accelerate's `mixed_precision`: autocast over the weights as the
+    /// training script loads them; under an engine (FSDP, DeepSpeed) fp32
+    /// weights become the master copy of half-precision compute weights.
+    Autocast { dtype: &'static str, engine: Engine },
+}
+
+/// The engine that owns the weights' precision under accelerate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Plain PyTorch: autocast only.
+    None,
+    /// FSDP's MixedPrecision: fp32 weights become the sharded master copy;
+    /// weights loaded in half precision stay so.
+    Fsdp,
+    /// DeepSpeed's bf16/fp16 engine: always an fp32 master copy.
+    DeepSpeed,
 }
 
 /// A setting and the key that made it.
@@ -326,7 +336,7 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
     // Defaults of the training formats first, so that any file overrides them.
     let mut defaults = Vec::new();
     for (label, format) in launch.files.clone() {
-        for (key, value, flags) in format.defaults() {
+        for key::Absent { key, value, flags } in format.defaults() {
             let taken = pending
                 .iter()
                 .flat_map(|(_, _, s)| s)
@@ -354,6 +364,13 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
     for (_, _, settings) in pending {
         launch.settings.extend(settings);
     }
+    // accelerate's autocast reads the precision the others set; DeepSpeed's
+    // "auto" reads the result; the model's size comes last.
+    launch.deferred.sort_by_key(|(deferred, _)| match deferred {
+        Deferred::Autocast { .. } => 0,
+        Deferred::Half(_) => 1,
+        Deferred::HiddenSquared(_) => 2,
+    });
     Ok(launch)
 }
 

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::Change;
-use super::key::{Choice, Effect, Key, Rule, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, truth};
 
 /// Every optimizer name transformers accepts for `optim`
 /// (`OptimizerNames` in `training_args.py`) and the trainmem optimizer it is.
@@ -151,8 +151,16 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
         Some("float16" | "fp16" | "half") => Some("fp16"),
         Some(_) => return Err("expected bfloat16, float16, float32 or auto".to_string()),
     };
+    // FSDP keeps fp32 weights as the master copy of half-precision compute
+    // weights (its MixedPrecision policy); the Trainer autocasts otherwise.
+    let sharded = match document.get("fsdp") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::String(s)) => !s.trim().is_empty(),
+        Some(_) => true,
+    };
     let recipe = match (weights, half) {
         (Some(weights), _) => weights.to_string(),
+        (None, Some(half)) if sharded => format!("mixed-{half}"),
         (None, Some(half)) => format!("amp-{half}"),
         (None, None) => return Ok(Effect::Nothing("fp32, the default".to_string())),
     };
@@ -826,13 +834,17 @@ pub const KEYS: &[Key] = &[
 
 /// What the Trainer does when a key is absent: `per_device_train_batch_size`
 /// is 8, and TRL's `SFTConfig.max_length` is 1024.
-pub const DEFAULTS: &[(&str, &str, &[(&str, &str)])] = &[
-    (
-        "per_device_train_batch_size",
-        "8",
-        &[("--micro-batch", "8")],
-    ),
-    ("max_length", "1024", &[("--seq-len", "1024")]),
+pub const DEFAULTS: &[Absent] = &[
+    Absent {
+        key: "per_device_train_batch_size",
+        value: "8",
+        flags: &[("--micro-batch", "8")],
+    },
+    Absent {
+        key: "max_length",
+        value: "1024",
+        flags: &[("--seq-len", "1024")],
+    },
 ];
 
 /// `torch_compile: true`: not modelled.

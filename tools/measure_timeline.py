@@ -147,7 +147,20 @@ category (``saved`` activations, ``logits``, ``grad``, ``other``: anything
 else, named by op); ``alive_at_peak_by_phase`` sums them by the phase that
 allocated them; ``peak_bytes = baseline_bytes + sum(alive_at_peak_by_phase)``.
 
-Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``.
+Optimizer in backward (``__inbwd`` ids, ``--optimizer-in-backward``)
+--------------------------------------------------------------------
+torchtune's ``optimizer_in_bwd`` (``torchtune/training/memory.py``
+``register_optim_in_bwd_hooks``, ``recipes/full_finetune_distributed.py``
+``_setup_optimizer``), ported as ``OptimizerInBackward``: one optimizer of the
+spec's class per parameter, ``step()`` then ``zero_grad()`` (set_to_none) in
+``p.register_post_accumulate_grad_hook``; the loop's ``optimizer.step()`` and
+``zero_grad()`` are no-ops, so the optimizer phases are empty and the
+gradients never all exist. The fixture carries ``"optimizer_in_backward":
+true`` and ``"trainmem_flags": ["--optimizer-in-backward"]``; the optimizer's
+``implementation`` is read from the ``_foreach_`` ops seen in backward.
+
+Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``
+(``__t<threads>``, ``__inbwd`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -225,10 +238,12 @@ OPTIMIZERS = {  # id part -> (class, kwargs)
 }
 
 
-def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1):
+def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
+         in_bwd=False):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
+    sid += "__inbwd" if in_bwd else ""
     return {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
-            "recompute": recompute, "B": B, "S": S, "threads": threads}
+            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd}
 
 
 def specs() -> list[dict]:
@@ -270,7 +285,51 @@ def specs() -> list[dict]:
     s.append(spec("smollm2-135m", "fp32", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw-foreach", recompute="full", B=1, S=256))
+    s.extend(specs_optimizer_in_backward())
     return s
+
+
+# -- --optimizer-in-backward (issue 12) ------------------------------------------
+def specs_optimizer_in_backward() -> list[dict]:
+    """torchtune's optimizer_in_bwd: one AdamW per parameter, stepped in a
+    post-accumulate-grad hook (ids ending ``__inbwd``)."""
+    return [spec("llama", "fp32", "adamw", in_bwd=True),
+            spec("llama", "bf16", "adamw", in_bwd=True),
+            # model states dominate: the gradients a standard step keeps are what goes away
+            spec("llama", "fp32", "adamw", B=1, S=16, in_bwd=True),
+            spec("llama", "bf16", "adamw", B=1, S=16, in_bwd=True),
+            spec("llama", "bf16", "adamw-foreach", B=1, S=16, in_bwd=True),
+            spec("llama-v512", "fp32", "adamw", B=1, S=64, in_bwd=True)]
+
+
+class OptimizerInBackward:
+    """torchtune's ``OptimizerInBackwardWrapper`` + ``register_optim_in_bwd_hooks``
+    (torchtune/training/memory.py, 0.6.1): ``optim_dict = {p: cls([p], **kw)}``
+    and ``p.register_post_accumulate_grad_hook(optim_step)`` where ``optim_step``
+    calls ``optim_dict[p].step()`` then ``optim_dict[p].zero_grad()``
+    (``set_to_none=True``: the gradient is freed at once). The training loop's
+    own ``step()``/``zero_grad()`` are no-ops, as in torchtune's recipes."""
+
+    def __init__(self, model, cls, kw):
+        self.optim_dict = {p: cls([p], **kw) for p in model.parameters()}
+
+        def optim_step(param):
+            self.optim_dict[param].step()
+            self.optim_dict[param].zero_grad()
+
+        for p in model.parameters():
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(optim_step)
+
+    @property
+    def state(self):
+        return {p: s for o in self.optim_dict.values() for p, s in o.state.items()}
+
+    def step(self):
+        pass
+
+    def zero_grad(self, set_to_none=True):
+        pass
 
 
 # ---------------------------------------------------------------------------
@@ -354,7 +413,10 @@ def worker(sid: str) -> dict:
     if sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
-    optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
+    if sp.get("in_bwd"):
+        optimizer = OptimizerInBackward(model, getattr(torch.optim, opt_cls), opt_kw)
+    else:
+        optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
 
     names = {id(p): n for n, p in model.named_parameters()}
@@ -567,6 +629,12 @@ def worker(sid: str) -> dict:
     if sp["attn"] == "sdpa" and sp["model"] == "gpt2-dropout":
         notes.append("sdpa with attention dropout: CPU math backend")
 
+    if sp.get("in_bwd"):
+        # the steps run inside backward: read the implementation from the ops there
+        impl = {o for o in a3.get("backward_ops", [])}
+        implementation = "foreach" if any("_foreach_" in o for o in impl) else "single_tensor"
+        notes.append("optimizer in backward (torchtune optimizer_in_bwd): one optimizer per "
+                     "parameter, step() and zero_grad() in a post-accumulate-grad hook")
     opt_info = {"name": opt_cls.lower(), "foreach": opt_kw.get("foreach"), "fused": opt_kw.get("fused"),
                 "momentum": opt_kw.get("momentum"), "lr": opt_kw["lr"], "implementation": implementation}
     params = sum(p.numel() for p in model.parameters())
@@ -595,6 +663,9 @@ def worker(sid: str) -> dict:
         "torch": torch.__version__, "transformers": transformers.__version__,
         "notes": notes,
     }
+    if sp.get("in_bwd"):
+        fx["optimizer_in_backward"] = True
+        fx["trainmem_flags"] = ["--optimizer-in-backward"]
     return fx
 
 
@@ -792,6 +863,11 @@ def analyse(prof, baseline, n_layers, grads, saved_ptrs, logits_ptr, account=Fal
            "unmatched_frees": unmatched_frees,
            "counter_check": {"offset": first_offset, "mismatches": counter_mismatch},
            "optimizer_ops": sorted(opt_ops)}
+    if "backward" in ranges:
+        a, b = ranges["backward"]
+        out["backward_ops"] = sorted({node.name for node, _ in walk_tree(roots)
+                                      if node.name.startswith("aten::_foreach_")
+                                      and a <= node.start_time_ns <= b})
 
     # gradients: the allocation holding each .grad pointer at the end of the backward
     t_bwd_end = ranges.get("backward", (0, 0))[1]

@@ -364,6 +364,16 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub grad_accumulation: u64,
 
+    /// Step each parameter inside backward as soon as its gradient is
+    /// produced, and free the gradient at once: torchtune's
+    /// optimizer_in_bwd (one optimizer per parameter in a
+    /// post-accumulate-grad hook), GaLore's per-layer updates with
+    /// galore-adamw or galore-adamw-8bit. No full gradient copy exists; no
+    /// gradient clipping or accumulation; single device or FSDP2 only.
+    /// Default: off (LOMO and AdaLomo always update in backward).
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub optimizer_in_backward: bool,
+
     /// Where the kernels run: cuda, or cpu (the CPU kernels the activation
     /// fixtures measure to the byte, so a prediction can be checked against
     /// autograd on a laptop; no overhead by default).

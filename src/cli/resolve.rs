@@ -213,6 +213,7 @@ pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions>
             expandable_segments: args.expandable_segments,
         },
         cpu: Platform::parse(&args.platform)? == Platform::Cpu,
+        optimizer_in_backward: args.optimizer_in_backward,
     })
 }
 

@@ -5,6 +5,7 @@
 mod comparison;
 mod device;
 mod fit;
+mod in_backward;
 mod memory;
 mod plan;
 mod setup;
@@ -42,6 +43,9 @@ pub struct Estimate {
     pub model: ModelSummary,
     /// The optimizer's name.
     pub optimizer: &'static str,
+    /// Whether each parameter is stepped inside backward as its gradient is
+    /// produced (`--optimizer-in-backward`, or LOMO/AdaLomo, which only work that way).
+    pub optimizer_in_backward: bool,
     /// The optimizer's options, defaults included.
     pub options: Options,
     /// The precision recipe: the dtype of each piece.
@@ -289,7 +293,7 @@ impl Elements {
             if precision.master_weights.is_some() {
                 add_elements(&mut elements.master_weights, n.0)?;
             }
-            if setup.optimizer.fused_backward {
+            if setup.steps_in_backward() {
                 largest_gradient = largest_gradient.max((n.0, precision.gradients));
             } else {
                 elements.add_gradient(n, precision.gradients)?;
@@ -302,7 +306,7 @@ impl Elements {
                 elements.add_state(&state)?;
             }
         }
-        if setup.optimizer.fused_backward {
+        if setup.steps_in_backward() {
             // The update runs inside backward: one gradient at a time, the largest.
             elements.add_gradient(Count(largest_gradient.0), largest_gradient.1)?;
         }
@@ -343,6 +347,7 @@ fn estimate_with_timeline(
     setup: &Setup,
     keep_events: bool,
 ) -> Result<(Estimate, Timeline)> {
+    in_backward::check(setup)?;
     crate::parallel::check_layout(
         model,
         &setup.parallelism,
@@ -399,6 +404,7 @@ fn estimate_with_timeline(
             checkpoint: model.checkpoint.clone(),
         },
         optimizer: setup.optimizer.name,
+        optimizer_in_backward: setup.steps_in_backward(),
         options: setup.options.clone(),
         precision: *precision,
         dtypes: PieceDtypes::of(model, setup),
@@ -539,6 +545,7 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
             setup.step.reduce_bucket_size.unwrap_or(DEEPSPEED_REDUCE_BUCKET)
         ));
     }
+    notes.extend(in_backward::note(setup));
     if setup.step.grad_accumulation > 1 {
         notes.push(format!(
             "gradient accumulation over {} micro-batches: the gradients exist before each backward",

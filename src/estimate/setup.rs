@@ -47,6 +47,10 @@ pub struct StepOptions {
     /// The step runs on the CPU (`--platform cpu`): torch's optimizers loop
     /// over tensors there instead of using `foreach` lists.
     pub cpu: bool,
+    /// `--optimizer-in-backward`: each parameter is stepped, and its gradient
+    /// freed, in a post-accumulate-grad hook as soon as backward produces it
+    /// (torchtune's `optimizer_in_bwd`).
+    pub optimizer_in_backward: bool,
 }
 
 /// The memory of one accelerator, and what the user called it.
@@ -74,6 +78,13 @@ impl Setup {
                 ..StepOptions::default()
             },
         }
+    }
+
+    /// Whether the update runs inside backward, one parameter at a time:
+    /// `--optimizer-in-backward`, or an optimizer that only works that way
+    /// (LOMO, AdaLomo).
+    pub fn steps_in_backward(&self) -> bool {
+        self.step.optimizer_in_backward || self.optimizer.fused_backward
     }
 
     /// The same setup checked against `capacity`.

@@ -7,12 +7,10 @@ mod common;
 
 use common::{int, json_of, run};
 
-const LLAMA_8B: [&str; 10] = [
+const LLAMA_8B: [&str; 8] = [
     "estimate",
     "--model",
     "llama-3.1-8b",
-    "--optimizer",
-    "adamw",
     "--precision",
     "mixed-bf16",
     "--micro-batch",
@@ -23,6 +21,9 @@ const LLAMA_8B: [&str; 10] = [
 fn estimate(extra: &[&str]) -> serde_json::Value {
     let mut args = LLAMA_8B.to_vec();
     args.push("2048");
+    if !extra.contains(&"--optimizer") {
+        args.extend(["--optimizer", "adamw"]);
+    }
     args.extend(extra);
     args.extend(["--format", "json"]);
     json_of(&args)
@@ -92,11 +93,37 @@ fn what_the_implementations_refuse_is_refused() {
     ] {
         let mut args = LLAMA_8B.to_vec();
         args.push("2048");
-        args.push("--optimizer-in-backward");
+        args.extend(["--optimizer", "adamw", "--optimizer-in-backward"]);
         args.extend(extra);
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{extra:?}: {stderr}");
         assert!(stderr.contains("--optimizer-in-backward"), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
+}
+
+/// Per-layer GaLore is GaLore with the step in backward: the 8-bit GaLore
+/// moments are smaller than GaLore's fp32 ones (the fp32 projections, which
+/// pin whole SVD factors, are the same), and the note names GaLore's per-layer mode.
+#[test]
+fn per_layer_galore_is_galore_stepped_in_backward() {
+    let galore = estimate(&["--optimizer", "galore-adamw", "--optimizer-in-backward"]);
+    let galore_8bit = estimate(&[
+        "--optimizer",
+        "galore-adamw-8bit",
+        "--optimizer-in-backward",
+    ]);
+    assert_eq!(galore_8bit["optimizer"], "galore-adamw-8bit");
+    assert_eq!(galore_8bit["optimizer_in_backward"], true);
+    assert!(
+        int(&galore_8bit["memory"]["optimizer_states"])
+            < int(&galore["memory"]["optimizer_states"])
+    );
+    assert_eq!(int(&galore_8bit["memory"]["gradients"]), 128_256 * 4096 * 2);
+    let notes = galore_8bit["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("galore_adamw8bit_per_layer"))
+    );
 }

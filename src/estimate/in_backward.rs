@@ -88,7 +88,9 @@ pub fn note(setup: &Setup) -> Option<String> {
     if !setup.steps_in_backward() {
         return None;
     }
-    let what = if setup.step.optimizer_in_backward {
+    let what = if setup.step.optimizer_in_backward && setup.optimizer.name.starts_with("galore") {
+        "per-layer GaLore (GaLore's torchrun_main.py --optimizer galore_adamw8bit_per_layer): one GaLore optimizer per parameter"
+    } else if setup.step.optimizer_in_backward {
         "optimizer in backward (torchtune's optimizer_in_bwd): one optimizer per parameter"
     } else {
         "this optimizer updates inside backward"

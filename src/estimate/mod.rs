@@ -650,6 +650,12 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
         ));
     }
     notes.extend(crate::parallel::layout_notes(model, parallel));
+    if crate::optimizer::PAGED.contains(&setup.optimizer.name) && !setup.step.cpu {
+        notes.push(format!(
+            "{}: the states of tensors of 1e5 values or more are paged (cudaMallocManaged unified memory, bitsandbytes' get_state_buffer): counted here as device memory, the same bytes, but torch.cuda.memory_allocated() does not see them and the driver may evict them to host RAM under pressure",
+            setup.optimizer.name
+        ));
+    }
     if host_states > Bytes::ZERO && parallel.offload == crate::parallel::Offload::None {
         notes.push(format!(
             "{}'s `step` counters ({}) are 0-d fp32 tensors that torch keeps on the host unless the optimizer is fused or capturable",

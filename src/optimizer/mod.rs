@@ -25,7 +25,7 @@ mod quantized;
 mod quasi_newton;
 mod state;
 
-pub use catalogue::{OPTIMIZERS, TEXTBOOK};
+pub use catalogue::{OPTIMIZERS, PAGED, TEXTBOOK};
 pub use options::{OptionKind, OptionSpec, Options};
 pub use state::{Location, StateContext, StateSpec, StateTensor};
 

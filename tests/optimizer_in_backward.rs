@@ -127,3 +127,24 @@ fn per_layer_galore_is_galore_stepped_in_backward() {
             .any(|n| n.as_str().unwrap().contains("galore_adamw8bit_per_layer"))
     );
 }
+
+/// `fit` accepts the flag; its ZeRO-3 what-if is FSDP2's full shard.
+#[test]
+fn fit_searches_with_it() {
+    let (code, stdout, stderr) = run(&[
+        "fit",
+        "--model",
+        "llama-3.1-8b",
+        "--precision",
+        "bf16",
+        "--optimizer",
+        "adamw",
+        "--seq-len",
+        "1024",
+        "--device",
+        "rtx-4090",
+        "--optimizer-in-backward",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("optimizer in backward"), "{stdout}");
+}

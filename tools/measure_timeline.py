@@ -159,8 +159,21 @@ gradients never all exist. The fixture carries ``"optimizer_in_backward":
 true`` and ``"trainmem_flags": ["--optimizer-in-backward"]``; the optimizer's
 ``implementation`` is read from the ``_foreach_`` ops seen in backward.
 
+LoRA dropout and adapter dtype (``__lora-`` ids, ``--lora-dropout``, ``--lora-dtype``)
+------------------------------------------------------------------------------------
+After ``.to(dtype)``, ``apply_lora`` wraps the model with peft's
+``get_peft_model(model, LoraConfig(r, lora_alpha=2r, target_modules,
+lora_dropout, bias="none"), autocast_adapter_dtype=...)``: True (peft's
+default) keeps the adapters in fp32 under a bf16 base, False leaves them in
+the base dtype (bf16, as torchtune and litgpt keep them); the dtype of the
+trainable parameters is asserted. Targets ``qv`` (q_proj, v_proj) or ``all``
+(all-linear). Hooks and layer marks are set on the wrapped HF model. The
+fixture carries ``"lora"`` and the matching ``"trainmem_flags"``
+(``--lora-rank --lora-targets --lora-dropout --lora-dtype``). Id suffix:
+``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``.
+
 Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``
-(``__t<threads>``, ``__inbwd`` suffixes).
+(``__t<threads>``, ``__inbwd``, ``__lora-...`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -239,11 +252,13 @@ OPTIMIZERS = {  # id part -> (class, kwargs)
 
 
 def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
-         in_bwd=False):
+         in_bwd=False, lora=None):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
     sid += "__inbwd" if in_bwd else ""
+    sid += lora_id(lora) if lora else ""
     return {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
-            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd}
+            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
+            "lora": lora}
 
 
 def specs() -> list[dict]:
@@ -286,7 +301,58 @@ def specs() -> list[dict]:
     s.append(spec("smollm2-135m", "bf16", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw-foreach", recompute="full", B=1, S=256))
     s.extend(specs_optimizer_in_backward())
+    s.extend(specs_lora())
     return s
+
+
+# -- LoRA dropout and adapter dtype (issue 12) --------------------------------------
+LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "all": "all-linear"}
+
+
+def lora_id(lora: dict) -> str:
+    """``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``."""
+    return f"__lora-{lora['targets']}-r{lora['r']}-d{lora['dropout']}-{lora['dtype']}"
+
+
+def specs_lora() -> list[dict]:
+    """peft LoRA on llama tiny (ids with ``__lora-``): dropout 0 / 0.05 / 0.1,
+    adapters in fp32 (peft's autocast_adapter_dtype=True) or in the base dtype."""
+    out = []
+    for targets, r in (("qv", 8), ("all", 16)):
+        for dropout in (0, 0.05):
+            for adapter in ("fp32", "bf16"):
+                out.append(spec("llama", "bf16", "adamw", lora={"targets": targets, "r": r,
+                                                                "dropout": dropout, "dtype": adapter}))
+    out.append(spec("llama", "bf16", "adamw", lora={"targets": "qv", "r": 8, "dropout": 0.1, "dtype": "bf16"}))
+    out.append(spec("llama", "fp32", "adamw", lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
+    out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
+                    lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
+    out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
+                    lora={"targets": "all", "r": 16, "dropout": 0, "dtype": "fp32"}))
+    return out
+
+
+def apply_lora(model, lora: dict, torch):
+    """peft's ``get_peft_model(model, LoraConfig(r, lora_alpha=2r, target_modules,
+    lora_dropout))``: ``autocast_adapter_dtype=True`` (peft's default) keeps the
+    adapters in fp32 under a bf16 base; ``False`` leaves them in the base dtype
+    (bf16, as torchtune and litgpt keep them)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=lora["r"], lora_alpha=2 * lora["r"], target_modules=LORA_TARGETS[lora["targets"]],
+                        lora_dropout=lora["dropout"], bias="none")
+    peft_model = get_peft_model(model, config, autocast_adapter_dtype=lora["dtype"] == "fp32")
+    want = {"fp32": torch.float32, "bf16": torch.bfloat16}[lora["dtype"]]
+    dtypes = {p.dtype for p in peft_model.parameters() if p.requires_grad}
+    assert dtypes == {want}, (dtypes, want)
+    return peft_model
+
+
+def lora_flags(lora: dict) -> list[str]:
+    targets = LORA_TARGETS[lora["targets"]]
+    return ["--lora-rank", str(lora["r"]), "--lora-targets",
+            targets if isinstance(targets, str) else ",".join(targets),
+            "--lora-dropout", str(lora["dropout"]), "--lora-dtype", lora["dtype"]]
 
 
 # -- --optimizer-in-backward (issue 12) ------------------------------------------
@@ -410,6 +476,9 @@ def worker(sid: str) -> dict:
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation=sp["attn"])
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
+    hf = model
+    if sp.get("lora"):
+        model = apply_lora(model, sp["lora"], torch)
     if sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
@@ -420,11 +489,11 @@ def worker(sid: str) -> dict:
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
 
     names = {id(p): n for n, p in model.named_parameters()}
-    if hasattr(model, "model") and hasattr(model.model, "layers"):
-        layers = list(model.model.layers)
+    if hasattr(hf, "model") and hasattr(hf.model, "layers"):
+        layers = list(hf.model.layers)
     else:
-        layers = list(model.transformer.h)
-    lm_head = model.get_output_embeddings()
+        layers = list(hf.transformer.h)
+    lm_head = hf.get_output_embeddings()
 
     # -- instrumentation shared by steps 3 and 4 -----------------------------------
     state = {"phase": None, "rf": None, "logits_ptr": None, "labels": False}
@@ -663,9 +732,12 @@ def worker(sid: str) -> dict:
         "torch": torch.__version__, "transformers": transformers.__version__,
         "notes": notes,
     }
+    if sp.get("lora"):
+        fx["lora"] = sp["lora"]
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + lora_flags(sp["lora"])
     if sp.get("in_bwd"):
         fx["optimizer_in_backward"] = True
-        fx["trainmem_flags"] = ["--optimizer-in-backward"]
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--optimizer-in-backward"]
     return fx
 
 

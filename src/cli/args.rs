@@ -313,6 +313,34 @@ pub struct FineTuneArgs {
     #[arg(long, requires = "lora_rank")]
     pub lora_dora: bool,
 
+    /// peft's lora_dropout: the probability of the nn.Dropout before each
+    /// adapter's lora_A. Above 0 each adapter saves its own dropped input
+    /// (T x in) and the dropout mask instead of sharing the layer's input.
+    /// 0 is peft's default (nn.Identity); axolotl configs often use 0.05.
+    #[arg(
+        long,
+        value_name = "P",
+        default_value = "0",
+        requires = "lora_rank",
+        allow_hyphen_values = true,
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dropout: String,
+
+    /// The dtype the adapters are kept and trained in: fp32 (peft's
+    /// default, autocast_adapter_dtype=True: under a bf16 base each adapter
+    /// then saves an fp32 copy of its input), bf16 or fp16 (torchtune and
+    /// litgpt keep adapters in the base dtype). Sets the adapters' weights,
+    /// gradients and optimizer states.
+    #[arg(
+        long,
+        value_name = "DTYPE",
+        default_value = "fp32",
+        requires = "lora_rank",
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dtype: String,
+
     /// Freeze tensors whose name matches (substring, or glob with `*`), for
     /// full fine-tuning with parts frozen; repeatable.
     #[arg(long, value_name = "PATTERN")]

@@ -2,6 +2,7 @@
 //!
 //! Pure arithmetic on the model's inventory: no I/O, no command line.
 
+mod adapters;
 mod comparison;
 mod device;
 mod fit;
@@ -54,6 +55,9 @@ pub struct Estimate {
     pub dtypes: PieceDtypes,
     /// Parameter counts.
     pub parameters: Parameters,
+    /// The LoRA adapters, if any: rank, dtype and dropout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<adapters::LoraSummary>,
     /// The quantized part of a frozen base (QLoRA), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantized: Option<Quantized>,
@@ -409,6 +413,7 @@ fn estimate_with_timeline(
         precision: *precision,
         dtypes: PieceDtypes::of(model, setup),
         parameters,
+        lora: adapters::LoraSummary::of(model, setup),
         quantized: Quantized::of(model, precision)?,
         memory,
         host,
@@ -611,6 +616,19 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
             .filter_map(|t| t.shape.dims().first().copied())
             .min()
             .unwrap_or(0),
+        // peft casts each adapter's input to the adapter's dtype; under
+        // torch.autocast the adapter's matmul runs in the compute dtype
+        // whatever its weights' dtype, priced as adapters in that dtype.
+        lora_dropout: if adapters.is_empty() {
+            activation::LoraDropout::default()
+        } else {
+            setup.lora_dropout
+        },
+        lora_dtype: if setup.precision.weights == setup.precision.activations {
+            adapters.iter().find_map(|t| t.training_dtype)
+        } else {
+            None
+        },
         adapted,
         ..workload.clone()
     };

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::activation::Workload;
+use crate::activation::{LoraDropout, Workload};
 use crate::optimizer::{Optimizer, Options};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
@@ -29,6 +29,9 @@ pub struct Setup {
     /// How the step runs around the model: accumulation, initialization,
     /// reduction buckets, the allocator.
     pub step: StepOptions,
+    /// peft's `lora_dropout` of the model's adapters (`--lora-dropout`): the
+    /// inventory holds the adapters, not what runs before them.
+    pub lora_dropout: LoraDropout,
 }
 
 /// The choices of the training loop and the framework that shape the step's
@@ -77,6 +80,7 @@ impl Setup {
                 grad_accumulation: 1,
                 ..StepOptions::default()
             },
+            lora_dropout: LoraDropout::default(),
         }
     }
 

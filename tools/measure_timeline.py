@@ -158,6 +158,17 @@ spec's class per parameter, ``step()`` then ``zero_grad()`` (set_to_none) in
 gradients never all exist. The fixture carries ``"optimizer_in_backward":
 true`` and ``"trainmem_flags": ["--optimizer-in-backward"]``; the optimizer's
 ``implementation`` is read from the ``_foreach_`` ops seen in backward.
+``galore8bit-perlayer`` is GaLore's own per-layer mode (``torchrun_main.py
+--optimizer galore_adamw8bit_per_layer``, ``galore_per_layer``):
+GaLoreAdamW8bit (rank 64, update_proj_gap 200, scale 0.25, std) per attn/mlp
+linear weight, bitsandbytes' Adam8bit (its CPU backend) per other parameter;
+trainmem flags ``--optimizer galore-adamw-8bit --optimizer-option rank=64
+--optimizer-option adamw_embeddings=true --optimizer-in-backward``. GaLore
+replaces ``p.data`` with a clone every step, so the old storage is freed in
+the next step: step 2 is profiled too (a discarded session) so that the
+reporter, which reports the free of a block only if it saw its allocation
+while profiling, reports those frees in step 3 (``end_bytes`` then equals
+``end_live_bytes``; ``unmatched_frees`` counts them).
 
 LoRA dropout and adapter dtype (``__lora-`` ids, ``--lora-dropout``, ``--lora-dtype``)
 ------------------------------------------------------------------------------------
@@ -241,13 +252,14 @@ MODELS = {  # id part -> (model_type, config)
     "llama-v512": ("llama", {**LLAMA, "vocab_size": 512}),
 }
 
-OPTIMIZERS = {  # id part -> (class, kwargs)
+OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_per_layer
     "adamw": ("AdamW", {"lr": 1e-4, "foreach": False}),
     "adamw-foreach": ("AdamW", {"lr": 1e-4, "foreach": True}),
     "adamw-fused": ("AdamW", {"lr": 1e-4, "fused": True}),
     "sgd": ("SGD", {"lr": 1e-3, "momentum": 0.0, "foreach": False}),
     "sgd-m0.9": ("SGD", {"lr": 1e-3, "momentum": 0.9, "foreach": False}),
     "sgd-m0.9-foreach": ("SGD", {"lr": 1e-3, "momentum": 0.9, "foreach": True}),
+    "galore8bit-perlayer": ("galore-adamw-8bit", {"lr": 1e-4}),
 }
 
 
@@ -365,7 +377,36 @@ def specs_optimizer_in_backward() -> list[dict]:
             spec("llama", "fp32", "adamw", B=1, S=16, in_bwd=True),
             spec("llama", "bf16", "adamw", B=1, S=16, in_bwd=True),
             spec("llama", "bf16", "adamw-foreach", B=1, S=16, in_bwd=True),
-            spec("llama-v512", "fp32", "adamw", B=1, S=64, in_bwd=True)]
+            spec("llama-v512", "fp32", "adamw", B=1, S=64, in_bwd=True),
+            # GaLore's per-layer 8-bit GaLore (torchrun_main.py --optimizer galore_adamw8bit_per_layer)
+            spec("llama", "fp32", "galore8bit-perlayer", in_bwd=True),
+            spec("llama", "fp32", "galore8bit-perlayer", B=1, S=16, in_bwd=True)]
+
+
+GALORE_PER_LAYER = {"rank": 64, "update_proj_gap": 200, "scale": 0.25, "proj_type": "std"}
+
+
+def galore_per_layer(model, torch):
+    """GaLore's ``torchrun_main.py --optimizer galore_adamw8bit_per_layer``
+    (jiaweizzhao/GaLore): the weights of nn.Linear modules whose name holds
+    "attn" or "mlp" get ``GaLoreAdamW8bit([{'params': [p], 'rank', 'update_proj_gap',
+    'scale', 'proj_type'}])``, every other parameter ``bnb.optim.Adam8bit([p])``;
+    each is stepped and zeroed in ``p.register_post_accumulate_grad_hook``.
+    GaLoreAdamW8bit.step calls torch.cuda.synchronize() unconditionally: made
+    a no-op here (CPU)."""
+    import bitsandbytes as bnb
+    from galore_torch import GaLoreAdamW8bit
+
+    torch.cuda.synchronize = lambda *a, **k: None
+    galore = {id(m.weight) for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and ("attn" in n or "mlp" in n)}
+
+    def factory(p):
+        if id(p) in galore:
+            return GaLoreAdamW8bit([{"params": [p], **GALORE_PER_LAYER}], lr=1e-4)
+        return bnb.optim.Adam8bit([p], lr=1e-4)
+
+    return OptimizerInBackward(model, factory=factory)
 
 
 class OptimizerInBackward:
@@ -376,8 +417,9 @@ class OptimizerInBackward:
     (``set_to_none=True``: the gradient is freed at once). The training loop's
     own ``step()``/``zero_grad()`` are no-ops, as in torchtune's recipes."""
 
-    def __init__(self, model, cls, kw):
-        self.optim_dict = {p: cls([p], **kw) for p in model.parameters()}
+    def __init__(self, model, cls=None, kw=None, factory=None):
+        factory = factory or (lambda p: cls([p], **kw))
+        self.optim_dict = {p: factory(p) for p in model.parameters()}
 
         def optim_step(param):
             self.optim_dict[param].step()
@@ -482,7 +524,9 @@ def worker(sid: str) -> dict:
     if sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
-    if sp.get("in_bwd"):
+    if sp["opt"] == "galore8bit-perlayer":
+        optimizer = galore_per_layer(model, torch)
+    elif sp.get("in_bwd"):
         optimizer = OptimizerInBackward(model, getattr(torch.optim, opt_cls), opt_kw)
     else:
         optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
@@ -601,8 +645,18 @@ def worker(sid: str) -> dict:
         state["phase"] = None
         return grads
 
-    for _ in range(2):
-        one_step()
+    for warm in range(2):
+        if warm == 1 and sp["opt"] == "galore8bit-perlayer":
+            # GaLoreAdamW8bit replaces p.data by a clone every step: the old
+            # storage is freed in the next step, and the profiler's reporter
+            # reports the free of a block only if it saw its allocation while
+            # profiling. Profiling step 2 too puts those clones in its table,
+            # so their frees in step 3 are seen (as frees of blocks that
+            # existed before step 3, counted in baseline_bytes).
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+                one_step()
+        else:
+            one_step()
 
     # -- baseline ------------------------------------------------------------------
     live0 = live_tensor_storages(torch)
@@ -704,6 +758,10 @@ def worker(sid: str) -> dict:
         implementation = "foreach" if any("_foreach_" in o for o in impl) else "single_tensor"
         notes.append("optimizer in backward (torchtune optimizer_in_bwd): one optimizer per "
                      "parameter, step() and zero_grad() in a post-accumulate-grad hook")
+    if sp["opt"] == "galore8bit-perlayer":
+        notes.append("per-layer GaLore: GaLoreAdamW8bit (rank 64, update_proj_gap 200, scale 0.25, std) "
+                     "for the attn/mlp linear weights, bnb Adam8bit for the rest, one per parameter in "
+                     "post-accumulate-grad hooks; step 3 does not recompute the projection (SVD)")
     opt_info = {"name": opt_cls.lower(), "foreach": opt_kw.get("foreach"), "fused": opt_kw.get("fused"),
                 "momentum": opt_kw.get("momentum"), "lr": opt_kw["lr"], "implementation": implementation}
     params = sum(p.numel() for p in model.parameters())
@@ -735,6 +793,10 @@ def worker(sid: str) -> dict:
     if sp.get("lora"):
         fx["lora"] = sp["lora"]
         fx["trainmem_flags"] = fx.get("trainmem_flags", []) + lora_flags(sp["lora"])
+    if sp["opt"] == "galore8bit-perlayer":
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + [
+            "--optimizer-option", f"rank={GALORE_PER_LAYER['rank']}",
+            "--optimizer-option", "adamw_embeddings=true"]
     if sp.get("in_bwd"):
         fx["optimizer_in_backward"] = True
         fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--optimizer-in-backward"]

@@ -587,11 +587,17 @@ pub const GALORE_ADAMW_8BIT: Optimizer = Optimizer {
     // `AdamW8bit.step`, per tensor: `p.saved_data = p.data.clone()`, then
     // `project_back` and its `* scale` copy (three parameter copies in the
     // parameter dtype); every `update_proj_gap` steps the fp32 SVD of the
-    // gradient (`.float()`, U and Vh) comes first: three fp32 copies bound both.
+    // gradient (`.float()`, U and Vh) comes first: three fp32 copies bound
+    // both. On the CPU the tensors it does not project (with
+    // `adamw_embeddings`, the embeddings and head) go through bitsandbytes'
+    // CPU backend, whose five fp32 copies of the whole tensor bound it there.
     fused_backward: false,
-    step_temporaries: Temporaries::LargestTensorFp32 {
-        working: 3,
-        upcast: 0,
+    step_temporaries: Temporaries::ByPlatform {
+        cuda: &Temporaries::LargestTensorFp32 {
+            working: 3,
+            upcast: 0,
+        },
+        cpu: &BNB_ADAM_8BIT_CPU,
     },
 };
 
@@ -664,9 +670,22 @@ pub const ADAMW_8BIT: Optimizer = Optimizer {
     ),
     rule: Rule::Custom(bnb_two_states),
     global: Some(bnb_qmaps),
-    // The blockwise kernels update the quantized states in place.
+    // The blockwise CUDA kernels update the quantized states in place.
     fused_backward: false,
-    step_temporaries: Temporaries::None,
+    step_temporaries: Temporaries::ByPlatform {
+        cuda: &Temporaries::None,
+        cpu: &BNB_ADAM_8BIT_CPU,
+    },
+};
+
+/// bitsandbytes' CPU backend for its two-state 8-bit optimizers
+/// (`_optimizer_update_8bit_blockwise_cpu`, bitsandbytes 0.50): `state1`
+/// and `state2` dequantized to fp32, `grad = g.float() * gnorm_scale`,
+/// `state2_fp32.sqrt()` and its quotient `denom`, live together (measured:
+/// five fp32 copies of the tensor); `p.data.float()` copies a 16-bit parameter.
+const BNB_ADAM_8BIT_CPU: Temporaries = Temporaries::LargestTensorFp32 {
+    working: 5,
+    upcast: 1,
 };
 
 /// bitsandbytes' PagedAdamW8bit: AdamW8bit's bytes, large states in paged memory.
@@ -805,7 +824,7 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::model::{Model, Tensor};
-    use crate::optimizer::{Location, Options};
+    use crate::optimizer::{GlobalContext, Location, Options};
     use crate::units::Count;
 
     fn device_values(optimizer: &Optimizer) -> u64 {
@@ -829,6 +848,32 @@ mod tests {
         assert_eq!(1 + device_values(&RMSPROP), 2);
         assert_eq!(1 + device_values(&ADAM), 3);
         assert_eq!(1 + device_values(&ADAMW), 3);
+    }
+
+    /// bitsandbytes' 8-bit Adam: no temporaries in its CUDA kernel; on the
+    /// CPU five fp32 copies of the tensor (six for a bf16 one, whose
+    /// `p.data.float()` copies), as measured in
+    /// `tests/fixtures/timeline/llama__fp32__galore8bit-perlayer__*`.
+    #[test]
+    fn bitsandbytes_8bit_temporaries_depend_on_the_platform() {
+        let options = ADAMW_8BIT.default_options();
+        let context = |dtype| GlobalContext {
+            elements: Count(1000),
+            largest: Count(100),
+            tensors: 10,
+            dtype,
+            options: &options,
+        };
+        let on = |cpu: bool, dtype| {
+            ADAMW_8BIT
+                .step_temporaries_on(&options, cpu)
+                .bytes(&context(dtype))
+                .unwrap()
+                .0
+        };
+        assert_eq!(on(false, DType::Fp32), 0);
+        assert_eq!(on(true, DType::Fp32), 5 * 100 * 4);
+        assert_eq!(on(true, DType::Bf16), 6 * 100 * 4);
     }
 
     #[test]

@@ -264,7 +264,7 @@ impl Lora {
         }
         model.tensors.extend(adapters);
         model.notes.push(format!(
-            "LoRA rank {} on {} linear modules{}{}: adapters in {}{}; lora_dropout {}{}; the base is frozen (weights only)",
+            "LoRA rank {} on {} linear modules{}{}: adapters in {}{}; the base is frozen (weights only)",
             self.rank,
             targeted.len(),
             if wrapped.is_empty() {
@@ -279,13 +279,13 @@ impl Lora {
             } else {
                 " as torchtune and litgpt keep them (no fp32 master copy)"
             },
-            self.dropout.probability(),
-            if self.dropout.is_active() {
-                " (each adapter saves its dropped input and the dropout mask)"
-            } else {
-                " (nn.Identity, peft's default)"
-            }
         ));
+        if self.dropout.is_active() {
+            model.notes.push(format!(
+                "lora_dropout {}: nn.Dropout before each adapter's lora_A, which then saves its own dropped input and the dropout mask",
+                self.dropout.probability()
+            ));
+        }
         if let Some(quantization) = quantize {
             model.notes.push(format!(
                 "base linear weights stored as bitsandbytes stores {}; the output head, embeddings and norms stay in the compute dtype",

@@ -147,7 +147,44 @@ category (``saved`` activations, ``logits``, ``grad``, ``other``: anything
 else, named by op); ``alive_at_peak_by_phase`` sums them by the phase that
 allocated them; ``peak_bytes = baseline_bytes + sum(alive_at_peak_by_phase)``.
 
-Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``.
+Optimizer in backward (``__inbwd`` ids, ``--optimizer-in-backward``)
+--------------------------------------------------------------------
+torchtune's ``optimizer_in_bwd`` (``torchtune/training/memory.py``
+``register_optim_in_bwd_hooks``, ``recipes/full_finetune_distributed.py``
+``_setup_optimizer``), ported as ``OptimizerInBackward``: one optimizer of the
+spec's class per parameter, ``step()`` then ``zero_grad()`` (set_to_none) in
+``p.register_post_accumulate_grad_hook``; the loop's ``optimizer.step()`` and
+``zero_grad()`` are no-ops, so the optimizer phases are empty and the
+gradients never all exist. The fixture carries ``"optimizer_in_backward":
+true`` and ``"trainmem_flags": ["--optimizer-in-backward"]``; the optimizer's
+``implementation`` is read from the ``_foreach_`` ops seen in backward.
+``galore8bit-perlayer`` is GaLore's own per-layer mode (``torchrun_main.py
+--optimizer galore_adamw8bit_per_layer``, ``galore_per_layer``):
+GaLoreAdamW8bit (rank 64, update_proj_gap 200, scale 0.25, std) per attn/mlp
+linear weight, bitsandbytes' Adam8bit (its CPU backend) per other parameter;
+trainmem flags ``--optimizer galore-adamw-8bit --optimizer-option rank=64
+--optimizer-option adamw_embeddings=true --optimizer-in-backward``. GaLore
+replaces ``p.data`` with a clone every step, so the old storage is freed in
+the next step: step 2 is profiled too (a discarded session) so that the
+reporter, which reports the free of a block only if it saw its allocation
+while profiling, reports those frees in step 3 (``end_bytes`` then equals
+``end_live_bytes``; ``unmatched_frees`` counts them).
+
+LoRA dropout and adapter dtype (``__lora-`` ids, ``--lora-dropout``, ``--lora-dtype``)
+------------------------------------------------------------------------------------
+After ``.to(dtype)``, ``apply_lora`` wraps the model with peft's
+``get_peft_model(model, LoraConfig(r, lora_alpha=2r, target_modules,
+lora_dropout, bias="none"), autocast_adapter_dtype=...)``: True (peft's
+default) keeps the adapters in fp32 under a bf16 base, False leaves them in
+the base dtype (bf16, as torchtune and litgpt keep them); the dtype of the
+trainable parameters is asserted. Targets ``qv`` (q_proj, v_proj) or ``all``
+(all-linear). Hooks and layer marks are set on the wrapped HF model. The
+fixture carries ``"lora"`` and the matching ``"trainmem_flags"``
+(``--lora-rank --lora-targets --lora-dropout --lora-dtype``). Id suffix:
+``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``.
+
+Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``
+(``__t<threads>``, ``__inbwd``, ``__lora-...`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -215,20 +252,25 @@ MODELS = {  # id part -> (model_type, config)
     "llama-v512": ("llama", {**LLAMA, "vocab_size": 512}),
 }
 
-OPTIMIZERS = {  # id part -> (class, kwargs)
+OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_per_layer
     "adamw": ("AdamW", {"lr": 1e-4, "foreach": False}),
     "adamw-foreach": ("AdamW", {"lr": 1e-4, "foreach": True}),
     "adamw-fused": ("AdamW", {"lr": 1e-4, "fused": True}),
     "sgd": ("SGD", {"lr": 1e-3, "momentum": 0.0, "foreach": False}),
     "sgd-m0.9": ("SGD", {"lr": 1e-3, "momentum": 0.9, "foreach": False}),
     "sgd-m0.9-foreach": ("SGD", {"lr": 1e-3, "momentum": 0.9, "foreach": True}),
+    "galore8bit-perlayer": ("galore-adamw-8bit", {"lr": 1e-4}),
 }
 
 
-def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1):
+def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
+         in_bwd=False, lora=None):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
+    sid += "__inbwd" if in_bwd else ""
+    sid += lora_id(lora) if lora else ""
     return {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
-            "recompute": recompute, "B": B, "S": S, "threads": threads}
+            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
+            "lora": lora}
 
 
 def specs() -> list[dict]:
@@ -270,7 +312,132 @@ def specs() -> list[dict]:
     s.append(spec("smollm2-135m", "fp32", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw-foreach", recompute="full", B=1, S=256))
+    s.extend(specs_optimizer_in_backward())
+    s.extend(specs_lora())
     return s
+
+
+# -- LoRA dropout and adapter dtype (issue 12) --------------------------------------
+LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "all": "all-linear"}
+
+
+def lora_id(lora: dict) -> str:
+    """``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``."""
+    return f"__lora-{lora['targets']}-r{lora['r']}-d{lora['dropout']}-{lora['dtype']}"
+
+
+def specs_lora() -> list[dict]:
+    """peft LoRA on llama tiny (ids with ``__lora-``): dropout 0 / 0.05 / 0.1,
+    adapters in fp32 (peft's autocast_adapter_dtype=True) or in the base dtype."""
+    out = []
+    for targets, r in (("qv", 8), ("all", 16)):
+        for dropout in (0, 0.05):
+            for adapter in ("fp32", "bf16"):
+                out.append(spec("llama", "bf16", "adamw", lora={"targets": targets, "r": r,
+                                                                "dropout": dropout, "dtype": adapter}))
+    out.append(spec("llama", "bf16", "adamw", lora={"targets": "qv", "r": 8, "dropout": 0.1, "dtype": "bf16"}))
+    out.append(spec("llama", "fp32", "adamw", lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
+    out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
+                    lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
+    out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
+                    lora={"targets": "all", "r": 16, "dropout": 0, "dtype": "fp32"}))
+    return out
+
+
+def apply_lora(model, lora: dict, torch):
+    """peft's ``get_peft_model(model, LoraConfig(r, lora_alpha=2r, target_modules,
+    lora_dropout))``: ``autocast_adapter_dtype=True`` (peft's default) keeps the
+    adapters in fp32 under a bf16 base; ``False`` leaves them in the base dtype
+    (bf16, as torchtune and litgpt keep them)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=lora["r"], lora_alpha=2 * lora["r"], target_modules=LORA_TARGETS[lora["targets"]],
+                        lora_dropout=lora["dropout"], bias="none")
+    peft_model = get_peft_model(model, config, autocast_adapter_dtype=lora["dtype"] == "fp32")
+    want = {"fp32": torch.float32, "bf16": torch.bfloat16}[lora["dtype"]]
+    dtypes = {p.dtype for p in peft_model.parameters() if p.requires_grad}
+    assert dtypes == {want}, (dtypes, want)
+    return peft_model
+
+
+def lora_flags(lora: dict) -> list[str]:
+    targets = LORA_TARGETS[lora["targets"]]
+    return ["--lora-rank", str(lora["r"]), "--lora-targets",
+            targets if isinstance(targets, str) else ",".join(targets),
+            "--lora-dropout", str(lora["dropout"]), "--lora-dtype", lora["dtype"]]
+
+
+# -- --optimizer-in-backward (issue 12) ------------------------------------------
+def specs_optimizer_in_backward() -> list[dict]:
+    """torchtune's optimizer_in_bwd: one AdamW per parameter, stepped in a
+    post-accumulate-grad hook (ids ending ``__inbwd``)."""
+    return [spec("llama", "fp32", "adamw", in_bwd=True),
+            spec("llama", "bf16", "adamw", in_bwd=True),
+            # model states dominate: the gradients a standard step keeps are what goes away
+            spec("llama", "fp32", "adamw", B=1, S=16, in_bwd=True),
+            spec("llama", "bf16", "adamw", B=1, S=16, in_bwd=True),
+            spec("llama", "bf16", "adamw-foreach", B=1, S=16, in_bwd=True),
+            spec("llama-v512", "fp32", "adamw", B=1, S=64, in_bwd=True),
+            # GaLore's per-layer 8-bit GaLore (torchrun_main.py --optimizer galore_adamw8bit_per_layer)
+            spec("llama", "fp32", "galore8bit-perlayer", in_bwd=True),
+            spec("llama", "fp32", "galore8bit-perlayer", B=1, S=16, in_bwd=True)]
+
+
+GALORE_PER_LAYER = {"rank": 64, "update_proj_gap": 200, "scale": 0.25, "proj_type": "std"}
+
+
+def galore_per_layer(model, torch):
+    """GaLore's ``torchrun_main.py --optimizer galore_adamw8bit_per_layer``
+    (jiaweizzhao/GaLore): the weights of nn.Linear modules whose name holds
+    "attn" or "mlp" get ``GaLoreAdamW8bit([{'params': [p], 'rank', 'update_proj_gap',
+    'scale', 'proj_type'}])``, every other parameter ``bnb.optim.Adam8bit([p])``;
+    each is stepped and zeroed in ``p.register_post_accumulate_grad_hook``.
+    GaLoreAdamW8bit.step calls torch.cuda.synchronize() unconditionally: made
+    a no-op here (CPU)."""
+    import bitsandbytes as bnb
+    from galore_torch import GaLoreAdamW8bit
+
+    torch.cuda.synchronize = lambda *a, **k: None
+    galore = {id(m.weight) for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and ("attn" in n or "mlp" in n)}
+
+    def factory(p):
+        if id(p) in galore:
+            return GaLoreAdamW8bit([{"params": [p], **GALORE_PER_LAYER}], lr=1e-4)
+        return bnb.optim.Adam8bit([p], lr=1e-4)
+
+    return OptimizerInBackward(model, factory=factory)
+
+
+class OptimizerInBackward:
+    """torchtune's ``OptimizerInBackwardWrapper`` + ``register_optim_in_bwd_hooks``
+    (torchtune/training/memory.py, 0.6.1): ``optim_dict = {p: cls([p], **kw)}``
+    and ``p.register_post_accumulate_grad_hook(optim_step)`` where ``optim_step``
+    calls ``optim_dict[p].step()`` then ``optim_dict[p].zero_grad()``
+    (``set_to_none=True``: the gradient is freed at once). The training loop's
+    own ``step()``/``zero_grad()`` are no-ops, as in torchtune's recipes."""
+
+    def __init__(self, model, cls=None, kw=None, factory=None):
+        factory = factory or (lambda p: cls([p], **kw))
+        self.optim_dict = {p: factory(p) for p in model.parameters()}
+
+        def optim_step(param):
+            self.optim_dict[param].step()
+            self.optim_dict[param].zero_grad()
+
+        for p in model.parameters():
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(optim_step)
+
+    @property
+    def state(self):
+        return {p: s for o in self.optim_dict.values() for p, s in o.state.items()}
+
+    def step(self):
+        pass
+
+    def zero_grad(self, set_to_none=True):
+        pass
 
 
 # ---------------------------------------------------------------------------
@@ -351,18 +518,26 @@ def worker(sid: str) -> dict:
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation=sp["attn"])
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
+    hf = model
+    if sp.get("lora"):
+        model = apply_lora(model, sp["lora"], torch)
     if sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
-    optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
+    if sp["opt"] == "galore8bit-perlayer":
+        optimizer = galore_per_layer(model, torch)
+    elif sp.get("in_bwd"):
+        optimizer = OptimizerInBackward(model, getattr(torch.optim, opt_cls), opt_kw)
+    else:
+        optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
 
     names = {id(p): n for n, p in model.named_parameters()}
-    if hasattr(model, "model") and hasattr(model.model, "layers"):
-        layers = list(model.model.layers)
+    if hasattr(hf, "model") and hasattr(hf.model, "layers"):
+        layers = list(hf.model.layers)
     else:
-        layers = list(model.transformer.h)
-    lm_head = model.get_output_embeddings()
+        layers = list(hf.transformer.h)
+    lm_head = hf.get_output_embeddings()
 
     # -- instrumentation shared by steps 3 and 4 -----------------------------------
     state = {"phase": None, "rf": None, "logits_ptr": None, "labels": False}
@@ -470,8 +645,18 @@ def worker(sid: str) -> dict:
         state["phase"] = None
         return grads
 
-    for _ in range(2):
-        one_step()
+    for warm in range(2):
+        if warm == 1 and sp["opt"] == "galore8bit-perlayer":
+            # GaLoreAdamW8bit replaces p.data by a clone every step: the old
+            # storage is freed in the next step, and the profiler's reporter
+            # reports the free of a block only if it saw its allocation while
+            # profiling. Profiling step 2 too puts those clones in its table,
+            # so their frees in step 3 are seen (as frees of blocks that
+            # existed before step 3, counted in baseline_bytes).
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+                one_step()
+        else:
+            one_step()
 
     # -- baseline ------------------------------------------------------------------
     live0 = live_tensor_storages(torch)
@@ -567,6 +752,16 @@ def worker(sid: str) -> dict:
     if sp["attn"] == "sdpa" and sp["model"] == "gpt2-dropout":
         notes.append("sdpa with attention dropout: CPU math backend")
 
+    if sp.get("in_bwd"):
+        # the steps run inside backward: read the implementation from the ops there
+        impl = {o for o in a3.get("backward_ops", [])}
+        implementation = "foreach" if any("_foreach_" in o for o in impl) else "single_tensor"
+        notes.append("optimizer in backward (torchtune optimizer_in_bwd): one optimizer per "
+                     "parameter, step() and zero_grad() in a post-accumulate-grad hook")
+    if sp["opt"] == "galore8bit-perlayer":
+        notes.append("per-layer GaLore: GaLoreAdamW8bit (rank 64, update_proj_gap 200, scale 0.25, std) "
+                     "for the attn/mlp linear weights, bnb Adam8bit for the rest, one per parameter in "
+                     "post-accumulate-grad hooks; step 3 does not recompute the projection (SVD)")
     opt_info = {"name": opt_cls.lower(), "foreach": opt_kw.get("foreach"), "fused": opt_kw.get("fused"),
                 "momentum": opt_kw.get("momentum"), "lr": opt_kw["lr"], "implementation": implementation}
     params = sum(p.numel() for p in model.parameters())
@@ -595,6 +790,16 @@ def worker(sid: str) -> dict:
         "torch": torch.__version__, "transformers": transformers.__version__,
         "notes": notes,
     }
+    if sp.get("lora"):
+        fx["lora"] = sp["lora"]
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + lora_flags(sp["lora"])
+    if sp["opt"] == "galore8bit-perlayer":
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + [
+            "--optimizer-option", f"rank={GALORE_PER_LAYER['rank']}",
+            "--optimizer-option", "adamw_embeddings=true"]
+    if sp.get("in_bwd"):
+        fx["optimizer_in_backward"] = True
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--optimizer-in-backward"]
     return fx
 
 
@@ -792,6 +997,11 @@ def analyse(prof, baseline, n_layers, grads, saved_ptrs, logits_ptr, account=Fal
            "unmatched_frees": unmatched_frees,
            "counter_check": {"offset": first_offset, "mismatches": counter_mismatch},
            "optimizer_ops": sorted(opt_ops)}
+    if "backward" in ranges:
+        a, b = ranges["backward"]
+        out["backward_ops"] = sorted({node.name for node, _ in walk_tree(roots)
+                                      if node.name.startswith("aten::_foreach_")
+                                      and a <= node.start_time_ns <= b})
 
     # gradients: the allocation holding each .grad pointer at the end of the backward
     t_bwd_end = ranges.get("backward", (0, 0))[1]

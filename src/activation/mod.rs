@@ -36,6 +36,7 @@ use serde::Serialize;
 
 use self::attention::Kernel;
 pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, StatsDtype};
+pub use self::lora::LoraDropout;
 use self::lora::Training;
 use self::parallel::{Rank, Stage, candidate_stages};
 use self::recompute::{Kept, PARTS};
@@ -165,6 +166,11 @@ pub struct Workload {
     pub adapted: Vec<String>,
     /// The LoRA rank r (its A outputs, T × r, are saved).
     pub lora_rank: u64,
+    /// peft's `lora_dropout` before each adapter (`--lora-dropout`; 0: `nn.Identity`).
+    pub lora_dropout: LoraDropout,
+    /// The dtype the adapters compute in, when it differs from `dtype` can
+    /// (peft's fp32 adapters under a bf16 base); `None`: `dtype`.
+    pub lora_dtype: Option<DType>,
     /// Tensor-parallel degree t.
     pub tensor_parallel: u64,
     /// Whether sequence parallelism splits the non-tensor-parallel parts by t.
@@ -195,6 +201,8 @@ impl Workload {
             frozen_base: false,
             adapted: Vec::new(),
             lora_rank: 0,
+            lora_dropout: LoraDropout::default(),
+            lora_dtype: None,
             tensor_parallel: 1,
             sequence_parallel: false,
             pipeline: 1,
@@ -631,6 +639,24 @@ impl<'a> Step<'a> {
             notes.push(
                 "frozen base: frozen linears and norms save no weight-gradient inputs; LoRA adapters keep their input and lora_A's T x r output; routed experts are counted as trainable".to_string(),
             );
+        }
+        if workload.lora_rank > 0 {
+            let adapter = workload.lora_dtype.unwrap_or(workload.dtype);
+            if workload.lora_dropout.is_active() {
+                notes.push(format!(
+                    "LoRA dropout {}: each adapter saves its own dropped input (T x in, {adapter}) and the dropout mask ({}) instead of sharing the layer's input (peft's nn.Dropout before lora_A)",
+                    workload.lora_dropout.probability(),
+                    match workload.platform {
+                        Platform::Cpu => "CPU: noise in the input dtype",
+                        Platform::Cuda => "CUDA: 1-byte native_dropout mask",
+                    }
+                ));
+            } else if adapter != workload.dtype {
+                notes.push(format!(
+                    "{adapter} adapters under {} compute: peft casts the input of each adapter to {adapter} (_cast_input_dtype), so each saves its own {adapter} copy of it",
+                    workload.dtype
+                ));
+            }
         }
         if workload.tensor_parallel > 1 {
             notes.push(format!(

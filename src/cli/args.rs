@@ -317,6 +317,34 @@ pub struct FineTuneArgs {
     #[arg(long, requires = "lora_rank")]
     pub lora_dora: bool,
 
+    /// peft's lora_dropout: the probability of the nn.Dropout before each
+    /// adapter's lora_A. Above 0 each adapter saves its own dropped input
+    /// (T x in) and the dropout mask instead of sharing the layer's input.
+    /// 0 is peft's default (nn.Identity); axolotl configs often use 0.05.
+    #[arg(
+        long,
+        value_name = "P",
+        default_value = "0",
+        requires = "lora_rank",
+        allow_hyphen_values = true,
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dropout: String,
+
+    /// The dtype the adapters are kept and trained in: fp32 (peft's
+    /// default, autocast_adapter_dtype=True: under a bf16 base each adapter
+    /// then saves an fp32 copy of its input), bf16 or fp16 (torchtune and
+    /// litgpt keep adapters in the base dtype). Sets the adapters' weights,
+    /// gradients and optimizer states.
+    #[arg(
+        long,
+        value_name = "DTYPE",
+        default_value = "fp32",
+        requires = "lora_rank",
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dtype: String,
+
     /// Freeze tensors whose name matches (substring, or glob with `*`), for
     /// full fine-tuning with parts frozen; repeatable.
     #[arg(long, value_name = "PATTERN")]
@@ -367,6 +395,16 @@ pub struct WorkloadArgs {
     /// the gradients then exist before each backward.
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub grad_accumulation: u64,
+
+    /// Step each parameter inside backward as soon as its gradient is
+    /// produced, and free the gradient at once: torchtune's
+    /// optimizer_in_bwd (one optimizer per parameter in a
+    /// post-accumulate-grad hook), GaLore's per-layer updates with
+    /// galore-adamw or galore-adamw-8bit. No full gradient copy exists; no
+    /// gradient clipping or accumulation; single device or FSDP2 only.
+    /// Default: off (LOMO and AdaLomo always update in backward).
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub optimizer_in_backward: bool,
 
     /// Where the kernels run: cuda, or cpu (the CPU kernels the activation
     /// fixtures measure to the byte, so a prediction can be checked against

@@ -94,7 +94,9 @@ fn estimate_request(
     if let Some(dimensions) = resolve::dimensions(&args.workload)? {
         model.dimensions = Some(dimensions);
     }
-    let model = resolve::finetune(&args.finetune)?.apply(model)?;
+    let finetune = resolve::finetune(&args.finetune)?;
+    resolve::apply_lora_dropout(&mut setup, &finetune);
+    let model = finetune.apply(model)?;
     Ok((model, setup, format, units))
 }
 
@@ -141,7 +143,9 @@ fn fit(args: &FitArgs) -> Result<String> {
     if let Some(dimensions) = resolve::dimensions(workload)? {
         model.dimensions = Some(dimensions);
     }
-    let model = resolve::finetune(&args.finetune)?.apply(model)?;
+    let finetune = resolve::finetune(&args.finetune)?;
+    resolve::apply_lora_dropout(&mut setup, &finetune);
+    let model = finetune.apply(model)?;
     if question != Question::Gpus && model.dimensions.is_none() {
         return Err(Error::Missing {
             what: "architecture",

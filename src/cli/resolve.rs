@@ -3,6 +3,7 @@
 use super::args::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
 };
+use crate::activation::LoraDropout;
 use crate::activation::{Attention, Platform, Recompute, Workload};
 use crate::architecture::Dimensions;
 use crate::device::DeviceSpec;
@@ -159,6 +160,8 @@ pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
                     .map(str::to_string)
                     .collect(),
                 dora: args.lora_dora,
+                dropout: LoraDropout::parse(&args.lora_dropout)?,
+                dtype: crate::finetune::adapter_dtype(&args.lora_dtype)?,
             })
         })
         .transpose()?;
@@ -171,6 +174,14 @@ pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
             .map(|kind| Quantization::parse(kind, double_quant))
             .transpose()?,
     })
+}
+
+/// Gives the setup the adapters' dropout (`--lora-dropout`): what each
+/// adapter saves depends on it, and the model inventory does not carry it.
+pub fn apply_lora_dropout(setup: &mut Setup, finetune: &FineTune) {
+    if let Some(lora) = finetune.lora.as_ref() {
+        setup.lora_dropout = lora.dropout;
+    }
 }
 
 /// The default of `--overhead` when activations are estimated.
@@ -213,6 +224,7 @@ pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions>
             expandable_segments: args.expandable_segments,
         },
         cpu: Platform::parse(&args.platform)? == Platform::Cpu,
+        optimizer_in_backward: args.optimizer_in_backward,
     })
 }
 

@@ -245,7 +245,7 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                     degree,
                 )?;
             }
-            if setup.optimizer.fused_backward {
+            if setup.steps_in_backward() {
                 group.largest_gradient = group
                     .largest_gradient
                     .max(precision.gradients.size_of(elements)?);
@@ -418,6 +418,11 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
         let gradient = produced.size_of(elements)?;
         module.gradient = module.gradient.add(gradient, WHAT)?;
         module.largest_gradient = module.largest_gradient.max(gradient);
+        if setup.steps_in_backward() {
+            module.step_temporaries = module
+                .step_temporaries
+                .max(in_backward_step(setup, precision, elements)?);
+        }
         if parallelism.zero.shards_gradients() && parallelism.framework.is_fsdp() {
             module.reduce_buffer = module
                 .reduce_buffer
@@ -425,6 +430,35 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The temporaries of one parameter's own `step()` inside backward
+/// (torchtune's `optimizer_in_bwd` builds one optimizer per parameter,
+/// `torchtune/training/memory.py`): the optimizer's step over a one-tensor
+/// list, on the rank's shard under FSDP (FSDP2 runs the post-accumulate-grad
+/// hook on the sharded parameter after the reduce-scatter).
+fn in_backward_step(
+    setup: &Setup,
+    precision: &crate::precision::Precision,
+    elements: Count,
+) -> Result<Bytes> {
+    let parallelism = setup.parallelism;
+    let local = if parallelism.zero.shards_optimizer() {
+        Count(elements.0.div_ceil(parallelism.shard_degree(false)))
+    } else {
+        elements
+    };
+    let context = GlobalContext {
+        elements: local,
+        largest: local,
+        tensors: 1,
+        dtype: precision.optimizer_dtype(),
+        options: &setup.options,
+    };
+    setup
+        .optimizer
+        .step_temporaries_on(&setup.options, setup.step.cpu)
+        .bytes(&context)
 }
 
 /// Shards one stage's pieces, applies the optimizer's flat partitions,
@@ -483,10 +517,21 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
             Location::Host => add(&mut host_states, bytes)?,
         }
     }
+    // Stepped inside backward, each parameter's step sees a one-tensor list:
+    // the largest of them is the step's temporary.
+    let one_tensor = GlobalContext {
+        elements: Count(largest),
+        tensors: 1.min(tensors),
+        ..context
+    };
     let mut optimizer_step = setup
         .optimizer
         .step_temporaries_on(&setup.options, setup.step.cpu)
-        .bytes(&context)?;
+        .bytes(if setup.steps_in_backward() {
+            &one_tensor
+        } else {
+            &context
+        })?;
     // DeepSpeed's ZeRO optimizers wrap the optimizer DeepSpeed builds from
     // its config: FusedAdam for Adam and AdamW on the GPU
     // (`_configure_basic_optimizer` in `deepspeed/runtime/engine.py`), one

@@ -388,6 +388,11 @@ impl Fit {
             _ => {
                 let mut sharded = setup.clone();
                 sharded.parallelism.zero = crate::parallel::ZeroStage::Weights;
+                if setup.step.optimizer_in_backward {
+                    // Stepped in backward, full sharding is FSDP2's
+                    // (torchtune's full_finetune_distributed); DeepSpeed has none.
+                    sharded.parallelism.framework = crate::parallel::Framework::Fsdp2;
+                }
                 min_gpus_within(model, &sharded, bytes, &budget)?
             }
         };

@@ -2,9 +2,11 @@
 //!
 //! Pure arithmetic on the model's inventory: no I/O, no command line.
 
+mod adapters;
 mod comparison;
 mod device;
 mod fit;
+mod in_backward;
 mod memory;
 mod plan;
 mod setup;
@@ -44,6 +46,9 @@ pub struct Estimate {
     pub model: ModelSummary,
     /// The optimizer's name.
     pub optimizer: &'static str,
+    /// Whether each parameter is stepped inside backward as its gradient is
+    /// produced (`--optimizer-in-backward`, or LOMO/AdaLomo, which only work that way).
+    pub optimizer_in_backward: bool,
     /// The optimizer's options, defaults included.
     pub options: Options,
     /// The precision recipe: the dtype of each piece.
@@ -52,6 +57,9 @@ pub struct Estimate {
     pub dtypes: PieceDtypes,
     /// Parameter counts.
     pub parameters: Parameters,
+    /// The LoRA adapters, if any: rank, dtype and dropout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<adapters::LoraSummary>,
     /// The quantized part of a frozen base (QLoRA), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantized: Option<Quantized>,
@@ -291,7 +299,7 @@ impl Elements {
             if precision.master_weights.is_some() {
                 add_elements(&mut elements.master_weights, n.0)?;
             }
-            if setup.optimizer.fused_backward {
+            if setup.steps_in_backward() {
                 largest_gradient = largest_gradient.max((n.0, precision.gradients));
             } else {
                 elements.add_gradient(n, precision.gradients)?;
@@ -304,7 +312,7 @@ impl Elements {
                 elements.add_state(&state)?;
             }
         }
-        if setup.optimizer.fused_backward {
+        if setup.steps_in_backward() {
             // The update runs inside backward: one gradient at a time, the largest.
             elements.add_gradient(Count(largest_gradient.0), largest_gradient.1)?;
         }
@@ -345,6 +353,7 @@ fn estimate_with_timeline(
     setup: &Setup,
     keep_events: bool,
 ) -> Result<(Estimate, Timeline)> {
+    in_backward::check(setup)?;
     crate::parallel::check_layout(
         model,
         &setup.parallelism,
@@ -401,10 +410,12 @@ fn estimate_with_timeline(
             checkpoint: model.checkpoint.clone(),
         },
         optimizer: setup.optimizer.name,
+        optimizer_in_backward: setup.steps_in_backward(),
         options: setup.options.clone(),
         precision: *precision,
         dtypes: PieceDtypes::of(model, setup),
         parameters,
+        lora: adapters::LoraSummary::of(model, setup),
         quantized: Quantized::of(model, precision)?,
         memory,
         host,
@@ -541,6 +552,7 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
             setup.step.reduce_bucket_size.unwrap_or(DEEPSPEED_REDUCE_BUCKET)
         ));
     }
+    notes.extend(in_backward::note(setup));
     if setup.step.grad_accumulation > 1 {
         notes.push(format!(
             "gradient accumulation over {} micro-batches: the gradients exist before each backward",
@@ -606,6 +618,19 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
             .filter_map(|t| t.shape.dims().first().copied())
             .min()
             .unwrap_or(0),
+        // peft casts each adapter's input to the adapter's dtype; under
+        // torch.autocast the adapter's matmul runs in the compute dtype
+        // whatever its weights' dtype, priced as adapters in that dtype.
+        lora_dropout: if adapters.is_empty() {
+            activation::LoraDropout::default()
+        } else {
+            setup.lora_dropout
+        },
+        lora_dtype: if setup.precision.weights == setup.precision.activations {
+            adapters.iter().find_map(|t| t.training_dtype)
+        } else {
+            None
+        },
         adapted,
         ..workload.clone()
     };
@@ -645,6 +670,12 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
         ));
     }
     notes.extend(crate::parallel::layout_notes(model, parallel));
+    if crate::optimizer::PAGED.contains(&setup.optimizer.name) && !setup.step.cpu {
+        notes.push(format!(
+            "{}: the states of tensors of 1e5 values or more are paged (cudaMallocManaged unified memory, bitsandbytes' get_state_buffer): counted here as device memory, the same bytes, but torch.cuda.memory_allocated() does not see them and the driver may evict them to host RAM under pressure",
+            setup.optimizer.name
+        ));
+    }
     if host_states > Bytes::ZERO && parallel.offload == crate::parallel::Offload::None {
         notes.push(format!(
             "{}'s `step` counters ({}) are 0-d fp32 tensors that torch keeps on the host unless the optimizer is fused or capturable",

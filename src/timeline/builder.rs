@@ -589,13 +589,30 @@ fn gradients(
 ) -> Result<()> {
     let policy = plan.gradients;
     if policy.fused_update {
+        if policy.sharded {
+            // FSDP2 reduce-scatters the module's gradients first and runs the
+            // post-accumulate-grad hooks on the sharded parameters.
+            let whole = b.alloc(Kind::Gradients, "unsharded gradient", module.gradient)?;
+            b.transient(
+                Kind::Temporaries,
+                "reduce-scatter buffer",
+                module.reduce_buffer,
+            )?;
+            b.free(whole)?;
+        }
         // The update is applied as each gradient is produced: one tensor's
-        // gradient at a time.
-        return b.transient(
+        // gradient at a time, with its own step's temporaries.
+        let gradient = b.alloc(
             Kind::Gradients,
             "gradient (applied at once)",
             module.largest_gradient,
-        );
+        )?;
+        b.transient(
+            Kind::Temporaries,
+            "optimizer step temporaries (in backward)",
+            module.step_temporaries,
+        )?;
+        return b.free(gradient);
     }
     if policy.resident_from_start || !first_backward {
         // Accumulated into buffers that already exist: the new gradient is a temporary.

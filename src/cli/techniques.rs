@@ -27,7 +27,7 @@ const ADAM: [&str; 2] = ["adam", "adamw"];
 /// The order people reach for them: first what costs nothing in quality
 /// (recomputation costs time), then the optimizer's states, then training
 /// fewer parameters.
-const LADDER: [Technique; 4] = [
+const LADDER: [Technique; 5] = [
     Technique {
         name: "activation checkpointing",
         flags: &["--recompute", "full"],
@@ -42,6 +42,12 @@ const LADDER: [Technique; 4] = [
             (!ADAM.contains(&name.as_str())).then_some("only replaces adam or adamw")
         },
         apply: |args| args.training.optimizer = "adamw-8bit".to_string(),
+    },
+    Technique {
+        name: "optimizer step in backward",
+        flags: &["--optimizer-in-backward"],
+        not_for: |args| args.workload.optimizer_in_backward.then_some("already on"),
+        apply: |args| args.workload.optimizer_in_backward = true,
     },
     Technique {
         name: "LoRA r16 on every linear",

@@ -270,7 +270,124 @@ def specs() -> list[dict]:
     s.append(spec("smollm2-135m", "fp32", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw-foreach", recompute="full", B=1, S=256))
+    s.extend(loss_and_recompute_specs())
     return s
+
+
+# ---------------------------------------------------------------------------
+# Techniques (issue 12): the loss (--loss) and recomputation (--recompute op,
+# --recompute-every N). Each spec carries "trainmem_flags" for tests/timeline.rs.
+# ---------------------------------------------------------------------------
+def technique(base: dict, suffix: str, flags: list[str], **extra) -> dict:
+    out = dict(base, **extra)
+    out["id"] = base["id"] + "__" + suffix
+    out["trainmem_flags"] = flags
+    return out
+
+
+def loss_and_recompute_specs() -> list[dict]:
+    s = []
+    # torchtune's CEWithChunkedOutputLoss with the output projection per chunk
+    for dtype, B, S, n in (("bf16", 1, 512, 4), ("bf16", 1, 512, 8), ("bf16", 2, 256, 8),
+                           ("fp32", 1, 512, 8)):
+        s.append(technique(spec("llama", dtype, "adamw", B=B, S=S), f"chunked{n}",
+                           ["--loss", f"chunked:{n}"], chunked=n))
+    # torchtitan's per-op selective activation checkpointing on every layer
+    for model, dtype in (("llama", "fp32"), ("llama", "bf16"), ("llama-v512", "fp32"),
+                         ("llama-v512", "bf16")):
+        s.append(spec(model, dtype, "adamw", recompute="op", B=1, S=512))
+    # full checkpointing of every N-th layer (torchtune / torchtitan layer SAC)
+    for model, dtype, n in (("llama", "fp32", 2), ("llama", "fp32", 3), ("llama-v512", "bf16", 2),
+                            ("llama-v512", "bf16", 3)):
+        s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
+                           ["--recompute-every", str(n)], every=n))
+    return s
+
+
+def torchtitan_op_policy(torch):
+    """torchtitan's per-op SAC policy (torchtitan/distributed/activation_checkpoint.py,
+    ``_get_default_save_ops`` and ``SelectiveAC._wrap_block``'s ``wrapped_policy``,
+    commit b5bcd76): save the outputs of the compute-intensive ops
+    (``get_default_op_list().compute_intensive_ops``: mm, addmm, bmm, the sdpa
+    flash/efficient kernels...), the cudnn and math sdpa, ``aten.max``,
+    ``aten.linear`` and ``aten.topk``, except every second mm/linear (counted per
+    checkpointed call, forward and recompute separately); recompute everything
+    else. On CPU sdpa runs ``aten._scaled_dot_product_flash_attention_for_cpu``,
+    which torchtitan does not list (it lists the CUDA kernels): added here the
+    way the CUDA ones are listed."""
+    from torch._functorch.partitioners import get_default_op_list
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    aten = torch.ops.aten
+    save_ops = {op.default for op in get_default_op_list().compute_intensive_ops}
+    save_ops.update({aten._scaled_dot_product_cudnn_attention.default,
+                     aten._scaled_dot_product_attention_math.default,
+                     aten._scaled_dot_product_fused_attention_overrideable.default,
+                     aten.max.default, aten.linear.default, aten.topk.default,
+                     aten._scaled_dot_product_flash_attention_for_cpu.default})
+    mm_ops = (aten.mm.default, aten.linear.default)
+
+    def custom_policy():
+        meta = {"forward_mm_count": 0, "recompute_mm_count": 0}
+
+        def policy(ctx, func, *args, **kwargs):
+            key = ("recompute" if ctx.is_recompute else "forward") + "_mm_count"
+            if func in mm_ops:
+                meta[key] += 1
+            if func in save_ops:
+                if func in mm_ops and meta[key] % 2 == 0:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return policy
+
+    return lambda: create_selective_checkpoint_contexts(custom_policy())
+
+
+def apply_recompute(torch, model, layers, sp) -> None:
+    """``full``: HF gradient checkpointing of every decoder layer (non-reentrant);
+    with ``every`` N only the layers whose 1-based position is a multiple of N
+    (torchtune training/activations.py ``checkpoint_wrapper._count % every_x_layer
+    == 0``; torchtitan's layer SAC ``_layer_sac_count % ac_freq == 0``): the other
+    layers' ``gradient_checkpointing`` flag is turned back off. ``op``: HF's
+    checkpointing with torchtitan's per-op policy as ``context_fn``."""
+    if sp["recompute"] == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        every = sp.get("every", 1)
+        for i, layer in enumerate(layers):
+            if (i + 1) % every != 0:
+                layer.gradient_checkpointing = False
+    elif sp["recompute"] == "op":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={
+            "use_reentrant": False, "context_fn": torchtitan_op_policy(torch)})
+
+
+def chunked_loss_step(torch, model, lm_head, ids, n, ignore_cache):
+    """torchtune's step with ``num_output_chunks`` n (recipes/full_finetune_single_device.py
+    ``_loss_step``): the decoder's hidden states after the final norm, the output
+    projection per chunk (modules/transformer.py ``chunked_output``:
+    ``[self.output(chunk) for chunk in h.chunk(n, dim=1)]``), labels shifted outside
+    the model (``torch.hstack((labels[..., 1:], ignore_labels_cache[:B]))``) and
+    ``CEWithChunkedOutputLoss`` (modules/loss/ce_chunked_output_loss.py, loaded from
+    the installed torchtune file), then ``del logits``."""
+    import importlib.util
+    # torchtune's package __init__ needs torchao pieces not installed here: load the
+    # loss file itself (it imports only torch).
+    root = Path(importlib.util.find_spec("torchtune").submodule_search_locations[0])
+    path = root / "modules" / "loss" / "ce_chunked_output_loss.py"
+    spec_ = importlib.util.spec_from_file_location("ce_chunked_output_loss", path)
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    loss_fn = module.CEWithChunkedOutputLoss(num_output_chunks=n)
+
+    def step():
+        h = model.model(input_ids=ids).last_hidden_state
+        logits = [lm_head(chunk) for chunk in h.chunk(n, dim=1)]
+        del h
+        labels = torch.hstack((ids[..., 1:], ignore_cache[: ids.shape[0]]))
+        loss = loss_fn(logits, labels)
+        del logits, labels
+        return loss
+    return step
 
 
 # ---------------------------------------------------------------------------
@@ -351,7 +468,9 @@ def worker(sid: str) -> dict:
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation=sp["attn"])
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
-    if sp["recompute"] == "full":
+    if hasattr(model, "model") and hasattr(model.model, "layers"):
+        apply_recompute(torch, model, list(model.model.layers), sp)
+    elif sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
     optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
@@ -446,11 +565,19 @@ def worker(sid: str) -> dict:
 
     handles.append(lm_head.register_forward_hook(lm_head_post))
 
+    chunked_step = None
+    if sp.get("chunked"):
+        ignore_cache = torch.full((sp["B"], 1), -100, dtype=ids.dtype)
+        chunked_step = chunked_loss_step(torch, model, lm_head, ids, sp["chunked"], ignore_cache)
+
     def one_step():
         phase_begin("forward")
-        outputs = model(input_ids=ids, labels=ids)
-        loss = outputs.loss
-        del outputs
+        if chunked_step is not None:
+            loss = chunked_step()
+        else:
+            outputs = model(input_ids=ids, labels=ids)
+            loss = outputs.loss
+            del outputs
         phase_end()
         phase_begin("backward")
         loss.backward()
@@ -559,6 +686,14 @@ def worker(sid: str) -> dict:
     notes = []
     if sp["model"] == "gpt2-dropout":
         notes.append("dropout 0.1 (resid, embd, attn): CPU F.dropout keeps a mask in the activation dtype")
+    if sp.get("chunked"):
+        notes.append(f"torchtune chunked output + CEWithChunkedOutputLoss({sp['chunked']}): labels shifted "
+                     "outside the model, the loss run on hidden states from model.model")
+    if sp.get("every"):
+        notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
+    if sp["recompute"] == "op":
+        notes.append("torchtitan per-op SAC (every second mm saved, sdpa saved; CPU flash sdpa op added "
+                     "to the save list), HF non-reentrant checkpoint with context_fn")
     if sp["recompute"] == "full":
         notes.append("non-reentrant checkpointing of every decoder layer; layer forward hooks re-fire "
                      "inside the backward (recompute_enter/exit marks)")
@@ -595,6 +730,8 @@ def worker(sid: str) -> dict:
         "torch": torch.__version__, "transformers": transformers.__version__,
         "notes": notes,
     }
+    if sp.get("trainmem_flags"):
+        fx["trainmem_flags"] = sp["trainmem_flags"]
     return fx
 
 

@@ -3,7 +3,7 @@
 use super::args::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
 };
-use crate::activation::{Attention, Platform, Recompute, Workload};
+use crate::activation::{Attention, Loss, Platform, Recompute, Workload};
 use crate::architecture::Dimensions;
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
@@ -251,6 +251,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     let platform = Platform::parse(&args.platform)?;
     let quantized_inputs_kept = bitsandbytes_keeps_input(args.bitsandbytes.as_deref())?;
     let recompute = Recompute::parse(&args.recompute)?;
+    let loss = Loss::parse(&args.loss)?;
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
             let overhead = args
@@ -287,6 +288,8 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     let workload = Workload {
         attention,
         recompute,
+        recompute_every: args.recompute_every,
+        loss,
         platform,
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,

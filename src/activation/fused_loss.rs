@@ -1,0 +1,88 @@
+//! Liger's fused linear-cross-entropy (`LigerFusedLinearCrossEntropyLoss`,
+//! liger-kernel 0.8.5 `src/liger_kernel/ops/fused_linear_cross_entropy.py`,
+//! `fused_linear_cross_entropy_forward`): the output projection and the
+//! loss in one autograd node that never materializes the whole logits and
+//! computes the head's gradients during the forward. Triton kernels: CUDA
+//! only (its dispatcher "does not silently fall back to PyTorch reference
+//! code", `liger_kernel/backends/dispatch.py`), so no CPU measurement.
+//!
+//! Read from the source, with the default `reduction="mean"`,
+//! `chunk_mem_const = 1`, no bias, `accum_dtype=None`:
+//! * chunk size (lines 103-105): `inc_factor = ceil(V / H)`, `chunk =
+//!   min(next_power_of_2(ceil(BT / inc_factor)), BT)`;
+//! * kept from the forward to the backward (`ctx.save_for_backward(
+//!   grad_input, grad_weight)`, line 574): `grad_input = zeros_like(_input)`
+//!   P·BT·H (line 108) and `grad_weight = zeros_like(weight)` in the
+//!   weight's dtype, V·H (line 116), with `loss_1d` fp32 [BT] (line 125)
+//!   and the bool `target_mask` [BT] (line 131) alive through the forward;
+//! * per chunk: the logits `_input_chunk @ weight.t()` P·chunk·V (line 168;
+//!   the `out=` buffer of line 151 only serves no-grad calls, line 38),
+//!   which the kernel overwrites with their gradient in place, then
+//!   `grad_logits_chunk @ weight` P·chunk·H copied into `grad_input` (line
+//!   322), then the weight gradient: in place (`addmm`, line 364) for
+//!   bf16/fp16 weights on sm80+, or a V·H fp32 `torch.mm` temporary for fp32
+//!   weights (line 375);
+//! * backward (line 420): nothing new when the loss's gradient is 1.0; the
+//!   saved `grad_input` flows to the final norm and `grad_weight` becomes
+//!   `lm_head`'s gradient.
+//!
+//! The weight's dtype is taken as the activations' (pure fp32 or bf16
+//! training); with fp32 weights under autocast `grad_weight` would be fp32.
+
+use super::loss::LossPhase;
+use super::parallel::Rank;
+use super::tally::Tally;
+use crate::error::Result;
+use crate::units::Bytes;
+
+/// Bytes of an fp32 element.
+const FP32: u64 = 4;
+
+/// Bytes of a bool.
+const BOOL: u64 = 1;
+
+/// Liger's chunk of tokens: min(next_power_of_2(ceil(BT / ceil(V / H))), BT).
+pub fn chunk_tokens(tokens: u64, vocab: u64, hidden: u64) -> u64 {
+    let inc_factor = vocab.div_ceil(hidden.max(1)).max(1);
+    let chunk = tokens
+        .div_ceil(inc_factor)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX);
+    chunk.min(tokens)
+}
+
+/// The fused loss's timeline pieces: no logits, one chunk's buffers as the
+/// temporary (P·c·V logits plus the larger of the P·c·H input-gradient
+/// product and, for fp32 weights, the 4·V·H weight-gradient product), and
+/// `grad_input`, `grad_weight`, `loss_1d` and `target_mask` kept until
+/// backward; no backward temporaries, no logits gradient.
+pub fn phase(rank: &Rank) -> Result<LossPhase> {
+    let (t, v, h, p) = (rank.tokens, rank.vocab, rank.hidden, rank.element);
+    let chunk = chunk_tokens(t, v, h);
+    let size = |factors: &[u64]| -> Result<Bytes> {
+        let mut tally = Tally::new();
+        tally.tensor(factors)?;
+        Ok(tally.bytes())
+    };
+    let input_product = size(&[p, chunk, h])?;
+    let weight_product = if p == FP32 {
+        size(&[FP32, v, h])?
+    } else {
+        Bytes::ZERO
+    };
+    let mut upcast = Tally::new();
+    upcast.tensor(&[p, chunk, v])?;
+    upcast.add(input_product.max(weight_product))?;
+    let mut saved = Tally::new();
+    saved.tensor(&[p, t, h])?;
+    saved.tensor(&[p, v, h])?;
+    saved.tensor(&[FP32, t])?;
+    saved.tensor(&[BOOL, t])?;
+    Ok(LossPhase {
+        logits: Bytes::ZERO,
+        upcast: upcast.bytes(),
+        saved: saved.bytes(),
+        backward: Bytes::ZERO,
+        logits_gradient: Bytes::ZERO,
+    })
+}

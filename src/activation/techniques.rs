@@ -1,0 +1,157 @@
+//! Which loss and recomputation settings can be priced for a model, and
+//! why the others are refused: the frameworks' own limits, or what the
+//! formulas do not cover.
+
+use super::attention::Kernel;
+use super::{Attention, Loss, Platform, Recompute, Workload};
+use crate::architecture::{Dimensions, LayerLayout, QkNormKind, QkvLayout};
+use crate::error::{Error, Result};
+
+/// Model types whose decoder layers have bias-free q, k, v, o and MLP
+/// projections by default (`attention_bias` and `mlp_bias` false): each
+/// projection is one `aten.mm`, which torchtitan's policy counts.
+const BIAS_FREE: [&str; 2] = ["llama", "mistral"];
+
+fn refuse(what: &'static str, value: String, reason: impl Into<String>) -> Error {
+    Error::InvalidValue {
+        what,
+        value,
+        reason: reason.into(),
+    }
+}
+
+/// Refuses what cannot be priced: see each message.
+pub fn check(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    check_recompute(dims, workload, kernel)?;
+    check_loss(dims, workload)
+}
+
+fn check_recompute(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    let every = workload.recompute_every;
+    let value = || every.to_string();
+    if every == 0 {
+        return Err(refuse("--recompute-every", value(), "must be at least 1"));
+    }
+    if every > 1 {
+        match workload.recompute {
+            Recompute::Full => {}
+            Recompute::None => {
+                return Err(refuse(
+                    "--recompute-every",
+                    value(),
+                    "it chooses which layers --recompute full checkpoints; give --recompute full",
+                ));
+            }
+            Recompute::Selective => {
+                return Err(refuse(
+                    "--recompute-every",
+                    value(),
+                    "Megatron's selective recomputation covers every layer; every N-th layer is full checkpointing (--recompute full)",
+                ));
+            }
+            Recompute::Op => {
+                return Err(refuse(
+                    "--recompute-every",
+                    value(),
+                    "torchtitan and torchtune apply per-op checkpointing to every layer; their every-N-th-layer option checkpoints whole layers (--recompute full)",
+                ));
+            }
+        }
+        if every > dims.layers {
+            return Err(refuse(
+                "--recompute-every",
+                value(),
+                format!(
+                    "the model has {} layers: no layer would be checkpointed",
+                    dims.layers
+                ),
+            ));
+        }
+    }
+    if workload.recompute == Recompute::Op {
+        let op = || "op".to_string();
+        if workload.megatron_kernels {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                "torchtitan's per-op policy wraps transformers-style layers, not Megatron-core's",
+            ));
+        }
+        if workload.attention != Attention::Sdpa
+            || !matches!(kernel, Kernel::Flash { .. } | Kernel::MemoryEfficient)
+        {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                "the per-op policy is priced with sdpa's flash or memory-efficient kernel, whose outputs it saves (--attention sdpa, no attention dropout)",
+            ));
+        }
+        let plain_layer = BIAS_FREE.contains(&dims.model_type.as_str())
+            && dims.qkv == QkvLayout::Separate
+            && dims.linears.attention_input.len() == 3
+            && dims.experts.is_none()
+            && dims.layout == LayerLayout::PreNorm
+            && dims.qk_norm == QkNormKind::None;
+        if !plain_layer {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                format!(
+                    "per-op recomputation is priced for Llama and Mistral layers (separate bias-free q, k, v projections, a dense MLP), not `{}`",
+                    dims.model_type
+                ),
+            ));
+        }
+        if workload.frozen_base || !workload.adapted.is_empty() {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                "LoRA adds matmuls that shift the policy's every-second-matmul count; not priced",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_loss(dims: &Dimensions, workload: &Workload) -> Result<()> {
+    let loss = workload.loss;
+    if loss == Loss::Standard {
+        return Ok(());
+    }
+    let value = || loss.name();
+    if workload.megatron_kernels {
+        return Err(refuse(
+            "--loss",
+            value(),
+            "Megatron-core computes its own vocabulary-parallel cross-entropy (--framework megatron)",
+        ));
+    }
+    match loss {
+        Loss::Standard => Ok(()),
+        Loss::Chunked(chunks) if chunks > workload.seq_len => Err(refuse(
+            "--loss",
+            value(),
+            format!(
+                "torchtune splits each sequence into N chunks (torch.chunk along the sequence): N is at most --seq-len {}",
+                workload.seq_len
+            ),
+        )),
+        Loss::Chunked(_) => Ok(()),
+        Loss::Fused if workload.platform == Platform::Cpu => Err(refuse(
+            "--loss",
+            value(),
+            "Liger's fused linear-cross-entropy runs Triton kernels on CUDA only, without a CPU fallback; price it with --platform cuda",
+        )),
+        Loss::Fused if workload.tensor_parallel > 1 => Err(refuse(
+            "--loss",
+            value(),
+            "Liger's fused linear-cross-entropy needs the whole output projection; a vocabulary-parallel head (--tp) is not priced",
+        )),
+        Loss::Fused if dims.softcap.logits => Err(refuse(
+            "--loss",
+            value(),
+            "logit soft-capping inside the fused kernel is not priced",
+        )),
+        Loss::Fused => Ok(()),
+    }
+}

@@ -103,3 +103,59 @@ pub fn phase(rank: &Rank, chunks: u64) -> Result<LossPhase> {
         logits_gradient: logits_gradient(rank, chunk, count)?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activation::Workload;
+    use crate::architecture::Dimensions;
+    use crate::dtype::DType;
+
+    /// The tiny Llama of the timeline fixtures (h 256, V 4096).
+    fn rank(batch: u64, seq: u64, dtype: DType) -> Rank {
+        let dims = Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap();
+        let workload = Workload {
+            dtype,
+            ..Workload::new(batch, seq)
+        };
+        Rank::new(&dims, &workload).unwrap()
+    }
+
+    #[test]
+    fn eight_chunks_of_a_bf16_sequence_by_hand() {
+        // T = 512, V = 4096, Tc = 64, h = 256.
+        let (t, v, tc, h) = (512u64, 4096u64, 64u64, 256u64);
+        let phase = phase(&rank(1, 512, DType::Bf16), 8).unwrap();
+        assert_eq!(phase.logits.0, 2 * t * v);
+        assert_eq!(phase.upcast.0, 4 * tc * v);
+        assert_eq!(phase.saved.0, 4 * t * v + 8 * t + 4 * 8);
+        assert_eq!(phase.backward.0, 2 * 4 * tc * v);
+        // max(P·T·V + P·V·h, P·(T - 2Tc)·V + 3·P·V·h)
+        let all = 2 * t * v + 2 * v * h;
+        let second = 2 * (t - 2 * tc) * v + 3 * 2 * v * h;
+        assert_eq!(phase.logits_gradient.0, all.max(second));
+    }
+
+    #[test]
+    fn fp32_logits_are_not_copied_and_one_chunk_is_the_standard_loss() {
+        let fp32 = phase(&rank(2, 128, DType::Fp32), 4).unwrap();
+        assert_eq!(fp32.upcast, Bytes::ZERO);
+        let rank = rank(2, 128, DType::Bf16);
+        let one = phase(&rank, 1).unwrap();
+        let (t, v) = (256u64, 4096u64);
+        assert_eq!(one.upcast.0, 4 * t * v);
+        assert_eq!(one.backward.0, 8 * t * v);
+        assert_eq!(one.logits_gradient.0, 2 * t * v);
+    }
+
+    #[test]
+    fn torch_chunk_makes_ceil_sized_chunks() {
+        // S = 10, N = 4: chunks of 3, 3, 3, 1; S = 9, N = 4: three chunks of 3.
+        assert_eq!(chunk_tokens(&rank(1, 10, DType::Bf16), 4), 3);
+        assert_eq!(chunk_tokens(&rank(2, 10, DType::Bf16), 4), 6);
+        let nine = phase(&rank(1, 9, DType::Bf16), 4).unwrap();
+        assert_eq!(nine.saved.0, 4 * 9 * 4096 + 8 * 9 + 4 * 3);
+        // More chunks than tokens: one token each.
+        assert_eq!(chunk_tokens(&rank(1, 4, DType::Bf16), 8), 1);
+    }
+}

@@ -86,3 +86,48 @@ pub fn phase(rank: &Rank) -> Result<LossPhase> {
         logits_gradient: Bytes::ZERO,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activation::Workload;
+    use crate::architecture::Dimensions;
+    use crate::dtype::DType;
+
+    #[test]
+    fn the_chunk_size_follows_the_source_comment() {
+        // "BT = 4096*4, V = 32000, H = 4096 ==> inc_factor = 8, chunk_size = 2048"
+        assert_eq!(chunk_tokens(4096 * 4, 32000, 4096), 2048);
+        // Llama 3: V = 128256, H = 4096: inc_factor 32, 4096 / 32 = 128.
+        assert_eq!(chunk_tokens(4096, 128_256, 4096), 128);
+        // Rounded up to a power of two, never beyond BT.
+        assert_eq!(chunk_tokens(3000, 128_256, 4096), 128);
+        assert_eq!(chunk_tokens(100, 1000, 4096), 100);
+    }
+
+    fn llama3_8b(dtype: DType) -> LossPhase {
+        let dims = Dimensions::generic(32, 4096, 32, 8, 14336, 128_256).unwrap();
+        let workload = Workload {
+            dtype,
+            ..Workload::new(1, 4096)
+        };
+        phase(&Rank::new(&dims, &workload).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn liger_buffers_for_llama_3_8b_by_hand() {
+        let (t, v, h, c) = (4096u64, 128_256u64, 4096u64, 128u64);
+        let bf16 = llama3_8b(DType::Bf16);
+        assert_eq!(bf16.logits, Bytes::ZERO);
+        // grad_input, grad_weight (bf16), loss_1d fp32, target_mask bool.
+        assert_eq!(bf16.saved.0, 2 * t * h + 2 * v * h + 4 * t + t);
+        // One chunk's logits and its grad_input product; addmm in place.
+        assert_eq!(bf16.upcast.0, 2 * c * v + 2 * c * h);
+        assert_eq!(bf16.backward, Bytes::ZERO);
+        assert_eq!(bf16.logits_gradient, Bytes::ZERO);
+        // fp32 weights: the weight gradient's fp32 mm temporary (line 375).
+        let fp32 = llama3_8b(DType::Fp32);
+        assert_eq!(fp32.upcast.0, 4 * c * v + 4 * v * h);
+        assert_eq!(fp32.saved.0, 4 * t * h + 4 * v * h + 4 * t + t);
+    }
+}

@@ -948,6 +948,120 @@ mod tests {
     }
 
     #[test]
+    fn op_recompute_keeps_q_v_gate_down_and_the_kernel_output_by_hand() {
+        let dims = llama_7b();
+        let (b, s, t, h, f, a, kv, d) = (1u64, 2048u64, 2048u64, 4096u64, 11008u64, 32, 32, 128);
+        let mut w = workload(b, s, Attention::Sdpa);
+        let none = layer(&dims, &w);
+        w.recompute = Recompute::Op;
+        let op = layer(&dims, &w);
+        // Input 2Th; q 2T·ad, v 2T·kv·d, gate 2Tf, down 2Th; sdpa output
+        // 2T·ad and its fp32 log-sum-exp 4·B·a·S.
+        let kept = 2 * t * h
+            + 2 * t * a * d
+            + 2 * t * kv * d
+            + 2 * t * f
+            + 2 * t * h
+            + 2 * t * a * d
+            + 4 * b * a * s;
+        assert_eq!(op, kept);
+        // Backward rebuilds the unrecomputed layer less what it shares with
+        // the kept outputs (all but down's).
+        let e = activations(&dims, &w).unwrap();
+        let rebuilt = none - (kept - 2 * t * h - 2 * t * h);
+        assert_eq!(e.backward_transient.0, rebuilt.max(8 * t * 32000));
+        assert!(e.layers.iter().any(|p| p.name == "saved op outputs"));
+        assert!(e.notes.iter().any(|n| n.contains("per-op policy")));
+        assert_eq!(e.recompute, Recompute::Op);
+    }
+
+    #[test]
+    fn every_second_layer_checkpointed_keeps_half_the_layers_whole() {
+        let dims = llama_7b();
+        let mut w = workload(1, 2048, Attention::Sdpa);
+        let none = layer(&dims, &w);
+        w.recompute = Recompute::Full;
+        let full = layer(&dims, &w);
+        let all = activations(&dims, &w).unwrap();
+        w.recompute_every = 2;
+        let half = activations(&dims, &w).unwrap();
+        // 16 of 32 layers whole; the rotary tables are saved again by the others.
+        let rotary = 2 * 2 * 2048 * 128;
+        assert_eq!(half.total.0, all.total.0 + 16 * (none - full) + rotary);
+        assert_eq!(half.recompute_every, 2);
+        assert!(half.notes.iter().any(|n| n.contains("recompute every 2")));
+        assert_eq!(
+            layer_bytes(&dims, &w, &w.platform.kernels(), 0).unwrap().0,
+            none
+        );
+        assert_eq!(
+            layer_bytes(&dims, &w, &w.platform.kernels(), 1).unwrap().0,
+            full
+        );
+        // Only full checkpointing has an every-N-th-layer form.
+        w.recompute = Recompute::Op;
+        assert!(matches!(
+            activations(&dims, &w),
+            Err(Error::InvalidValue { .. })
+        ));
+    }
+
+    #[test]
+    fn the_loss_modes_parse_and_refuse() {
+        assert_eq!(Loss::parse("standard").unwrap(), Loss::Standard);
+        assert_eq!(Loss::parse(" Chunked:8 ").unwrap(), Loss::Chunked(8));
+        assert_eq!(Loss::parse("fused").unwrap(), Loss::Fused);
+        assert_eq!(Loss::Chunked(4).name(), "chunked:4");
+        for bad in [
+            "chunked:0",
+            "chunked:x",
+            "chunked:",
+            "chunked:-1",
+            "chunked:99999999",
+        ] {
+            assert!(
+                matches!(Loss::parse(bad), Err(Error::InvalidValue { .. })),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Loss::parse("chunked"),
+            Err(Error::UnknownName {
+                suggestion: Some(_),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn chunked_and_fused_losses_shrink_the_loss_phase() {
+        let dims = llama_7b();
+        let mut w = workload(1, 4096, Attention::Sdpa);
+        let standard = activations(&dims, &w).unwrap();
+        w.loss = Loss::Chunked(8);
+        let chunked = activations(&dims, &w).unwrap();
+        let (t, v, h) = (4096u64, 32000u64, 4096u64);
+        // The same log-softmax bytes (every chunk's), targets 8T instead of
+        // the padded labels' 8(S + 1), eight total_weight scalars instead of
+        // one; an eighth of the upcast and of the backward gradients.
+        assert_eq!(chunked.total.0, standard.total.0 - 8 + 4 * 7);
+        assert_eq!(chunked.schedule.logits_upcast.0, 4 * t * v / 8);
+        assert_eq!(chunked.backward_transient.0, 8 * t * v / 8);
+        w.loss = Loss::Fused;
+        let fused = activations(&dims, &w).unwrap();
+        assert_eq!(fused.logits, Bytes::ZERO);
+        // No lm_head input saved: the head keeps only the final norm.
+        assert_eq!(standard.schedule.head.0 - fused.schedule.head.0, 2 * t * h);
+        assert_eq!(fused.loss.0, 2 * t * h + 2 * v * h + 4 * t + t);
+        assert_eq!(fused.loss_function, Loss::Fused);
+        w.platform = Platform::Cpu;
+        assert!(matches!(
+            activations(&dims, &w),
+            Err(Error::InvalidValue { .. })
+        ));
+    }
+
+    #[test]
     fn tensor_and_sequence_parallel_divide_a_gpt2_block_like_table_2() {
         // Table 2: per layer R + D/t with tensor parallelism (R: norm
         // inputs, column-parallel inputs, hidden dropout masks; D: the rest),

@@ -200,3 +200,53 @@ pub fn kept(recompute: Recompute, layer: &SavedLayer, op: OpSaved) -> Result<Kep
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_nth_layer_counts_from_one() {
+        // torchtune / torchtitan: `_count += 1` before `_count % N == 0`.
+        let every = |n: u64| -> Vec<u64> { (0..8).filter(|i| checkpointed(*i, n)).collect() };
+        assert_eq!(every(1), (0..8).collect::<Vec<_>>());
+        assert_eq!(every(2), vec![1, 3, 5, 7]);
+        assert_eq!(every(3), vec![2, 5]);
+        assert_eq!(every(0), (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_op_policy_keeps_the_odd_matmuls_and_the_kernel_by_hand() {
+        // A Llama layer: q (a·d), k, v (kv·d), o (h), gate, up (f), down (h):
+        // matmuls 1, 3, 5, 7 = q, v, gate, down; the kernel's output T·a·d.
+        let (p, t, q, kv, h, f) = (2u64, 1000u64, 512u64, 128u64, 512u64, 1408u64);
+        let lse = Bytes(4 * 8 * 1000);
+        let widths = OpWidths {
+            queries: q,
+            keys_values: kv,
+            hidden: h,
+            intermediate: f,
+            mlp_inputs: 2,
+        };
+        let saved = op_saved(p, t, widths, lse).unwrap();
+        assert_eq!(
+            saved.outputs.0,
+            p * t * (q + kv + f + h) + p * t * q + lse.0
+        );
+        // down's output is saved by no op of the unrecomputed layer.
+        assert_eq!(saved.shared.0, saved.outputs.0 - p * t * h);
+        // A two-matmul MLP (fc1, fc2): matmuls 1, 3, 5 = q, v, fc1.
+        let plain = op_saved(
+            p,
+            t,
+            OpWidths {
+                mlp_inputs: 1,
+                ..widths
+            },
+            lse,
+        )
+        .unwrap();
+        assert_eq!(plain.outputs.0, p * t * (q + kv + f) + p * t * q + lse.0);
+        assert_eq!(plain.shared, plain.outputs);
+    }
+}

@@ -128,14 +128,6 @@ fn check_loss(dims: &Dimensions, workload: &Workload) -> Result<()> {
     }
     match loss {
         Loss::Standard => Ok(()),
-        Loss::Chunked(chunks) if chunks > workload.seq_len => Err(refuse(
-            "--loss",
-            value(),
-            format!(
-                "torchtune splits each sequence into N chunks (torch.chunk along the sequence): N is at most --seq-len {}",
-                workload.seq_len
-            ),
-        )),
         Loss::Chunked(_) => Ok(()),
         Loss::Fused if workload.platform == Platform::Cpu => Err(refuse(
             "--loss",

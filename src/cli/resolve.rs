@@ -285,6 +285,17 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
             });
         }
     }
+    if let Loss::Chunked(chunks) = loss
+        && chunks > seq_len
+    {
+        return Err(Error::InvalidValue {
+            what: "--loss",
+            value: loss.name(),
+            reason: format!(
+                "torchtune splits each sequence into N chunks (torch.chunk along the sequence): N is at most --seq-len {seq_len}"
+            ),
+        });
+    }
     let workload = Workload {
         attention,
         recompute,

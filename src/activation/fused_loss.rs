@@ -26,8 +26,9 @@
 //!   saved `grad_input` flows to the final norm and `grad_weight` becomes
 //!   `lm_head`'s gradient.
 //!
-//! The weight's dtype is taken as the activations' (pure fp32 or bf16
-//! training); with fp32 weights under autocast `grad_weight` would be fp32.
+//! Under autocast the weights stay fp32 while the logits are bf16:
+//! `grad_weight` is then fp32 and accumulated in place through `addmm`'s
+//! `out_dtype` (line 341), without the fp32 temporary of line 375.
 
 use super::loss::LossPhase;
 use super::parallel::Rank;
@@ -51,12 +52,13 @@ pub fn chunk_tokens(tokens: u64, vocab: u64, hidden: u64) -> u64 {
     chunk.min(tokens)
 }
 
-/// The fused loss's timeline pieces: no logits, one chunk's buffers as the
-/// temporary (P·c·V logits plus the larger of the P·c·H input-gradient
-/// product and, for fp32 weights, the 4·V·H weight-gradient product), and
-/// `grad_input`, `grad_weight`, `loss_1d` and `target_mask` kept until
-/// backward; no backward temporaries, no logits gradient.
-pub fn phase(rank: &Rank) -> Result<LossPhase> {
+/// The fused loss's timeline pieces for weights of `weight_element` bytes:
+/// no logits, one chunk's buffers as the temporary (P·c·V logits plus the
+/// larger of the P·c·H input-gradient product and, when the logits are fp32
+/// too, the 4·V·H weight-gradient product), and `grad_input` P·T·H,
+/// `grad_weight` W·V·H, `loss_1d` and `target_mask` kept until backward;
+/// no backward temporaries, no logits gradient.
+pub fn phase(rank: &Rank, weight_element: u64) -> Result<LossPhase> {
     let (t, v, h, p) = (rank.tokens, rank.vocab, rank.hidden, rank.element);
     let chunk = chunk_tokens(t, v, h);
     let size = |factors: &[u64]| -> Result<Bytes> {
@@ -65,6 +67,7 @@ pub fn phase(rank: &Rank) -> Result<LossPhase> {
         Ok(tally.bytes())
     };
     let input_product = size(&[p, chunk, h])?;
+    // Line 375: fp32 logits gradient (fp32 weights and activations).
     let weight_product = if p == FP32 {
         size(&[FP32, v, h])?
     } else {
@@ -75,7 +78,7 @@ pub fn phase(rank: &Rank) -> Result<LossPhase> {
     upcast.add(input_product.max(weight_product))?;
     let mut saved = Tally::new();
     saved.tensor(&[p, t, h])?;
-    saved.tensor(&[p, v, h])?;
+    saved.tensor(&[weight_element, v, h])?;
     saved.tensor(&[FP32, t])?;
     saved.tensor(&[BOOL, t])?;
     Ok(LossPhase {
@@ -105,19 +108,19 @@ mod tests {
         assert_eq!(chunk_tokens(100, 1000, 4096), 100);
     }
 
-    fn llama3_8b(dtype: DType) -> LossPhase {
+    fn llama3_8b(dtype: DType, weights: DType) -> LossPhase {
         let dims = Dimensions::generic(32, 4096, 32, 8, 14336, 128_256).unwrap();
         let workload = Workload {
             dtype,
             ..Workload::new(1, 4096)
         };
-        phase(&Rank::new(&dims, &workload).unwrap()).unwrap()
+        phase(&Rank::new(&dims, &workload).unwrap(), weights.bytes()).unwrap()
     }
 
     #[test]
     fn liger_buffers_for_llama_3_8b_by_hand() {
         let (t, v, h, c) = (4096u64, 128_256u64, 4096u64, 128u64);
-        let bf16 = llama3_8b(DType::Bf16);
+        let bf16 = llama3_8b(DType::Bf16, DType::Bf16);
         assert_eq!(bf16.logits, Bytes::ZERO);
         // grad_input, grad_weight (bf16), loss_1d fp32, target_mask bool.
         assert_eq!(bf16.saved.0, 2 * t * h + 2 * v * h + 4 * t + t);
@@ -126,8 +129,12 @@ mod tests {
         assert_eq!(bf16.backward, Bytes::ZERO);
         assert_eq!(bf16.logits_gradient, Bytes::ZERO);
         // fp32 weights: the weight gradient's fp32 mm temporary (line 375).
-        let fp32 = llama3_8b(DType::Fp32);
+        let fp32 = llama3_8b(DType::Fp32, DType::Fp32);
         assert_eq!(fp32.upcast.0, 4 * c * v + 4 * v * h);
         assert_eq!(fp32.saved.0, 4 * t * h + 4 * v * h + 4 * t + t);
+        // Autocast: bf16 logits, an fp32 weight gradient accumulated in place.
+        let mixed = llama3_8b(DType::Bf16, DType::Fp32);
+        assert_eq!(mixed.upcast, bf16.upcast);
+        assert_eq!(mixed.saved.0, 2 * t * h + 4 * v * h + 4 * t + t);
     }
 }

@@ -239,6 +239,9 @@ pub struct Workload {
     pub loss: Loss,
     /// The dtype activations are computed in.
     pub dtype: DType,
+    /// The dtype the weights are stored in (fp32 under autocast), which
+    /// the fused loss's weight-gradient buffer takes.
+    pub weights_dtype: DType,
     /// The kernels' platform.
     pub platform: Platform,
     /// Whether the base weights are frozen (LoRA): frozen linears save no input.
@@ -275,6 +278,7 @@ impl Workload {
             recompute_every: 1,
             loss: Loss::Standard,
             dtype: DType::Bf16,
+            weights_dtype: DType::Bf16,
             platform: Platform::Cuda,
             frozen_base: false,
             adapted: Vec::new(),
@@ -699,7 +703,9 @@ impl<'a> Step<'a> {
                 match self.workload.loss {
                     Loss::Standard => loss::standard(&self.rank)?,
                     Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
-                    Loss::Fused => fused_loss::phase(&self.rank)?,
+                    Loss::Fused => {
+                        fused_loss::phase(&self.rank, self.workload.weights_dtype.bytes())?
+                    }
                 }
             };
             logits = phase.logits;
@@ -810,7 +816,7 @@ impl<'a> Step<'a> {
                 chunked_loss::chunk_tokens(&self.rank, chunks),
             )),
             Loss::Fused => notes.push(format!(
-                "loss: fused (Liger's fused linear-cross-entropy, CUDA): no logits; chunks of {} tokens' logits at a time; the output projection's input gradient and weight gradient are kept from the forward (weight gradient in the activation dtype)",
+                "loss: fused (Liger's fused linear-cross-entropy, CUDA): no logits; chunks of {} tokens' logits at a time; the output projection's input gradient and weight gradient (in the weights' dtype) are kept from the forward",
                 fused_loss::chunk_tokens(self.rank.tokens, self.rank.vocab, self.rank.hidden),
             )),
         }

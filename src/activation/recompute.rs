@@ -71,7 +71,7 @@ impl Kept {
 /// Whether layer `index` (from 0) is checkpointed when every `every`-th
 /// layer is: its 1-based position is a multiple of `every`.
 pub fn checkpointed(index: u64, every: u64) -> bool {
-    every <= 1 || index.saturating_add(1) % every == 0
+    every <= 1 || index.saturating_add(1).is_multiple_of(every)
 }
 
 /// What torchtitan's per-op policy keeps of one layer besides its input.

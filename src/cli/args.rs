@@ -359,8 +359,8 @@ pub struct WorkloadArgs {
 
     /// Checkpoint only every N-th decoder layer, those whose 1-based index is
     /// a multiple of N (torchtune's and torchtitan's layer option); the
-    /// others keep all their activations. Needs --recompute full. Default 1:
-    /// every layer.
+    /// others keep all their activations. Needs --recompute full; 1 is every
+    /// layer.
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
     pub recompute_every: u64,
 
@@ -369,7 +369,7 @@ pub struct WorkloadArgs {
     /// CEWithChunkedOutputLoss: the output projection in N chunks of the
     /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
     /// fused (Liger's fused linear-cross-entropy: the logits are never
-    /// materialized; CUDA only). Default standard.
+    /// materialized; CUDA only).
     #[arg(long, value_name = "LOSS", default_value = "standard", help_heading = TECHNIQUES)]
     pub loss: String,
 

@@ -596,6 +596,7 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
     let workload = Workload {
         megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,
+        weights_dtype: setup.precision.weights,
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
         frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),

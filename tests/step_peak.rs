@@ -312,7 +312,7 @@ fn loss_and_recompute_settings_are_refused_with_reasons() {
         (&["--loss", "chunked:0"][..], "at least 1 chunk"),
         (&["--loss", "chunked:x"][..], "whole number"),
         (&["--loss", "chunked:9000"][..], "at most --seq-len 4096"),
-        (&["--loss", "fused", "--platform", "cpu"][..], "CUDA only"),
+        (&["--loss", "fused", "--tp", "2", "--gpus", "2"][..], "--tp"),
         (
             &["--recompute", "op", "--recompute-every", "2"][..],
             "every layer",

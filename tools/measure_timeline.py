@@ -147,7 +147,36 @@ category (``saved`` activations, ``logits``, ``grad``, ``other``: anything
 else, named by op); ``alive_at_peak_by_phase`` sums them by the phase that
 allocated them; ``peak_bytes = baseline_bytes + sum(alive_at_peak_by_phase)``.
 
-Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``.
+Loss and recomputation techniques (issue 12; ``loss_and_recompute_specs``)
+------------------------------------------------------------------------
+Each of these fixtures carries ``trainmem_flags``, the flags that price it,
+which ``tests/timeline.rs`` appends.
+
+* ``__chunked<N>`` (``--loss chunked:N``): torchtune's step instead of the
+  Trainer's: hidden states from ``model.model(input_ids)`` (after the final
+  norm), the output projection per chunk as ``TransformerDecoder.chunked_output``
+  does (``[lm_head(c) for c in h.chunk(N, dim=1)]``), labels shifted outside
+  (``torch.hstack((ids[..., 1:], ignore_labels_cache[:B]))``), and
+  ``CEWithChunkedOutputLoss(N)`` loaded from the installed torchtune file
+  (torchtune's package ``__init__`` needs torchao pieces not installed);
+  ``del logits`` before backward. The forward phase ends at the first chunk's
+  ``lm_head``; the other chunks fall in the loss phase.
+* ``__cce-torch-compile`` (``--loss fused`` on CPU): cut-cross-entropy's
+  ``linear_cross_entropy(h, lm_head.weight, ids, shift=1,
+  impl="torch_compile")`` on the same hidden states; Liger's and CCE's own
+  kernels are Triton (CUDA only). torch.compile refuses a Python dispatch mode,
+  so step 4 runs without the cross-check tracker (``tracker_*`` fields null).
+* ``op`` recompute (``--recompute op``): HF's non-reentrant checkpointing of
+  every decoder layer with ``context_fn`` = torchtitan's per-op policy
+  (``torchtitan_op_policy``: the compute-intensive ops of
+  ``get_default_op_list()`` plus torchtitan's extra list saved, every second
+  ``mm``/``linear`` recomputed; ``aten._scaled_dot_product_flash_attention_for_cpu``
+  added to the save list since torchtitan lists only the CUDA sdpa kernels).
+* ``__every<N>`` (``--recompute-every N``): HF checkpointing turned back off
+  (``layer.gradient_checkpointing = False``) on the layers whose 1-based index
+  is not a multiple of N (torchtune's and torchtitan's layer rule).
+
+Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|op|full>__b<B>s<S>[__<technique>]``.
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -292,6 +321,10 @@ def loss_and_recompute_specs() -> list[dict]:
                            ("fp32", 1, 512, 8)):
         s.append(technique(spec("llama", dtype, "adamw", B=B, S=S), f"chunked{n}",
                            ["--loss", f"chunked:{n}"], chunked=n))
+    # Apple's cut-cross-entropy, its CPU path (impl="torch_compile")
+    for dtype in ("bf16", "fp32"):
+        s.append(technique(spec("llama", dtype, "adamw", B=1, S=512), "cce-torch-compile",
+                           ["--loss", "fused"], cce=True))
     # torchtitan's per-op selective activation checkpointing on every layer
     for model, dtype in (("llama", "fp32"), ("llama", "bf16"), ("llama-v512", "fp32"),
                          ("llama-v512", "bf16")):
@@ -386,6 +419,27 @@ def chunked_loss_step(torch, model, lm_head, ids, n, ignore_cache):
         labels = torch.hstack((ids[..., 1:], ignore_cache[: ids.shape[0]]))
         loss = loss_fn(logits, labels)
         del logits, labels
+        return loss
+    return step
+
+
+def cce_loss_step(torch, model, lm_head, ids, enter_loss):
+    """Apple's cut-cross-entropy 25.1.1 on the decoder's hidden states
+    (cut_cross_entropy/linear_cross_entropy.py ``linear_cross_entropy(e, c,
+    targets, shift=...)``, the labels shifted inside), with
+    ``impl="torch_compile"`` (torch_compile.py: ``logits = e @ c.T`` and
+    ``F.cross_entropy(logits.float(), ...)`` under ``torch.compile``): the
+    implementation CCE names for machines without its Triton kernel ("CCE does
+    not support MacOS. Please use torch_compile"); the default ``cce`` needs CUDA.
+    ``enter_loss`` closes the forward phase when the hidden states are ready
+    (``lm_head`` itself never runs)."""
+    from cut_cross_entropy import linear_cross_entropy
+
+    def step():
+        h = model.model(input_ids=ids).last_hidden_state
+        enter_loss()
+        loss = linear_cross_entropy(h, lm_head.weight, ids, impl="torch_compile", shift=1)
+        del h
         return loss
     return step
 
@@ -569,6 +623,12 @@ def worker(sid: str) -> dict:
     if sp.get("chunked"):
         ignore_cache = torch.full((sp["B"], 1), -100, dtype=ids.dtype)
         chunked_step = chunked_loss_step(torch, model, lm_head, ids, sp["chunked"], ignore_cache)
+    if sp.get("cce"):
+        def enter_loss():
+            if state["phase"] == "forward":
+                phase_end()
+                phase_begin("loss")
+        chunked_step = cce_loss_step(torch, model, lm_head, ids, enter_loss)
 
     def one_step():
         phase_begin("forward")
@@ -662,8 +722,12 @@ def worker(sid: str) -> dict:
                         tr["peak"] = tr["cur"]
             return res
 
+    # torch.compile refuses to run under a Python dispatch mode: the
+    # compiled-loss fixtures (cce) go without the cross-check tracker.
+    import contextlib
+    tracking = not sp.get("cce")
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with Tracker():
+        with Tracker() if tracking else contextlib.nullcontext():
             prof4, grads4 = profiled_step()
     gc.collect()
     tracker_end = tr["cur"]
@@ -689,6 +753,9 @@ def worker(sid: str) -> dict:
     if sp.get("chunked"):
         notes.append(f"torchtune chunked output + CEWithChunkedOutputLoss({sp['chunked']}): labels shifted "
                      "outside the model, the loss run on hidden states from model.model")
+    if sp.get("cce"):
+        notes.append("cut-cross-entropy linear_cross_entropy(h, lm_head.weight, ids, impl='torch_compile', "
+                     "shift=1) on hidden states from model.model: Inductor-compiled on CPU")
     if sp.get("every"):
         notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
     if sp["recompute"] == "op":
@@ -718,8 +785,8 @@ def worker(sid: str) -> dict:
                               "unmatched_frees")},
         "allocator_counter_check": a3["counter_check"],
         "end_live_bytes": end_live,
-        "tracker_peak_bytes": baseline_bytes + tr["peak"],
-        "tracker_gap_bytes": a4["peak_bytes"] - (baseline_bytes + tr["peak"]),
+        "tracker_peak_bytes": baseline_bytes + tr["peak"] if tracking else None,
+        "tracker_gap_bytes": a4["peak_bytes"] - (baseline_bytes + tr["peak"]) if tracking else None,
         "tracker_end_delta": tracker_end,
         "labelled_step_peak_bytes": a4["peak_bytes"],
         "alive_at_peak_by_phase": a3["alive_by_phase"],
@@ -1041,7 +1108,7 @@ def summary() -> int:
               f"{fx['peak_phase']:>9} {'' if lay is None else lay:>5} "
               f"{mib(bp.get('forward', 0)):>8} {mib(bp.get('loss', 0)):>8} "
               f"{mib(bp.get('backward', 0)):>8} {mib(bp.get('optimizer', 0)):>8} "
-              f"{mib(fx['tracker_peak_bytes']):>9} {mib(fx['tracker_gap_bytes']):>7}")
+              f"{mib(fx['tracker_peak_bytes'] or 0):>9} {mib(fx['tracker_gap_bytes'] or 0):>7}")
     print(f"{len(rows)} fixtures")
     return 0
 

@@ -6,6 +6,12 @@
 //! only (its dispatcher "does not silently fall back to PyTorch reference
 //! code", `liger_kernel/backends/dispatch.py`), so no CPU measurement.
 //!
+//! On CPU the fused loss is Apple's cut-cross-entropy (25.1.1) with
+//! `impl="torch_compile"` (`cut_cross_entropy/torch_compile.py`: `logits =
+//! e @ c.T` and `F.cross_entropy(logits.float(), ...)` under
+//! `torch.compile(fullgraph=True)`), the implementation CCE names where its
+//! Triton kernel cannot run: see [`torch_compile_phase`].
+//!
 //! Read from the source, with the default `reduction="mean"`,
 //! `chunk_mem_const = 1`, no bias, `accum_dtype=None`:
 //! * chunk size (lines 103-105): `inc_factor = ceil(V / H)`, `chunk =
@@ -90,6 +96,41 @@ pub fn phase(rank: &Rank, weight_element: u64) -> Result<LossPhase> {
     })
 }
 
+/// Bytes of an int64 label.
+const INT64: u64 = 8;
+
+/// cut-cross-entropy's `torch_compile` implementation, as measured on CPU
+/// (the `__cce-torch-compile` timeline fixtures), with `shift=True` over the
+/// n = T - B positions that have a next token:
+/// * forward: `e[valids]` copies the hidden states, P·n·h, while they are
+///   still alive (the copy then replaces them as the projection's saved
+///   input, counted with the head); the compiled graph saves the logits in
+///   their own dtype, P·n·V (Inductor fuses the fp32 upcast and the
+///   log-softmax: no fp32 T x V tensor is kept), with the fp32 log-sum-exp
+///   4·n and the int64 targets 8·n;
+/// * backward: the gradient is written over the saved logits; the weight
+///   gradient W·V·h exists before the logits are freed.
+pub fn torch_compile_phase(rank: &Rank, weight_element: u64) -> Result<LossPhase> {
+    let p = rank.element;
+    let n = rank.tokens.saturating_sub(rank.batch);
+    let size = |factors: &[u64]| -> Result<Bytes> {
+        let mut tally = Tally::new();
+        tally.tensor(factors)?;
+        Ok(tally.bytes())
+    };
+    let mut saved = Tally::new();
+    saved.tensor(&[p, n, rank.vocab])?;
+    saved.tensor(&[FP32, n])?;
+    saved.tensor(&[INT64, n])?;
+    Ok(LossPhase {
+        logits: Bytes::ZERO,
+        upcast: size(&[p, n, rank.hidden])?,
+        saved: saved.bytes(),
+        backward: size(&[weight_element, rank.vocab, rank.hidden])?,
+        logits_gradient: Bytes::ZERO,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +156,23 @@ mod tests {
             ..Workload::new(1, 4096)
         };
         phase(&Rank::new(&dims, &workload).unwrap(), weights.bytes()).unwrap()
+    }
+
+    #[test]
+    fn cut_cross_entropy_on_cpu_keeps_the_shifted_logits_by_hand() {
+        let dims = Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap();
+        let workload = Workload {
+            dtype: DType::Bf16,
+            ..Workload::new(1, 512)
+        };
+        let phase = torch_compile_phase(&Rank::new(&dims, &workload).unwrap(), 2).unwrap();
+        // 511 positions with a next token: the bf16 logits the fixture
+        // measured (4,186,112 bytes), the log-sum-exp and the targets.
+        assert_eq!(phase.saved.0, 2 * 511 * 4096 + 4 * 511 + 8 * 511);
+        assert_eq!(2 * 511 * 4096, 4_186_112);
+        assert_eq!(phase.upcast.0, 2 * 511 * 256);
+        assert_eq!(phase.backward.0, 2 * 4096 * 256);
+        assert_eq!(phase.logits, Bytes::ZERO);
     }
 
     #[test]

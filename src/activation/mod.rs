@@ -686,9 +686,12 @@ impl<'a> Step<'a> {
         }
         let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
         if stage.head {
-            let fused = self.workload.loss == Loss::Fused;
+            // Liger's kernel computes the head's gradients in its forward;
+            // cut-cross-entropy on CPU saves a copy of the head's input.
+            let liger =
+                self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
             schedule.head =
-                loss::head(&self.rank, self.dims, self.kernels, &self.training, !fused)?;
+                loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?;
             outside.add(schedule.head)?;
             let phase = if self.workload.megatron_kernels {
                 // The fp32 copy is the saved softmax: no separate upcast.
@@ -703,9 +706,15 @@ impl<'a> Step<'a> {
                 match self.workload.loss {
                     Loss::Standard => loss::standard(&self.rank)?,
                     Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
-                    Loss::Fused => {
-                        fused_loss::phase(&self.rank, self.workload.weights_dtype.bytes())?
-                    }
+                    Loss::Fused => match self.workload.platform {
+                        Platform::Cuda => {
+                            fused_loss::phase(&self.rank, self.workload.weights_dtype.bytes())?
+                        }
+                        Platform::Cpu => fused_loss::torch_compile_phase(
+                            &self.rank,
+                            self.workload.weights_dtype.bytes(),
+                        )?,
+                    },
                 }
             };
             logits = phase.logits;
@@ -815,10 +824,13 @@ impl<'a> Step<'a> {
                 "loss: chunked:{chunks} (torchtune's CEWithChunkedOutputLoss): all {chunks} logits chunks exist; each is upcast to fp32 and its gradients computed one chunk of {} tokens at a time; every chunk's fp32 log-softmax stays until backward",
                 chunked_loss::chunk_tokens(&self.rank, chunks),
             )),
-            Loss::Fused => notes.push(format!(
+            Loss::Fused if workload.platform == Platform::Cuda => notes.push(format!(
                 "loss: fused (Liger's fused linear-cross-entropy, CUDA): no logits; chunks of {} tokens' logits at a time; the output projection's input gradient and weight gradient (in the weights' dtype) are kept from the forward",
                 fused_loss::chunk_tokens(self.rank.tokens, self.rank.vocab, self.rank.hidden),
             )),
+            Loss::Fused => notes.push(
+                "loss: fused on CPU is cut-cross-entropy's torch_compile implementation (Liger's and CCE's kernels are CUDA-only): Inductor keeps the shifted logits in their own dtype, without an fp32 copy, log-softmax or T x V gradient".to_string(),
+            ),
         }
         if workload.frozen_base {
             notes.push(
@@ -1060,11 +1072,11 @@ mod tests {
         assert_eq!(standard.schedule.head.0 - fused.schedule.head.0, 2 * t * h);
         assert_eq!(fused.loss.0, 2 * t * h + 2 * v * h + 4 * t + t);
         assert_eq!(fused.loss_function, Loss::Fused);
+        // On CPU: cut-cross-entropy's compiled fallback keeps the shifted logits.
         w.platform = Platform::Cpu;
-        assert!(matches!(
-            activations(&dims, &w),
-            Err(Error::InvalidValue { .. })
-        ));
+        let cpu = activations(&dims, &w).unwrap();
+        assert_eq!(cpu.loss.0, 2 * (t - 1) * v + 12 * (t - 1));
+        assert!(cpu.notes.iter().any(|n| n.contains("torch_compile")));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! formulas do not cover.
 
 use super::attention::Kernel;
-use super::{Attention, Loss, Platform, Recompute, Workload};
+use super::{Attention, Loss, Recompute, Workload};
 use crate::architecture::{Dimensions, LayerLayout, QkNormKind, QkvLayout};
 use crate::error::{Error, Result};
 
@@ -129,11 +129,6 @@ fn check_loss(dims: &Dimensions, workload: &Workload) -> Result<()> {
     match loss {
         Loss::Standard => Ok(()),
         Loss::Chunked(_) => Ok(()),
-        Loss::Fused if workload.platform == Platform::Cpu => Err(refuse(
-            "--loss",
-            value(),
-            "Liger's fused linear-cross-entropy runs Triton kernels on CUDA only, without a CPU fallback; price it with --platform cuda",
-        )),
         Loss::Fused if workload.tensor_parallel > 1 => Err(refuse(
             "--loss",
             value(),

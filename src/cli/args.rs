@@ -368,8 +368,9 @@ pub struct WorkloadArgs {
     /// logits plus their fp32 copy); chunked:N (torchtune's
     /// CEWithChunkedOutputLoss: the output projection in N chunks of the
     /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
-    /// fused (Liger's fused linear-cross-entropy: the logits are never
-    /// materialized; CUDA only).
+    /// fused (Liger's fused linear-cross-entropy on CUDA: the logits are
+    /// never materialized whole; on CPU, cut-cross-entropy's torch.compile
+    /// path, which keeps them in their own dtype without an fp32 copy).
     #[arg(long, value_name = "LOSS", default_value = "standard", help_heading = TECHNIQUES)]
     pub loss: String,
 

@@ -114,9 +114,9 @@ pub fn largest_fitting(
 /// evaluations: each estimate walks the model's inventory, so an estimate
 /// of a model of T tensors costs T + 1. A fit asks up to a few hundred
 /// estimates (four recompute modes x doubling and bisection up to 2^20,
-/// then two GPU searches). The presets spend at most about 105,000
+/// then two GPU searches). The presets spend at most about 140,000
 /// (llama-3.1-405b's 1,137 tensors, `--micro-batch 1` against 10 TB);
-/// 2^18 leaves 2.5 times that and keeps the worst case, a config.json at
+/// 2^18 leaves 1.9 times that and keeps the worst case, a config.json at
 /// the layer cap, to a few tenths of a second in a release build before it
 /// is refused. A larger inventory (a checkpoint of unfused experts) is
 /// refused past the budget rather than searched for seconds.

@@ -360,3 +360,32 @@ fn op_and_every_second_layer_recompute_sit_between_none_and_full() {
     assert!(full < op && op < none, "{full} {op} {none}");
     assert!(full < half && half < none, "{full} {half} {none}");
 }
+
+/// Issue 12: the text report names the loss and recomputation it priced.
+#[test]
+fn the_text_report_states_the_loss_and_recompute() {
+    let mut args = vec!["estimate"];
+    args.extend(LLAMA_8B);
+    args.extend([
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "4096",
+        "--loss",
+        "chunked:8",
+        "--recompute",
+        "full",
+        "--recompute-every",
+        "2",
+    ]);
+    let (code, stdout, _) = common::run(&args);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("note: loss: chunked:8 (torchtune's"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("note: recompute: full (gradient checkpointing of each layer's input), only on layers 2, 4, ..."),
+        "{stdout}"
+    );
+}

@@ -43,6 +43,7 @@ use self::lora::Training;
 use self::parallel::{Rank, Stage, candidate_stages};
 use self::recompute::{Kept, PARTS};
 use self::tally::{Tally, plus, times};
+pub use self::techniques::notes as technique_notes;
 use crate::architecture::{Dimensions, LayerLayout, NormKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};

@@ -20,6 +20,45 @@ fn refuse(what: &'static str, value: String, reason: impl Into<String>) -> Error
     }
 }
 
+/// One line per loss or recomputation setting that is not the default,
+/// for the report's notes (the activation notes say how each is priced).
+pub fn notes(workload: &Workload) -> Vec<String> {
+    let mut notes = Vec::new();
+    let every = match workload.recompute_every {
+        0 | 1 => String::new(),
+        n => format!(
+            ", only on layers {n}, {}, ... (counting from 1)",
+            n.saturating_mul(2)
+        ),
+    };
+    match workload.recompute {
+        Recompute::None => {}
+        Recompute::Selective => notes.push(format!(
+            "recompute: selective (Megatron: the attention core){every}"
+        )),
+        Recompute::Op => notes.push(format!(
+            "recompute: op (torchtitan's per-op policy: input, sdpa output and every second matmul kept){every}"
+        )),
+        Recompute::Full => notes.push(format!(
+            "recompute: full (gradient checkpointing of each layer's input){every}"
+        )),
+    }
+    match workload.loss {
+        Loss::Standard => {}
+        Loss::Chunked(n) => notes.push(format!(
+            "loss: chunked:{n} (torchtune's CEWithChunkedOutputLoss: the output projection and the fp32 upcast chunk by chunk)"
+        )),
+        Loss::Fused => notes.push(
+            match workload.platform {
+                super::Platform::Cuda => "loss: fused (Liger's fused linear-cross-entropy: no logits)",
+                super::Platform::Cpu => "loss: fused (cut-cross-entropy's torch_compile path on CPU: the logits kept in their own dtype, nothing in fp32)",
+            }
+            .to_string(),
+        ),
+    }
+    notes
+}
+
 /// Refuses what cannot be priced: see each message.
 pub fn check(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
     check_recompute(dims, workload, kernel)?;

@@ -622,7 +622,7 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
             "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
             model.name
         )),
-        (Some(_), Some(_)) => {}
+        (Some(workload), Some(_)) => notes.extend(activation::technique_notes(workload)),
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {
         notes.push(format!(

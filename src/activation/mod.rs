@@ -356,17 +356,23 @@ pub struct Schedule {
     /// Saved by the final norm and the output head (its input, Gemma 2's
     /// soft-capped logits).
     pub head: Bytes,
-    /// The logits the model returns, P·T·V.
+    /// The logits the model returns, P·T·V (0 with a fused loss).
     pub logits: Bytes,
-    /// The fp32 copy `ForCausalLMLoss` makes of half-precision logits, 4·T·V,
-    /// alive until `cross_entropy` returns (0 when the logits are fp32).
+    /// The largest temporary while the loss runs: the fp32 copy
+    /// `ForCausalLMLoss` makes of half-precision logits, 4·T·V, alive until
+    /// `cross_entropy` returns (0 when the logits are fp32); one chunk's
+    /// copy with `--loss chunked:N`; one chunk's buffers with `--loss fused`
+    /// (see `loss::LossPhase`).
     pub logits_upcast: Bytes,
-    /// The loss's saved tensors (fp32 log-softmax, targets).
+    /// The loss's saved tensors (fp32 log-softmax, targets; the fused
+    /// loss's precomputed gradients).
     pub loss: Bytes,
-    /// The loss's backward temporaries (two fp32 T x V gradients).
+    /// The loss's backward temporaries (two fp32 T x V gradients, or one
+    /// chunk's).
     pub loss_backward: Bytes,
     /// The gradient of the logits in their own dtype, P·T·V, alive while the
-    /// output head runs backward.
+    /// output head runs backward (with the chunked loss, also the output
+    /// projection's weight-gradient sums).
     pub logits_gradient: Bytes,
     /// Whether the stage holds the output head and the loss.
     pub has_head: bool,

@@ -49,6 +49,12 @@ pub const PARTS: [&str; 9] = [
     "saved op outputs",
 ];
 
+/// The index in [`PARTS`] of a checkpointed layer's input.
+const LAYER_INPUTS: usize = 7;
+
+/// The index in [`PARTS`] of the outputs the per-op policy saves.
+const OP_OUTPUTS: usize = 8;
+
 /// What a layer keeps until backward, by part (in [`PARTS`] order), and
 /// what backward rebuilds of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -176,8 +182,8 @@ pub fn kept(recompute: Recompute, layer: &SavedLayer, op: OpSaved) -> Result<Kep
         }),
         Recompute::Op => {
             let mut parts = [Bytes::ZERO; PARTS.len()];
-            parts[PARTS.len() - 2] = layer.input;
-            parts[PARTS.len() - 1] = op.outputs;
+            parts[LAYER_INPUTS] = layer.input;
+            parts[OP_OUTPUTS] = op.outputs;
             let everything = Kept {
                 parts: none,
                 recomputed: Bytes::ZERO,
@@ -190,7 +196,7 @@ pub fn kept(recompute: Recompute, layer: &SavedLayer, op: OpSaved) -> Result<Kep
         }
         Recompute::Full => {
             let mut parts = [Bytes::ZERO; PARTS.len()];
-            parts[PARTS.len() - 2] = layer.input;
+            parts[LAYER_INPUTS] = layer.input;
             let recomputed = Kept {
                 parts: none,
                 recomputed: Bytes::ZERO,
@@ -204,6 +210,12 @@ pub fn kept(recompute: Recompute, layer: &SavedLayer, op: OpSaved) -> Result<Kep
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_part_indices_name_their_parts() {
+        assert_eq!(PARTS[LAYER_INPUTS], "layer inputs");
+        assert_eq!(PARTS[OP_OUTPUTS], "saved op outputs");
+    }
 
     #[test]
     fn every_nth_layer_counts_from_one() {

@@ -183,8 +183,38 @@ fixture carries ``"lora"`` and the matching ``"trainmem_flags"``
 (``--lora-rank --lora-targets --lora-dropout --lora-dtype``). Id suffix:
 ``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``.
 
-Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``
-(``__t<threads>``, ``__inbwd``, ``__lora-...`` suffixes).
+
+Loss and recomputation techniques (issue 12; ``loss_and_recompute_specs``)
+------------------------------------------------------------------------
+Each of these fixtures carries ``trainmem_flags``, the flags that price it,
+which ``tests/timeline.rs`` appends.
+
+* ``__chunked<N>`` (``--loss chunked:N``): torchtune's step instead of the
+  Trainer's: hidden states from ``model.model(input_ids)`` (after the final
+  norm), the output projection per chunk as ``TransformerDecoder.chunked_output``
+  does (``[lm_head(c) for c in h.chunk(N, dim=1)]``), labels shifted outside
+  (``torch.hstack((ids[..., 1:], ignore_labels_cache[:B]))``), and
+  ``CEWithChunkedOutputLoss(N)`` loaded from the installed torchtune file
+  (torchtune's package ``__init__`` needs torchao pieces not installed);
+  ``del logits`` before backward. The forward phase ends at the first chunk's
+  ``lm_head``; the other chunks fall in the loss phase.
+* ``__cce-torch-compile`` (``--loss fused`` on CPU): cut-cross-entropy's
+  ``linear_cross_entropy(h, lm_head.weight, ids, shift=1,
+  impl="torch_compile")`` on the same hidden states; Liger's and CCE's own
+  kernels are Triton (CUDA only). torch.compile refuses a Python dispatch mode,
+  so step 4 runs without the cross-check tracker (``tracker_*`` fields null).
+* ``op`` recompute (``--recompute op``): HF's non-reentrant checkpointing of
+  every decoder layer with ``context_fn`` = torchtitan's per-op policy
+  (``torchtitan_op_policy``: the compute-intensive ops of
+  ``get_default_op_list()`` plus torchtitan's extra list saved, every second
+  ``mm``/``linear`` recomputed; ``aten._scaled_dot_product_flash_attention_for_cpu``
+  added to the save list since torchtitan lists only the CUDA sdpa kernels).
+* ``__every<N>`` (``--recompute-every N``): HF checkpointing turned back off
+  (``layer.gradient_checkpointing = False``) on the layers whose 1-based index
+  is not a multiple of N (torchtune's and torchtitan's layer rule).
+
+Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|op|full>__b<B>s<S>``
+(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__<technique>`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -314,6 +344,7 @@ def specs() -> list[dict]:
     s.append(spec("smollm2-135m", "bf16", "adamw-foreach", recompute="full", B=1, S=256))
     s.extend(specs_optimizer_in_backward())
     s.extend(specs_lora())
+    s.extend(loss_and_recompute_specs())
     return s
 
 
@@ -441,6 +472,147 @@ class OptimizerInBackward:
 
 
 # ---------------------------------------------------------------------------
+# Techniques (issue 12): the loss (--loss) and recomputation (--recompute op,
+# --recompute-every N). Each spec carries "trainmem_flags" for tests/timeline.rs.
+# ---------------------------------------------------------------------------
+def technique(base: dict, suffix: str, flags: list[str], **extra) -> dict:
+    out = dict(base, **extra)
+    out["id"] = base["id"] + "__" + suffix
+    out["trainmem_flags"] = flags
+    return out
+
+
+def loss_and_recompute_specs() -> list[dict]:
+    s = []
+    # torchtune's CEWithChunkedOutputLoss with the output projection per chunk
+    for dtype, B, S, n in (("bf16", 1, 512, 4), ("bf16", 1, 512, 8), ("bf16", 2, 256, 8),
+                           ("fp32", 1, 512, 8)):
+        s.append(technique(spec("llama", dtype, "adamw", B=B, S=S), f"chunked{n}",
+                           ["--loss", f"chunked:{n}"], chunked=n))
+    # Apple's cut-cross-entropy, its CPU path (impl="torch_compile")
+    for dtype in ("bf16", "fp32"):
+        s.append(technique(spec("llama", dtype, "adamw", B=1, S=512), "cce-torch-compile",
+                           ["--loss", "fused"], cce=True))
+    # torchtitan's per-op selective activation checkpointing on every layer
+    for model, dtype in (("llama", "fp32"), ("llama", "bf16"), ("llama-v512", "fp32"),
+                         ("llama-v512", "bf16")):
+        s.append(spec(model, dtype, "adamw", recompute="op", B=1, S=512))
+    # full checkpointing of every N-th layer (torchtune / torchtitan layer SAC)
+    for model, dtype, n in (("llama", "fp32", 2), ("llama", "fp32", 3), ("llama-v512", "bf16", 2),
+                            ("llama-v512", "bf16", 3)):
+        s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
+                           ["--recompute-every", str(n)], every=n))
+    return s
+
+
+def torchtitan_op_policy(torch):
+    """torchtitan's per-op SAC policy (torchtitan/distributed/activation_checkpoint.py,
+    ``_get_default_save_ops`` and ``SelectiveAC._wrap_block``'s ``wrapped_policy``,
+    commit b5bcd76): save the outputs of the compute-intensive ops
+    (``get_default_op_list().compute_intensive_ops``: mm, addmm, bmm, the sdpa
+    flash/efficient kernels...), the cudnn and math sdpa, ``aten.max``,
+    ``aten.linear`` and ``aten.topk``, except every second mm/linear (counted per
+    checkpointed call, forward and recompute separately); recompute everything
+    else. On CPU sdpa runs ``aten._scaled_dot_product_flash_attention_for_cpu``,
+    which torchtitan does not list (it lists the CUDA kernels): added here the
+    way the CUDA ones are listed."""
+    from torch._functorch.partitioners import get_default_op_list
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    aten = torch.ops.aten
+    save_ops = {op.default for op in get_default_op_list().compute_intensive_ops}
+    save_ops.update({aten._scaled_dot_product_cudnn_attention.default,
+                     aten._scaled_dot_product_attention_math.default,
+                     aten._scaled_dot_product_fused_attention_overrideable.default,
+                     aten.max.default, aten.linear.default, aten.topk.default,
+                     aten._scaled_dot_product_flash_attention_for_cpu.default})
+    mm_ops = (aten.mm.default, aten.linear.default)
+
+    def custom_policy():
+        meta = {"forward_mm_count": 0, "recompute_mm_count": 0}
+
+        def policy(ctx, func, *args, **kwargs):
+            key = ("recompute" if ctx.is_recompute else "forward") + "_mm_count"
+            if func in mm_ops:
+                meta[key] += 1
+            if func in save_ops:
+                if func in mm_ops and meta[key] % 2 == 0:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return policy
+
+    return lambda: create_selective_checkpoint_contexts(custom_policy())
+
+
+def apply_recompute(torch, model, layers, sp) -> None:
+    """``full``: HF gradient checkpointing of every decoder layer (non-reentrant);
+    with ``every`` N only the layers whose 1-based position is a multiple of N
+    (torchtune training/activations.py ``checkpoint_wrapper._count % every_x_layer
+    == 0``; torchtitan's layer SAC ``_layer_sac_count % ac_freq == 0``): the other
+    layers' ``gradient_checkpointing`` flag is turned back off. ``op``: HF's
+    checkpointing with torchtitan's per-op policy as ``context_fn``."""
+    if sp["recompute"] == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        every = sp.get("every", 1)
+        for i, layer in enumerate(layers):
+            if (i + 1) % every != 0:
+                layer.gradient_checkpointing = False
+    elif sp["recompute"] == "op":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={
+            "use_reentrant": False, "context_fn": torchtitan_op_policy(torch)})
+
+
+def chunked_loss_step(torch, model, lm_head, ids, n, ignore_cache):
+    """torchtune's step with ``num_output_chunks`` n (recipes/full_finetune_single_device.py
+    ``_loss_step``): the decoder's hidden states after the final norm, the output
+    projection per chunk (modules/transformer.py ``chunked_output``:
+    ``[self.output(chunk) for chunk in h.chunk(n, dim=1)]``), labels shifted outside
+    the model (``torch.hstack((labels[..., 1:], ignore_labels_cache[:B]))``) and
+    ``CEWithChunkedOutputLoss`` (modules/loss/ce_chunked_output_loss.py, loaded from
+    the installed torchtune file), then ``del logits``."""
+    import importlib.util
+    # torchtune's package __init__ needs torchao pieces not installed here: load the
+    # loss file itself (it imports only torch).
+    root = Path(importlib.util.find_spec("torchtune").submodule_search_locations[0])
+    path = root / "modules" / "loss" / "ce_chunked_output_loss.py"
+    spec_ = importlib.util.spec_from_file_location("ce_chunked_output_loss", path)
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    loss_fn = module.CEWithChunkedOutputLoss(num_output_chunks=n)
+
+    def step():
+        h = model.model(input_ids=ids).last_hidden_state
+        logits = [lm_head(chunk) for chunk in h.chunk(n, dim=1)]
+        del h
+        labels = torch.hstack((ids[..., 1:], ignore_cache[: ids.shape[0]]))
+        loss = loss_fn(logits, labels)
+        del logits, labels
+        return loss
+    return step
+
+
+def cce_loss_step(torch, model, lm_head, ids, enter_loss):
+    """Apple's cut-cross-entropy 25.1.1 on the decoder's hidden states
+    (cut_cross_entropy/linear_cross_entropy.py ``linear_cross_entropy(e, c,
+    targets, shift=...)``, the labels shifted inside), with
+    ``impl="torch_compile"`` (torch_compile.py: ``logits = e @ c.T`` and
+    ``F.cross_entropy(logits.float(), ...)`` under ``torch.compile``): the
+    implementation CCE names for machines without its Triton kernel ("CCE does
+    not support MacOS. Please use torch_compile"); the default ``cce`` needs CUDA.
+    ``enter_loss`` closes the forward phase when the hidden states are ready
+    (``lm_head`` itself never runs)."""
+    from cut_cross_entropy import linear_cross_entropy
+
+    def step():
+        h = model.model(input_ids=ids).last_hidden_state
+        enter_loss()
+        loss = linear_cross_entropy(h, lm_head.weight, ids, impl="torch_compile", shift=1)
+        del h
+        return loss
+    return step
+
+
+# ---------------------------------------------------------------------------
 # Worker: one fixture, in a fresh process
 # ---------------------------------------------------------------------------
 LAYER_RE = re.compile(r"(^|\.)(layers|h)\.(\d+)(\.|$)")
@@ -521,7 +693,9 @@ def worker(sid: str) -> dict:
     hf = model
     if sp.get("lora"):
         model = apply_lora(model, sp["lora"], torch)
-    if sp["recompute"] == "full":
+    if hasattr(hf, "model") and hasattr(hf.model, "layers"):
+        apply_recompute(torch, model, list(hf.model.layers), sp)
+    elif sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
     if sp["opt"] == "galore8bit-perlayer":
@@ -621,11 +795,25 @@ def worker(sid: str) -> dict:
 
     handles.append(lm_head.register_forward_hook(lm_head_post))
 
+    chunked_step = None
+    if sp.get("chunked"):
+        ignore_cache = torch.full((sp["B"], 1), -100, dtype=ids.dtype)
+        chunked_step = chunked_loss_step(torch, model, lm_head, ids, sp["chunked"], ignore_cache)
+    if sp.get("cce"):
+        def enter_loss():
+            if state["phase"] == "forward":
+                phase_end()
+                phase_begin("loss")
+        chunked_step = cce_loss_step(torch, model, lm_head, ids, enter_loss)
+
     def one_step():
         phase_begin("forward")
-        outputs = model(input_ids=ids, labels=ids)
-        loss = outputs.loss
-        del outputs
+        if chunked_step is not None:
+            loss = chunked_step()
+        else:
+            outputs = model(input_ids=ids, labels=ids)
+            loss = outputs.loss
+            del outputs
         phase_end()
         phase_begin("backward")
         loss.backward()
@@ -720,8 +908,12 @@ def worker(sid: str) -> dict:
                         tr["peak"] = tr["cur"]
             return res
 
+    # torch.compile refuses to run under a Python dispatch mode: the
+    # compiled-loss fixtures (cce) go without the cross-check tracker.
+    import contextlib
+    tracking = not sp.get("cce")
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with Tracker():
+        with Tracker() if tracking else contextlib.nullcontext():
             prof4, grads4 = profiled_step()
     gc.collect()
     tracker_end = tr["cur"]
@@ -744,6 +936,17 @@ def worker(sid: str) -> dict:
     notes = []
     if sp["model"] == "gpt2-dropout":
         notes.append("dropout 0.1 (resid, embd, attn): CPU F.dropout keeps a mask in the activation dtype")
+    if sp.get("chunked"):
+        notes.append(f"torchtune chunked output + CEWithChunkedOutputLoss({sp['chunked']}): labels shifted "
+                     "outside the model, the loss run on hidden states from model.model")
+    if sp.get("cce"):
+        notes.append("cut-cross-entropy linear_cross_entropy(h, lm_head.weight, ids, impl='torch_compile', "
+                     "shift=1) on hidden states from model.model: Inductor-compiled on CPU")
+    if sp.get("every"):
+        notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
+    if sp["recompute"] == "op":
+        notes.append("torchtitan per-op SAC (every second mm saved, sdpa saved; CPU flash sdpa op added "
+                     "to the save list), HF non-reentrant checkpoint with context_fn")
     if sp["recompute"] == "full":
         notes.append("non-reentrant checkpointing of every decoder layer; layer forward hooks re-fire "
                      "inside the backward (recompute_enter/exit marks)")
@@ -778,8 +981,8 @@ def worker(sid: str) -> dict:
                               "unmatched_frees")},
         "allocator_counter_check": a3["counter_check"],
         "end_live_bytes": end_live,
-        "tracker_peak_bytes": baseline_bytes + tr["peak"],
-        "tracker_gap_bytes": a4["peak_bytes"] - (baseline_bytes + tr["peak"]),
+        "tracker_peak_bytes": baseline_bytes + tr["peak"] if tracking else None,
+        "tracker_gap_bytes": a4["peak_bytes"] - (baseline_bytes + tr["peak"]) if tracking else None,
         "tracker_end_delta": tracker_end,
         "labelled_step_peak_bytes": a4["peak_bytes"],
         "alive_at_peak_by_phase": a3["alive_by_phase"],
@@ -790,6 +993,8 @@ def worker(sid: str) -> dict:
         "torch": torch.__version__, "transformers": transformers.__version__,
         "notes": notes,
     }
+    if sp.get("trainmem_flags"):
+        fx["trainmem_flags"] = sp["trainmem_flags"]
     if sp.get("lora"):
         fx["lora"] = sp["lora"]
         fx["trainmem_flags"] = fx.get("trainmem_flags", []) + lora_flags(sp["lora"])
@@ -1114,7 +1319,7 @@ def summary() -> int:
               f"{fx['peak_phase']:>9} {'' if lay is None else lay:>5} "
               f"{mib(bp.get('forward', 0)):>8} {mib(bp.get('loss', 0)):>8} "
               f"{mib(bp.get('backward', 0)):>8} {mib(bp.get('optimizer', 0)):>8} "
-              f"{mib(fx['tracker_peak_bytes']):>9} {mib(fx['tracker_gap_bytes']):>7}")
+              f"{mib(fx['tracker_peak_bytes'] or 0):>9} {mib(fx['tracker_gap_bytes'] or 0):>7}")
     print(f"{len(rows)} fixtures")
     return 0
 

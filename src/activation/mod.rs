@@ -19,8 +19,10 @@
 //! `native_dropout` masks, sdpa's CUDA dispatch, which refuses no dropout).
 
 mod attention;
+mod chunked_loss;
 mod embeddings;
 mod experts;
+mod fused_loss;
 mod kernels;
 mod layer;
 mod lora;
@@ -31,6 +33,7 @@ mod norms;
 mod parallel;
 mod recompute;
 mod tally;
+mod techniques;
 
 use serde::Serialize;
 
@@ -41,6 +44,7 @@ use self::lora::Training;
 use self::parallel::{Rank, Stage, candidate_stages};
 use self::recompute::{Kept, PARTS};
 use self::tally::{Tally, plus, times};
+pub use self::techniques::notes as technique_notes;
 use crate::architecture::{Dimensions, LayerLayout, NormKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -69,8 +73,77 @@ pub enum Recompute {
     None,
     /// Attention recomputed (Korthikanti et al. 2022).
     Selective,
+    /// torchtitan's per-op selective checkpointing: every second matmul's
+    /// output and the attention kernel's are saved, the rest recomputed.
+    Op,
     /// Gradient checkpointing: each layer keeps only its input.
     Full,
+}
+
+/// The loss function: how the logits and the cross-entropy are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// transformers' `ForCausalLMLoss`: the whole logits, their fp32 copy.
+    Standard,
+    /// torchtune's `CEWithChunkedOutputLoss` with the output projection
+    /// applied per chunk: N chunks along the sequence, each upcast alone.
+    Chunked(u64),
+    /// Liger's `LigerFusedLinearCrossEntropyLoss`: the logits are never
+    /// materialized whole.
+    Fused,
+}
+
+impl Loss {
+    /// The chunks `chunked:N` allows at most (torchtune's default is 8).
+    pub const MAX_CHUNKS: u64 = 1 << 20;
+
+    /// Reads `standard`, `chunked:N` (N at least 1) or `fused`.
+    pub fn parse(name: &str) -> Result<Loss> {
+        let name = name.trim().to_ascii_lowercase();
+        let invalid = |reason: &str| Error::InvalidValue {
+            what: "--loss",
+            value: name.clone(),
+            reason: reason.to_string(),
+        };
+        match name.as_str() {
+            "standard" => Ok(Loss::Standard),
+            "fused" => Ok(Loss::Fused),
+            other => match other.strip_prefix("chunked:") {
+                Some(count) => match count.parse::<u64>() {
+                    Ok(0) => Err(invalid("chunked:N needs at least 1 chunk")),
+                    Ok(n) if n <= Loss::MAX_CHUNKS => Ok(Loss::Chunked(n)),
+                    Ok(_) => Err(invalid("chunked:N allows at most 1048576 chunks")),
+                    Err(_) => Err(invalid(
+                        "chunked:N needs a whole number of chunks N (torchtune's default is chunked:8)",
+                    )),
+                },
+                None => Err(Error::UnknownName {
+                    kind: "loss",
+                    name: other.to_string(),
+                    suggestion: (other == "chunked").then(|| "chunked:8".to_string()),
+                    accepted: "standard, chunked:N, fused".to_string(),
+                }),
+            },
+        }
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> String {
+        match self {
+            Loss::Standard => "standard".to_string(),
+            Loss::Chunked(n) => format!("chunked:{n}"),
+            Loss::Fused => "fused".to_string(),
+        }
+    }
+}
+
+impl Serialize for Loss {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
 }
 
 impl Attention {
@@ -92,9 +165,14 @@ impl Attention {
 
 impl Recompute {
     /// Every mode, in the order `trainmem fit` reports them.
-    pub const ALL: [Recompute; 3] = [Recompute::None, Recompute::Selective, Recompute::Full];
+    pub const ALL: [Recompute; 4] = [
+        Recompute::None,
+        Recompute::Selective,
+        Recompute::Op,
+        Recompute::Full,
+    ];
 
-    /// Reads `none`, `selective` or `full`.
+    /// Reads `none`, `selective`, `op` or `full`.
     pub fn parse(name: &str) -> Result<Recompute> {
         Recompute::ALL
             .into_iter()
@@ -103,7 +181,7 @@ impl Recompute {
                 kind: "recompute mode",
                 name: name.trim().to_ascii_lowercase(),
                 suggestion: None,
-                accepted: "none, selective, full".to_string(),
+                accepted: "none, selective, op, full".to_string(),
             })
     }
 
@@ -112,6 +190,7 @@ impl Recompute {
         match self {
             Recompute::None => "none",
             Recompute::Selective => "selective",
+            Recompute::Op => "op",
             Recompute::Full => "full",
         }
     }
@@ -156,8 +235,15 @@ pub struct Workload {
     pub attention: Attention,
     /// Activation recomputation.
     pub recompute: Recompute,
+    /// Recomputation applies to every N-th layer (1: all of them).
+    pub recompute_every: u64,
+    /// The loss function.
+    pub loss: Loss,
     /// The dtype activations are computed in.
     pub dtype: DType,
+    /// The dtype the weights are stored in (fp32 under autocast), which
+    /// the fused loss's weight-gradient buffer takes.
+    pub weights_dtype: DType,
     /// The kernels' platform.
     pub platform: Platform,
     /// Whether the base weights are frozen (LoRA): frozen linears save no input.
@@ -196,7 +282,10 @@ impl Workload {
             seq_len,
             attention: Attention::Sdpa,
             recompute: Recompute::None,
+            recompute_every: 1,
+            loss: Loss::Standard,
             dtype: DType::Bf16,
+            weights_dtype: DType::Bf16,
             platform: Platform::Cuda,
             frozen_base: false,
             adapted: Vec::new(),
@@ -243,6 +332,12 @@ pub struct Activations {
     /// drops the returned logits before backward, which frees P·T·V of
     /// `total` meanwhile; not subtracted.)
     pub backward_transient: Bytes,
+    /// The loss function priced: `standard`, `chunked:N` or `fused`.
+    pub loss_function: Loss,
+    /// The recomputation priced: `none`, `selective`, `op` or `full`.
+    pub recompute: Recompute,
+    /// Recomputation applies to every N-th layer (1: all).
+    pub recompute_every: u64,
     /// How figures were rounded or assumed.
     pub notes: Vec<String>,
     /// The same figures layer by layer, in the order the step allocates and
@@ -269,17 +364,23 @@ pub struct Schedule {
     /// Saved by the final norm and the output head (its input, Gemma 2's
     /// soft-capped logits).
     pub head: Bytes,
-    /// The logits the model returns, P·T·V.
+    /// The logits the model returns, P·T·V (0 with a fused loss).
     pub logits: Bytes,
-    /// The fp32 copy `ForCausalLMLoss` makes of half-precision logits, 4·T·V,
-    /// alive until `cross_entropy` returns (0 when the logits are fp32).
+    /// The largest temporary while the loss runs: the fp32 copy
+    /// `ForCausalLMLoss` makes of half-precision logits, 4·T·V, alive until
+    /// `cross_entropy` returns (0 when the logits are fp32); one chunk's
+    /// copy with `--loss chunked:N`; one chunk's buffers with `--loss fused`
+    /// (see `loss::LossPhase`).
     pub logits_upcast: Bytes,
-    /// The loss's saved tensors (fp32 log-softmax, targets).
+    /// The loss's saved tensors (fp32 log-softmax, targets; the fused
+    /// loss's precomputed gradients).
     pub loss: Bytes,
-    /// The loss's backward temporaries (two fp32 T x V gradients).
+    /// The loss's backward temporaries (two fp32 T x V gradients, or one
+    /// chunk's).
     pub loss_backward: Bytes,
     /// The gradient of the logits in their own dtype, P·T·V, alive while the
-    /// output head runs backward.
+    /// output head runs backward (with the chunked loss, also the output
+    /// projection's weight-gradient sums).
     pub logits_gradient: Bytes,
     /// Whether the stage holds the output head and the loss.
     pub has_head: bool,
@@ -365,7 +466,11 @@ pub fn layer_bytes(
     index: u64,
 ) -> Result<Bytes> {
     let step = Step::new(dims, workload, kernels)?;
-    step.layer(dims.is_sparse(index))?.total()
+    step.layer(
+        dims.is_sparse(index),
+        recompute::checkpointed(index, workload.recompute_every),
+    )?
+    .total()
 }
 
 /// One micro-batch on one rank: everything the formulas read.
@@ -380,25 +485,60 @@ struct Step<'a> {
 
 impl<'a> Step<'a> {
     fn new(dims: &'a Dimensions, workload: &'a Workload, kernels: &'a Kernels) -> Result<Step<'a>> {
+        let kernel = Kernel::resolve(
+            workload.attention,
+            kernels,
+            dims,
+            workload.dtype,
+            dims.dropout.attention,
+        );
+        techniques::check(dims, workload, kernel)?;
         Ok(Step {
             dims,
             workload,
             kernels,
             rank: Rank::new(dims, workload)?,
             training: Training::new(workload),
-            kernel: Kernel::resolve(
-                workload.attention,
-                kernels,
-                dims,
-                workload.dtype,
-                dims.dropout.attention,
-            ),
+            kernel,
         })
     }
 
-    /// What one layer keeps.
-    fn layer(&self, sparse: bool) -> Result<Kept> {
-        recompute::kept(self.workload.recompute, &self.saved_layer(sparse)?)
+    /// What one layer keeps: under the recompute mode when `checkpointed`
+    /// (see `--recompute-every`), everything otherwise.
+    fn layer(&self, sparse: bool, checkpointed: bool) -> Result<Kept> {
+        let mode = if checkpointed {
+            self.workload.recompute
+        } else {
+            Recompute::None
+        };
+        let op = if mode == Recompute::Op {
+            self.op_saved()?
+        } else {
+            recompute::OpSaved::default()
+        };
+        recompute::kept(mode, &self.saved_layer(sparse)?, op)
+    }
+
+    /// What torchtitan's per-op policy keeps of a layer besides its input:
+    /// the odd matmuls' outputs and the sdpa kernel's output and fp32
+    /// log-sum-exp [B, a, S] (`techniques::check` refuses other layers).
+    fn op_saved(&self) -> Result<recompute::OpSaved> {
+        let rank = &self.rank;
+        let d = self.dims.head_dim;
+        let mut log_sum_exp = Tally::new();
+        log_sum_exp.tensor(&[FP32_BYTES, rank.batch, rank.heads, rank.seq])?;
+        recompute::op_saved(
+            rank.element,
+            rank.tokens,
+            recompute::OpWidths {
+                queries: rank.heads.saturating_mul(d),
+                keys_values: rank.kv_heads.saturating_mul(d),
+                hidden: rank.hidden,
+                intermediate: rank.intermediate,
+                mlp_inputs: self.dims.linears.mlp_input.len() as u64,
+            },
+            log_sum_exp.bytes(),
+        )
     }
 
     /// Everything one layer saves, before recomputation decides what stays.
@@ -468,6 +608,13 @@ impl<'a> Step<'a> {
             .max(Bytes(attention.bytes().0.saturating_sub(released.0))))
     }
 
+    /// Whether every layer is checkpointed (full or per-op recomputation
+    /// on every layer): the rotary tables are then held by the checkpoints.
+    fn every_layer_checkpointed(&self) -> bool {
+        matches!(self.workload.recompute, Recompute::Full | Recompute::Op)
+            && self.workload.recompute_every <= 1
+    }
+
     /// P·T·w for the layer's widest intermediate w.
     fn widest_tensor(&self) -> Result<Bytes> {
         let rank = &self.rank;
@@ -484,22 +631,31 @@ impl<'a> Step<'a> {
     /// The activations a pipeline stage holds.
     fn stage(&self, stage: Stage) -> Result<Activations> {
         let end = stage.first_layer.saturating_add(stage.layers);
-        let sparse_layers = self
-            .dims
-            .sparse_layers_below(end)
-            .saturating_sub(self.dims.sparse_layers_below(stage.first_layer));
-        let dense_layers = stage.layers.saturating_sub(sparse_layers);
-        let dense = self.layer(false)?;
-        let sparse = self.layer(true)?;
+        let every = self.workload.recompute_every;
+        // The four kinds of layer: [dense, sparse] x [kept whole, checkpointed].
+        let mut kinds = [[Kept::default(); 2]; 2];
+        let mut counts = [[0u64; 2]; 2];
+        for (is_sparse, row) in kinds.iter_mut().enumerate() {
+            for (checkpointed, kind) in row.iter_mut().enumerate() {
+                *kind = self.layer(is_sparse == 1, checkpointed == 1)?;
+            }
+        }
+        for layer in stage.first_layer..end {
+            let row = usize::from(self.dims.is_sparse(layer));
+            let column = usize::from(recompute::checkpointed(layer, every));
+            counts[row][column] += 1;
+        }
         let in_flight = stage.in_flight;
 
         let mut layers = Vec::new();
         let mut layer_total = Tally::new();
         for (index, name) in PARTS.iter().enumerate() {
-            let bytes = plus(
-                times(dense.parts[index], dense_layers)?,
-                times(sparse.parts[index], sparse_layers)?,
-            )?;
+            let mut bytes = Bytes::ZERO;
+            for (row, counts_row) in kinds.iter().zip(counts) {
+                for (kind, count) in row.iter().zip(counts_row) {
+                    bytes = plus(bytes, times(kind.parts[index], count)?)?;
+                }
+            }
             let bytes = times(bytes, in_flight)?;
             layer_total.add(bytes)?;
             if bytes > Bytes::ZERO {
@@ -520,7 +676,8 @@ impl<'a> Step<'a> {
         schedule.widest_tensor = self.widest_tensor()?;
         for layer in stage.first_layer..end {
             let is_sparse = self.dims.is_sparse(layer);
-            let kind = if is_sparse { &sparse } else { &dense };
+            let kind =
+                &kinds[usize::from(is_sparse)][usize::from(recompute::checkpointed(layer, every))];
             schedule.layers.push(LayerActivations {
                 layer,
                 kept: kind.total()?,
@@ -537,34 +694,58 @@ impl<'a> Step<'a> {
             schedule.shared = embeddings::shared_by_layers(
                 &self.rank,
                 self.dims,
-                self.workload.recompute,
+                self.every_layer_checkpointed(),
                 self.kernel,
             )?;
             outside.add(schedule.shared)?;
         }
         let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
         if stage.head {
-            schedule.head = loss::head(&self.rank, self.dims, self.kernels, &self.training)?;
+            // Liger's kernel computes the head's gradients in its forward;
+            // cut-cross-entropy on CPU saves a copy of the head's input.
+            let liger =
+                self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
+            schedule.head =
+                loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?;
             outside.add(schedule.head)?;
-            logits = loss::logits(&self.rank)?;
-            loss_bytes = loss::loss(&self.rank)?;
-            transient = loss::backward_transient(&self.rank)?;
-            schedule.logits = logits;
-            schedule.loss = loss_bytes;
-            schedule.loss_backward = transient;
-            schedule.logits_upcast = loss::upcast(&self.rank)?;
-            schedule.logits_gradient = logits;
-            if self.workload.megatron_kernels {
+            let phase = if self.workload.megatron_kernels {
                 // The fp32 copy is the saved softmax: no separate upcast.
-                (loss_bytes, transient) = megatron::loss(&self.rank)?;
-                schedule.loss = loss_bytes;
-                schedule.loss_backward = transient;
-                schedule.logits_upcast = Bytes::ZERO;
-            }
+                let (saved, backward) = megatron::loss(&self.rank)?;
+                loss::LossPhase {
+                    upcast: Bytes::ZERO,
+                    saved,
+                    backward,
+                    ..loss::standard(&self.rank)?
+                }
+            } else {
+                match self.workload.loss {
+                    Loss::Standard => loss::standard(&self.rank)?,
+                    Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
+                    Loss::Fused => match self.workload.platform {
+                        Platform::Cuda => {
+                            fused_loss::phase(&self.rank, self.workload.weights_dtype.bytes())?
+                        }
+                        Platform::Cpu => fused_loss::torch_compile_phase(
+                            &self.rank,
+                            self.workload.weights_dtype.bytes(),
+                        )?,
+                    },
+                }
+            };
+            logits = phase.logits;
+            loss_bytes = phase.saved;
+            transient = phase.backward;
+            schedule.logits = phase.logits;
+            schedule.logits_upcast = phase.upcast;
+            schedule.loss = phase.saved;
+            schedule.loss_backward = phase.backward;
+            schedule.logits_gradient = phase.logits_gradient;
         }
-        for (kind, count) in [(dense, dense_layers), (sparse, sparse_layers)] {
-            if count > 0 {
-                transient = transient.max(kind.recomputed);
+        for (row, counts_row) in kinds.iter().zip(counts) {
+            for (kind, count) in row.iter().zip(counts_row) {
+                if count > 0 {
+                    transient = transient.max(kind.recomputed);
+                }
             }
         }
         let outside_layers = times(outside.bytes(), in_flight)?;
@@ -593,6 +774,9 @@ impl<'a> Step<'a> {
             logits,
             loss: loss_bytes,
             backward_transient: transient,
+            loss_function: self.workload.loss,
+            recompute: self.workload.recompute,
+            recompute_every: self.workload.recompute_every,
             notes,
             schedule,
         })
@@ -606,6 +790,9 @@ impl<'a> Step<'a> {
             logits: Bytes::ZERO,
             loss: Bytes::ZERO,
             backward_transient: Bytes::ZERO,
+            loss_function: self.workload.loss,
+            recompute: self.workload.recompute,
+            recompute_every: self.workload.recompute_every,
             notes: Vec::new(),
             schedule: Schedule::default(),
         }
@@ -631,8 +818,33 @@ impl<'a> Step<'a> {
             Recompute::Selective => notes.push(
                 "selective recomputation: the attention core (probabilities, the kernel's q, k, v copies) is rebuilt in backward; its inputs q, k, v stay".to_string(),
             ),
+            Recompute::Op => notes.push(
+                "op recomputation (torchtitan's per-op policy): each layer keeps its input, the sdpa kernel's output and log-sum-exp and every second matmul's output (q, v, gate, down); norms, rotary, activations and the other matmuls are rebuilt in backward".to_string(),
+            ),
             Recompute::Full => notes.push(
                 "full recomputation: each layer keeps its input; rotary tables and cache positions held by the checkpoints outside autograd are not counted".to_string(),
+            ),
+        }
+        if workload.recompute_every > 1 {
+            notes.push(format!(
+                "recompute every {}: only layers whose 1-based index is a multiple of {} are checkpointed (torchtune, torchtitan); the others keep everything",
+                workload.recompute_every, workload.recompute_every,
+            ));
+        }
+        match workload.loss {
+            Loss::Standard => notes.push(
+                "loss: standard (transformers' ForCausalLMLoss: whole logits, their fp32 copy, fp32 log-softmax)".to_string(),
+            ),
+            Loss::Chunked(chunks) => notes.push(format!(
+                "loss: chunked:{chunks} (torchtune's CEWithChunkedOutputLoss): all {chunks} logits chunks exist; each is upcast to fp32 and its gradients computed one chunk of {} tokens at a time; every chunk's fp32 log-softmax stays until backward",
+                chunked_loss::chunk_tokens(&self.rank, chunks),
+            )),
+            Loss::Fused if workload.platform == Platform::Cuda => notes.push(format!(
+                "loss: fused (Liger's fused linear-cross-entropy, CUDA): no logits; chunks of {} tokens' logits at a time; the output projection's input gradient and weight gradient (in the weights' dtype) are kept from the forward",
+                fused_loss::chunk_tokens(self.rank.tokens, self.rank.vocab, self.rank.hidden),
+            )),
+            Loss::Fused => notes.push(
+                "loss: fused on CPU is cut-cross-entropy's torch_compile implementation (Liger's and CCE's kernels are CUDA-only): Inductor keeps the shifted logits in their own dtype, without an fp32 copy, log-softmax or T x V gradient".to_string(),
             ),
         }
         if workload.frozen_base {
@@ -681,7 +893,12 @@ impl<'a> Step<'a> {
             }
         }
         notes.push(
-            "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer".to_string(),
+            match workload.loss {
+                Loss::Standard => "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Chunked(_) => "backward transient: one chunk's two fp32 gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Fused => "backward transient: the largest recomputed layer (the fused loss's gradients were computed in its forward)",
+            }
+            .to_string(),
         );
         notes
     }
@@ -779,6 +996,120 @@ mod tests {
         let rebuilt = layer(&dims, &w);
         assert_eq!(e.backward_transient.0, rebuilt.max(8 * t * 32000));
         assert!(e.layers.iter().all(|p| p.name == "layer inputs"));
+    }
+
+    #[test]
+    fn op_recompute_keeps_q_v_gate_down_and_the_kernel_output_by_hand() {
+        let dims = llama_7b();
+        let (b, s, t, h, f, a, kv, d) = (1u64, 2048u64, 2048u64, 4096u64, 11008u64, 32, 32, 128);
+        let mut w = workload(b, s, Attention::Sdpa);
+        let none = layer(&dims, &w);
+        w.recompute = Recompute::Op;
+        let op = layer(&dims, &w);
+        // Input 2Th; q 2T·ad, v 2T·kv·d, gate 2Tf, down 2Th; sdpa output
+        // 2T·ad and its fp32 log-sum-exp 4·B·a·S.
+        let kept = 2 * t * h
+            + 2 * t * a * d
+            + 2 * t * kv * d
+            + 2 * t * f
+            + 2 * t * h
+            + 2 * t * a * d
+            + 4 * b * a * s;
+        assert_eq!(op, kept);
+        // Backward rebuilds the unrecomputed layer less what it shares with
+        // the kept outputs (all but down's).
+        let e = activations(&dims, &w).unwrap();
+        let rebuilt = none - (kept - 2 * t * h - 2 * t * h);
+        assert_eq!(e.backward_transient.0, rebuilt.max(8 * t * 32000));
+        assert!(e.layers.iter().any(|p| p.name == "saved op outputs"));
+        assert!(e.notes.iter().any(|n| n.contains("per-op policy")));
+        assert_eq!(e.recompute, Recompute::Op);
+    }
+
+    #[test]
+    fn every_second_layer_checkpointed_keeps_half_the_layers_whole() {
+        let dims = llama_7b();
+        let mut w = workload(1, 2048, Attention::Sdpa);
+        let none = layer(&dims, &w);
+        w.recompute = Recompute::Full;
+        let full = layer(&dims, &w);
+        let all = activations(&dims, &w).unwrap();
+        w.recompute_every = 2;
+        let half = activations(&dims, &w).unwrap();
+        // 16 of 32 layers whole; the rotary tables are saved again by the others.
+        let rotary = 2 * 2 * 2048 * 128;
+        assert_eq!(half.total.0, all.total.0 + 16 * (none - full) + rotary);
+        assert_eq!(half.recompute_every, 2);
+        assert!(half.notes.iter().any(|n| n.contains("recompute every 2")));
+        assert_eq!(
+            layer_bytes(&dims, &w, &w.platform.kernels(), 0).unwrap().0,
+            none
+        );
+        assert_eq!(
+            layer_bytes(&dims, &w, &w.platform.kernels(), 1).unwrap().0,
+            full
+        );
+        // Only full checkpointing has an every-N-th-layer form.
+        w.recompute = Recompute::Op;
+        assert!(matches!(
+            activations(&dims, &w),
+            Err(Error::InvalidValue { .. })
+        ));
+    }
+
+    #[test]
+    fn the_loss_modes_parse_and_refuse() {
+        assert_eq!(Loss::parse("standard").unwrap(), Loss::Standard);
+        assert_eq!(Loss::parse(" Chunked:8 ").unwrap(), Loss::Chunked(8));
+        assert_eq!(Loss::parse("fused").unwrap(), Loss::Fused);
+        assert_eq!(Loss::Chunked(4).name(), "chunked:4");
+        for bad in [
+            "chunked:0",
+            "chunked:x",
+            "chunked:",
+            "chunked:-1",
+            "chunked:99999999",
+        ] {
+            assert!(
+                matches!(Loss::parse(bad), Err(Error::InvalidValue { .. })),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Loss::parse("chunked"),
+            Err(Error::UnknownName {
+                suggestion: Some(_),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn chunked_and_fused_losses_shrink_the_loss_phase() {
+        let dims = llama_7b();
+        let mut w = workload(1, 4096, Attention::Sdpa);
+        let standard = activations(&dims, &w).unwrap();
+        w.loss = Loss::Chunked(8);
+        let chunked = activations(&dims, &w).unwrap();
+        let (t, v, h) = (4096u64, 32000u64, 4096u64);
+        // The same log-softmax bytes (every chunk's), targets 8T instead of
+        // the padded labels' 8(S + 1), eight total_weight scalars instead of
+        // one; an eighth of the upcast and of the backward gradients.
+        assert_eq!(chunked.total.0, standard.total.0 - 8 + 4 * 7);
+        assert_eq!(chunked.schedule.logits_upcast.0, 4 * t * v / 8);
+        assert_eq!(chunked.backward_transient.0, 8 * t * v / 8);
+        w.loss = Loss::Fused;
+        let fused = activations(&dims, &w).unwrap();
+        assert_eq!(fused.logits, Bytes::ZERO);
+        // No lm_head input saved: the head keeps only the final norm.
+        assert_eq!(standard.schedule.head.0 - fused.schedule.head.0, 2 * t * h);
+        assert_eq!(fused.loss.0, 2 * t * h + 2 * v * h + 4 * t + t);
+        assert_eq!(fused.loss_function, Loss::Fused);
+        // On CPU: cut-cross-entropy's compiled fallback keeps the shifted logits.
+        w.platform = Platform::Cpu;
+        let cpu = activations(&dims, &w).unwrap();
+        assert_eq!(cpu.loss.0, 2 * (t - 1) * v + 12 * (t - 1));
+        assert!(cpu.notes.iter().any(|n| n.contains("torch_compile")));
     }
 
     #[test]

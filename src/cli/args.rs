@@ -381,9 +381,30 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,
 
-    /// Activation recomputation: none, selective (attention) or full (gradient checkpointing).
+    /// Activation recomputation: none; selective (Megatron: the attention
+    /// core is rebuilt in backward); op (torchtitan's per-op policy: each
+    /// layer keeps its input, the sdpa output and every second matmul's
+    /// output, norms and pointwise ops are rebuilt; Llama/Mistral layers with
+    /// sdpa); full (gradient checkpointing: each layer keeps only its input).
     #[arg(long, value_name = "MODE", default_value = "none", help_heading = TECHNIQUES)]
     pub recompute: String,
+
+    /// Checkpoint only every N-th decoder layer, those whose 1-based index is
+    /// a multiple of N (torchtune's and torchtitan's layer option); the
+    /// others keep all their activations. Needs --recompute full; 1 is every
+    /// layer.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
+    pub recompute_every: u64,
+
+    /// The loss function: standard (transformers' ForCausalLMLoss: the whole
+    /// logits plus their fp32 copy); chunked:N (torchtune's
+    /// CEWithChunkedOutputLoss: the output projection in N chunks of the
+    /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
+    /// fused (Liger's fused linear-cross-entropy on CUDA: the logits are
+    /// never materialized whole; on CPU, cut-cross-entropy's torch.compile
+    /// path, which keeps them in their own dtype without an fp32 copy).
+    #[arg(long, value_name = "LOSS", default_value = "standard", help_heading = TECHNIQUES)]
+    pub loss: String,
 
     /// Memory lost beyond the tensors, added to the peak: CUDA context and
     /// allocator fragmentation. Default 1GiB when activations are estimated;

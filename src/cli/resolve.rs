@@ -3,8 +3,7 @@
 use super::args::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
 };
-use crate::activation::LoraDropout;
-use crate::activation::{Attention, Platform, Recompute, Workload};
+use crate::activation::{Attention, LoraDropout, Loss, Platform, Recompute, Workload};
 use crate::architecture::Dimensions;
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
@@ -263,6 +262,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     let platform = Platform::parse(&args.platform)?;
     let quantized_inputs_kept = bitsandbytes_keeps_input(args.bitsandbytes.as_deref())?;
     let recompute = Recompute::parse(&args.recompute)?;
+    let loss = Loss::parse(&args.loss)?;
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
             let overhead = args
@@ -296,9 +296,22 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
             });
         }
     }
+    if let Loss::Chunked(chunks) = loss
+        && chunks > seq_len
+    {
+        return Err(Error::InvalidValue {
+            what: "--loss",
+            value: loss.name(),
+            reason: format!(
+                "torchtune splits each sequence into N chunks (torch.chunk along the sequence): N is at most --seq-len {seq_len}"
+            ),
+        });
+    }
     let workload = Workload {
         attention,
         recompute,
+        recompute_every: args.recompute_every,
+        loss,
         platform,
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,

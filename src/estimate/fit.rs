@@ -113,10 +113,10 @@ pub fn largest_fitting(
 /// The most work fit's searches may do for one answer, in tensor
 /// evaluations: each estimate walks the model's inventory, so an estimate
 /// of a model of T tensors costs T + 1. A fit asks up to a few hundred
-/// estimates (three recompute modes x doubling and bisection up to 2^20,
-/// then two GPU searches). The presets spend at most about 105,000
+/// estimates (four recompute modes x doubling and bisection up to 2^20,
+/// then two GPU searches). The presets spend at most about 140,000
 /// (llama-3.1-405b's 1,137 tensors, `--micro-batch 1` against 10 TB);
-/// 2^18 leaves 2.5 times that and keeps the worst case, a config.json at
+/// 2^18 leaves 1.9 times that and keeps the worst case, a config.json at
 /// the layer cap, to a few tenths of a second in a release build before it
 /// is refused. A larger inventory (a checkpoint of unfused experts) is
 /// refused past the budget rather than searched for seconds.
@@ -344,12 +344,25 @@ impl Fit {
         };
         let mut recompute_modes = Vec::new();
         if matches!(question, Question::MicroBatch | Question::SeqLen) {
+            let chosen = setup.workload.as_ref().map(|w| w.recompute);
             for recompute in Recompute::ALL {
                 let mut mode = setup.clone();
                 if let Some(workload) = mode.workload.as_mut() {
                     workload.recompute = recompute;
+                    // Every N-th layer is a choice of full checkpointing.
+                    if recompute != Recompute::Full {
+                        workload.recompute_every = 1;
+                    }
                 }
-                let largest = search(&mode)?;
+                let largest = match search(&mode) {
+                    // A mode this model's layers cannot run (per-op
+                    // recomputation outside Llama-style layers) is left out.
+                    Err(crate::error::Error::InvalidValue {
+                        what: "--recompute",
+                        ..
+                    }) if Some(recompute) != chosen => continue,
+                    other => other?,
+                };
                 recompute_modes.push(RecomputeFit {
                     recompute,
                     largest,

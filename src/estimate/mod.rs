@@ -610,6 +610,7 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
     let workload = Workload {
         megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,
+        weights_dtype: setup.precision.weights,
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
         frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
@@ -648,7 +649,7 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
             "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
             model.name
         )),
-        (Some(_), Some(_)) => {}
+        (Some(workload), Some(_)) => notes.extend(activation::technique_notes(workload)),
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {
         notes.push(format!(

@@ -28,6 +28,7 @@ mod loss;
 mod megatron;
 mod mlp;
 mod norms;
+mod offload;
 mod parallel;
 mod recompute;
 mod tally;
@@ -37,6 +38,7 @@ use serde::Serialize;
 use self::attention::Kernel;
 pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, StatsDtype};
 use self::lora::Training;
+pub use self::offload::{MIN_OFFLOAD_SIZE, Offloaded};
 use self::parallel::{Rank, Stage, candidate_stages};
 use self::recompute::{Kept, PARTS};
 use self::tally::{Tally, plus, times};
@@ -177,6 +179,9 @@ pub struct Workload {
     /// Megatron-core's layers with Transformer Engine's fused kernels
     /// (`--framework megatron`) instead of the transformers modules.
     pub megatron_kernels: bool,
+    /// torchtune's `OffloadActivations`: saved tensors go to host memory
+    /// (`--offload-activations`, see `offload.rs`).
+    pub offload_activations: bool,
 }
 
 impl Workload {
@@ -200,6 +205,7 @@ impl Workload {
             pipeline: 1,
             quantized_inputs_kept: false,
             megatron_kernels: false,
+            offload_activations: false,
         }
     }
 }
@@ -235,6 +241,9 @@ pub struct Activations {
     /// drops the returned logits before backward, which frees P·T·V of
     /// `total` meanwhile; not subtracted.)
     pub backward_transient: Bytes,
+    /// Activation offloading, when on: what left the device, what the host holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<Offloaded>,
     /// How figures were rounded or assumed.
     pub notes: Vec<String>,
     /// The same figures layer by layer, in the order the step allocates and
@@ -258,6 +267,9 @@ pub struct Schedule {
     pub embeddings: Bytes,
     /// Shared by the layers of a micro-batch: the rotary tables.
     pub shared: Bytes,
+    /// Whether `embeddings` and `shared` die at the end of the micro-batch's
+    /// forward (offloading: each use was copied to the host).
+    pub outside_forward_only: bool,
     /// Saved by the final norm and the output head (its input, Gemma 2's
     /// soft-capped logits).
     pub head: Bytes,
@@ -292,6 +304,12 @@ pub struct LayerActivations {
     /// The gradients its backward holds at once besides its saved tensors:
     /// the gradient of its output and of its widest intermediate.
     pub backward: Bytes,
+    /// Offloading: what its backward brings back from the host at once.
+    pub unpacked: Bytes,
+    /// Offloading without recomputation: the layer's last node, its first
+    /// norm's backward, alive after the layer's gradients exist (the
+    /// gradient flow included).
+    pub closing: Bytes,
 }
 
 /// The activation memory of every pipeline stage that can be the most loaded
@@ -460,6 +478,77 @@ impl<'a> Step<'a> {
             .max(Bytes(attention.bytes().0.saturating_sub(released.0))))
     }
 
+    /// What offloading does to one layer that keeps `kept` (see `offload.rs`).
+    fn layer_offload(&self, sparse: bool, kept: &Kept) -> Result<offload::LayerOffload> {
+        let saved = self.saved_layer(sparse)?;
+        let linears = &self.dims.linears;
+        let packs = |names: &[&str]| {
+            names
+                .iter()
+                .map(|name| {
+                    u64::from(self.training.keeps_input(&[name]) && !self.training.frozen_base)
+                        + self.training.adapters(&[name])
+                })
+                .sum::<u64>()
+        };
+        offload::layer(&offload::LayerSite {
+            rank: &self.rank,
+            dims: self.dims,
+            platform: self.workload.platform,
+            recompute: self.workload.recompute,
+            kept: kept.total()?,
+            input: saved.input,
+            core: saved.core.saved,
+            output_view: if saved.core.output_shared {
+                saved.output_input
+            } else {
+                Bytes::ZERO
+            },
+            hidden_norms: layer::hidden_norms(self.dims.layout),
+            stats_bytes: self.kernels.layer_norm_stats.bytes(self.rank.element),
+            input_packs: (packs(&linears.attention_input), packs(&linears.mlp_input)),
+            rotary: embeddings::shared_by_layers(
+                &self.rank,
+                self.dims,
+                self.workload.recompute,
+                self.kernel,
+            )?,
+        })
+    }
+
+    /// The final norm under offloading: the device bytes it no longer keeps
+    /// (none with CUDA streams: its packs are the last of forward, still in
+    /// torchtune's `fwd_stash` when backward starts) and its host copies.
+    fn final_norm_offload(&self) -> Result<(Bytes, Bytes)> {
+        let rank = &self.rank;
+        let norm = norms::saved(
+            norms::NormSite {
+                kind: self.dims.norm,
+                width: rank.hidden,
+                rows: rank.sequence_tokens,
+                element: rank.element,
+                frozen: self.training.frozen_base,
+            },
+            self.kernels.layer_norm_stats,
+        )?;
+        let mut copies = Tally::new();
+        copies.add(norm)?;
+        if self.dims.norm != NormKind::LayerNorm {
+            // The fp32 input and the rsqrt, each saved by two nodes.
+            copies.tensor(&[
+                FP32_BYTES,
+                rank.sequence_tokens,
+                rank.hidden.saturating_add(1),
+            ])?;
+        }
+        let device = if self.workload.platform == Platform::Cuda {
+            Bytes::ZERO
+        } else {
+            norm
+        };
+        Ok((device, copies.bytes()))
+    }
+
     /// P·T·w for the layer's widest intermediate w.
     fn widest_tensor(&self) -> Result<Bytes> {
         let rank = &self.rank;
@@ -484,6 +573,14 @@ impl<'a> Step<'a> {
         let dense = self.layer(false)?;
         let sparse = self.layer(true)?;
         let in_flight = stage.in_flight;
+        let offloads = if self.workload.offload_activations {
+            Some([
+                self.layer_offload(false, &dense)?,
+                self.layer_offload(true, &sparse)?,
+            ])
+        } else {
+            None
+        };
 
         let mut layers = Vec::new();
         let mut layer_total = Tally::new();
@@ -493,6 +590,9 @@ impl<'a> Step<'a> {
                 times(sparse.parts[index], sparse_layers)?,
             )?;
             let bytes = times(bytes, in_flight)?;
+            if offloads.is_some() {
+                continue;
+            }
             layer_total.add(bytes)?;
             if bytes > Bytes::ZERO {
                 layers.push(Part {
@@ -513,16 +613,40 @@ impl<'a> Step<'a> {
         for layer in stage.first_layer..end {
             let is_sparse = self.dims.is_sparse(layer);
             let kind = if is_sparse { &sparse } else { &dense };
+            let offload = offloads.map(|o| o[usize::from(is_sparse)]);
             schedule.layers.push(LayerActivations {
                 layer,
-                kept: kind.total()?,
+                kept: offload.map_or(kind.total(), |o| Ok(o.resident))?,
                 recomputed: kind.recomputed,
                 backward: backward[usize::from(is_sparse)],
+                unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),
+                closing: offload.map_or(Bytes::ZERO, |o| o.closing),
             });
         }
+        let mut host = Tally::new();
+        if let Some(offloads) = offloads {
+            let mut resident = Tally::new();
+            for (kind, count) in [(offloads[0], dense_layers), (offloads[1], sparse_layers)] {
+                resident.add(times(kind.resident, count)?)?;
+                host.add(times(kind.host, count)?)?;
+            }
+            let resident = times(resident.bytes(), in_flight)?;
+            layer_total.add(resident)?;
+            if resident > Bytes::ZERO {
+                layers.push(Part {
+                    name: "under the offload threshold".to_string(),
+                    bytes: resident,
+                });
+            }
+        }
         let mut outside = Tally::new();
+        let mut embeddings_offloaded = Bytes::ZERO;
         if stage.embeddings {
             schedule.embeddings = embeddings::saved(&self.rank, self.dims, self.kernels)?;
+            if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
+                host.add(schedule.embeddings)?;
+                embeddings_offloaded = std::mem::take(&mut schedule.embeddings);
+            }
             outside.add(schedule.embeddings)?;
         }
         if stage.layers > 0 {
@@ -535,8 +659,16 @@ impl<'a> Step<'a> {
             outside.add(schedule.shared)?;
         }
         let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
+        schedule.outside_forward_only = offloads.is_some();
+        let mut head_offloaded = Bytes::ZERO;
         if stage.head {
             schedule.head = loss::head(&self.rank, self.dims, self.kernels, &self.training)?;
+            if offloads.is_some() {
+                let (device, copies) = self.final_norm_offload()?;
+                head_offloaded = device;
+                host.add(copies)?;
+                schedule.head = Bytes(schedule.head.0.saturating_sub(device.0));
+            }
             outside.add(schedule.head)?;
             logits = loss::logits(&self.rank)?;
             loss_bytes = loss::loss(&self.rank)?;
@@ -560,6 +692,33 @@ impl<'a> Step<'a> {
             }
         }
         let outside_layers = times(outside.bytes(), in_flight)?;
+        let offload = match offloads {
+            Some(_) => {
+                // What left the device: every layer's saved tensors but the
+                // residue, the embeddings, the final norm.
+                let mut saved = Tally::new();
+                for (kind, count) in [(&dense, dense_layers), (&sparse, sparse_layers)] {
+                    saved.add(times(kind.total()?, count)?)?;
+                }
+                let residue = layer_total.bytes();
+                let mut gone = Tally::new();
+                gone.add(Bytes(
+                    times(saved.bytes(), in_flight)?.0.saturating_sub(residue.0),
+                ))?;
+                gone.add(times(
+                    plus(embeddings_offloaded, head_offloaded)?,
+                    in_flight,
+                )?)?;
+                Some(Offloaded {
+                    implementation: "torchtune OffloadActivations",
+                    streams: self.workload.platform == Platform::Cuda,
+                    min_offload_size: Bytes(MIN_OFFLOAD_SIZE),
+                    device_bytes_saved: gone.bytes(),
+                    host_bytes: times(host.bytes(), in_flight)?,
+                })
+            }
+            None => None,
+        };
         let logits = times(logits, in_flight)?;
         let loss_bytes = times(loss_bytes, in_flight)?;
 
@@ -585,6 +744,7 @@ impl<'a> Step<'a> {
             logits,
             loss: loss_bytes,
             backward_transient: transient,
+            offload,
             notes,
             schedule,
         })
@@ -598,6 +758,7 @@ impl<'a> Step<'a> {
             logits: Bytes::ZERO,
             loss: Bytes::ZERO,
             backward_transient: Bytes::ZERO,
+            offload: None,
             notes: Vec::new(),
             schedule: Schedule::default(),
         }
@@ -653,6 +814,22 @@ impl<'a> Step<'a> {
                 ),
                 LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::Sandwich => {}
             }
+        }
+        if workload.offload_activations {
+            notes.push(format!(
+                "activation offloading (torchtune OffloadActivations{}): saved tensors of at least {} bytes, parameters aside, are copied to host memory in forward, one copy per saved reference, and brought back node by node in backward; {}the output head's input, the logits and the loss stay on the device",
+                if workload.platform == Platform::Cuda {
+                    ", use_streams=True"
+                } else {
+                    ", use_streams=False as on CPU"
+                },
+                MIN_OFFLOAD_SIZE,
+                match (workload.recompute, workload.platform) {
+                    (Recompute::Full, _) => "with full recomputation only the checkpointed layer inputs move (DeepSpeed's cpu_checkpointing); ",
+                    (_, Platform::Cuda) => "the stream keeps the final norm's packs until backward and one more node's tensors in backward; ",
+                    (_, Platform::Cpu) => "",
+                },
+            ));
         }
         notes.push(
             "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer".to_string(),

@@ -353,6 +353,16 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "MODE", default_value = "none", help_heading = TECHNIQUES)]
     pub recompute: String,
 
+    /// Activation offloading: every saved tensor of at least 1024 bytes
+    /// (parameters aside) is copied to pinned host memory in forward and
+    /// brought back in backward, as torchtune's OffloadActivations does
+    /// around the decoder (the output head and the loss stay on the device;
+    /// on CUDA a second stream keeps the last packs and one node's tensors
+    /// a little longer). With --recompute full only the checkpointed layer
+    /// inputs move (DeepSpeed's cpu_checkpointing). Off by default.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub offload_activations: bool,
+
     /// Memory lost beyond the tensors, added to the peak: CUDA context and
     /// allocator fragmentation. Default 1GiB when activations are estimated;
     /// 0 gives what torch.cuda.max_memory_allocated() reports.

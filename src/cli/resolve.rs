@@ -253,6 +253,12 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     let recompute = Recompute::parse(&args.recompute)?;
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
+            if args.offload_activations {
+                return Err(missing(
+                    "--micro-batch",
+                    "--offload-activations moves activations: give --micro-batch B and --seq-len S",
+                ));
+            }
             let overhead = args
                 .overhead
                 .as_deref()
@@ -290,6 +296,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         platform,
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,
+        offload_activations: args.offload_activations,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.

@@ -369,10 +369,19 @@ fn estimate_with_timeline(
     };
     let (device, activations, step) = heaviest_step(model, setup, stages, keep_events)?;
     let mut transients = device.transients;
-    let (mut memory, host) = (device.memory, device.host);
+    let (mut memory, mut host) = (device.memory, device.host);
     if let Some(activations) = &activations {
         memory = memory.with_activations(activations.total)?;
         transients.backward = activations.backward_transient;
+        if let Some(offload) = &activations.offload {
+            // Host memory is reported per node.
+            let ranks_per_node = (setup.parallelism.gpus / setup.parallelism.nodes).max(1);
+            host = host.with_activations(
+                offload
+                    .host_bytes
+                    .times(ranks_per_node, "the host memory of a node")?,
+            )?;
+        }
     }
     memory.peak = step.peak.bytes;
     memory.reserved = step.reserved.add(setup.overhead, "the reserved memory")?;
@@ -593,6 +602,15 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
         .collect();
     adapted.sort();
     adapted.dedup();
+    if workload.offload_activations
+        && setup.parallelism.framework == crate::parallel::Framework::Megatron
+    {
+        return Err(Error::InvalidValue {
+            what: "--offload-activations",
+            value: "--framework megatron".to_string(),
+            reason: "the offloading priced is torchtune's saved-tensor hooks; Megatron-core's own activation offloading is not modelled".to_string(),
+        });
+    }
     let workload = Workload {
         megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,

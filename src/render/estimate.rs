@@ -242,12 +242,21 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
         ));
     }
     let processes = (e.parallelism.layout.gpus / e.parallelism.layout.nodes).max(1);
+    if let Some(offload) = e.activations.as_ref().and_then(|a| a.offload.as_ref()) {
+        lines.push(format!(
+            "activations offloaded to the host ({}): {} per node ({} per process), {} less on the device",
+            offload.implementation,
+            e.host.activations.display(units),
+            offload.host_bytes.display(units),
+            offload.device_bytes_saved.display(units),
+        ));
+    }
     if e.parallelism.layout.offload != Offload::None {
         lines.push(format!("host memory is per node ({processes} processes)"));
-    } else if e.host.total > Bytes::ZERO {
+    } else if e.host.total > e.host.activations {
         lines.push(format!(
             "host memory: {} per node (optimizer step counters)",
-            e.host.total.display(units)
+            Bytes(e.host.total.0 - e.host.activations.0).display(units)
         ));
     }
     lines.push(peak_line(e, units));

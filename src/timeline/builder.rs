@@ -400,6 +400,14 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                 b.free(slot.take())?;
             }
         }
+        // Offloading: every use of the rotary tables was copied to the host,
+        // so the device's tables die with the forward.
+        if activations.is_some_and(|a| a.outside_forward_only)
+            && let Some(block) = outside.last_mut()
+        {
+            b.at(None);
+            b.free(block.take())?;
+        }
     }
     if count == 0
         && has_head
@@ -457,8 +465,13 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                 index,
                 index.checked_sub(1),
             )?;
-            let (recomputed, flow) = match unit.activations {
+            let (unpacked, recomputed, flow) = match unit.activations {
                 Some(layer) if activations.is_some() => (
+                    b.alloc(
+                        Kind::Activations,
+                        "activations brought back from the host",
+                        layer.unpacked,
+                    )?,
                     b.alloc(
                         Kind::Activations,
                         "recomputed activations",
@@ -466,8 +479,20 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                     )?,
                     b.alloc(Kind::Temporaries, "activation gradients", layer.backward)?,
                 ),
-                _ => (None, None),
+                _ => (None, None, None),
             };
+            // Offloading without recomputation: the tensors brought back die
+            // with their node, and the widest node (the MLP's product) runs
+            // before the layer's other linears produce their weight gradients.
+            // Under recomputation the input brought back stays in the rebuilt
+            // layer until its backward ends.
+            let mut unpacked = unpacked;
+            if unit
+                .activations
+                .is_some_and(|layer| layer.recomputed == Bytes::ZERO)
+            {
+                b.free(unpacked.take())?;
+            }
             if let Some(module) = unit.module {
                 b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
                 gradients(
@@ -485,7 +510,15 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                 gradient_blocks.push(b.alloc(Kind::Gradients, "gradients", unit.gradient_share)?);
             }
             b.free(recomputed)?;
+            b.free(unpacked)?;
             b.free(flow)?;
+            if let Some(layer) = unit.activations {
+                b.transient(
+                    Kind::Temporaries,
+                    "the layer's first norm brought back and its gradients",
+                    layer.closing,
+                )?;
+            }
             if let Some((layer, autocast)) = saved.get(index) {
                 b.free(*layer)?;
                 b.free(*autocast)?;

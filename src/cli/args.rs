@@ -363,6 +363,13 @@ pub struct WorkloadArgs {
     #[arg(long, help_heading = TECHNIQUES)]
     pub offload_activations: bool,
 
+    /// torch.compile: refused. Inductor's min-cut partitioner decides per
+    /// traced graph which activations to save and which to recompute, and
+    /// fuses pointwise ops; its choice cannot be predicted from the
+    /// architecture, so trainmem prices the eager step only.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub compile: bool,
+
     /// Memory lost beyond the tensors, added to the peak: CUDA context and
     /// allocator fragmentation. Default 1GiB when activations are estimated;
     /// 0 gives what torch.cuda.max_memory_allocated() reports.

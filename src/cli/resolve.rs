@@ -251,6 +251,9 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     let platform = Platform::parse(&args.platform)?;
     let quantized_inputs_kept = bitsandbytes_keeps_input(args.bitsandbytes.as_deref())?;
     let recompute = Recompute::parse(&args.recompute)?;
+    if args.compile {
+        return Err(compile_refused());
+    }
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
             if args.offload_activations {
@@ -306,6 +309,21 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     };
     let overhead = overhead(args.overhead.as_deref().unwrap_or(default_overhead))?;
     Ok((Some(workload), overhead))
+}
+
+/// `--compile` is refused: what torch.compile saves is decided per traced
+/// graph by AOTAutograd's partitioner
+/// (`torch/_functorch/partitioners.py`, `min_cut_rematerialization_partition`:
+/// a max-flow min-cut over the joint graph, weighted by a runtime and memory
+/// cost model, with Inductor's fusion deciding which pointwise results exist
+/// at all), so it is not a rule of the architecture that trainmem could price
+/// and check on CPU within 3%.
+fn compile_refused() -> Error {
+    Error::InvalidValue {
+        what: "flag",
+        value: "--compile".to_string(),
+        reason: "torch.compile is not priced: Inductor's min-cut partitioner chooses per traced graph which activations to save or recompute, which the architecture alone does not predict; drop --compile to price the eager step".to_string(),
+    }
 }
 
 fn overhead(text: &str) -> Result<Bytes> {

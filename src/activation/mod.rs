@@ -19,6 +19,7 @@
 //! `native_dropout` masks, sdpa's CUDA dispatch, which refuses no dropout).
 
 mod attention;
+mod context;
 mod embeddings;
 mod experts;
 mod kernels;
@@ -182,6 +183,9 @@ pub struct Workload {
     /// torchtune's `OffloadActivations`: saved tensors go to host memory
     /// (`--offload-activations`, see `offload.rs`).
     pub offload_activations: bool,
+    /// Context-parallel degree N: ring attention splits each sequence
+    /// across N ranks (`--cp`, see `context.rs`).
+    pub context_parallel: u64,
 }
 
 impl Workload {
@@ -206,6 +210,7 @@ impl Workload {
             quantized_inputs_kept: false,
             megatron_kernels: false,
             offload_activations: false,
+            context_parallel: 1,
         }
     }
 }
@@ -306,6 +311,9 @@ pub struct LayerActivations {
     pub backward: Bytes,
     /// Offloading: what its backward brings back from the host at once.
     pub unpacked: Bytes,
+    /// Context parallelism: the ring's key/value buffers while its attention
+    /// runs forward.
+    pub ring: Bytes,
     /// Offloading without recomputation: the layer's last node, its first
     /// norm's backward, alive after the layer's gradients exist (the
     /// gradient flow included).
@@ -457,6 +465,11 @@ impl<'a> Step<'a> {
                 rank.seq,
             ])?;
         }
+        attention.add(context::backward(
+            rank,
+            self.dims,
+            self.workload.context_parallel,
+        )?)?;
         let d = self.dims.head_dim;
         attention.tensor(&[
             rank.element,
@@ -621,6 +634,7 @@ impl<'a> Step<'a> {
                 backward: backward[usize::from(is_sparse)],
                 unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),
                 closing: offload.map_or(Bytes::ZERO, |o| o.closing),
+                ring: context::forward(&self.rank, self.dims, self.workload.context_parallel)?,
             });
         }
         let mut host = Tally::new();
@@ -814,6 +828,15 @@ impl<'a> Step<'a> {
                 ),
                 LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::Sandwich => {}
             }
+        }
+        if workload.context_parallel > 1 {
+            notes.push(format!(
+                "context parallel {}: each rank holds {} of the {} positions of every sequence (head-and-tail load balancing), plus ring attention's key/value buffers per layer: all {} ranks' key/value shards and the fp32 merge in forward (torch context_parallel, all-gather rotation), the fp32 gradient accumulators and the dK/dV ring in backward",
+                workload.context_parallel,
+                self.rank.seq,
+                workload.seq_len,
+                workload.context_parallel,
+            ));
         }
         if workload.offload_activations {
             notes.push(format!(

@@ -246,6 +246,15 @@ pub struct ParallelArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub ep: u64,
 
+    /// Context parallelism: ring attention splits every sequence across N
+    /// ranks (torch's context_parallel as torchtitan applies it; Megatron's
+    /// CP with Transformer Engine). Each rank holds S/N tokens of every
+    /// activation plus the ring's key/value buffers; the model states are
+    /// sharded over dp × cp. The sequence must divide by 2N (load-balanced
+    /// head-and-tail split). Default 1.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
+    pub cp: u64,
+
     /// Sequence parallelism with --tp: activations outside the tensor-parallel
     /// regions are split across the tensor-parallel ranks too.
     #[arg(long)]

@@ -78,6 +78,7 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         tensor: args.tp,
         pipeline: args.pp,
         expert: args.ep,
+        context: args.cp,
         framework,
         fsdp_mixed_precision: FsdpMixedPrecision::parse(&args.fsdp_mixed_precision)?,
     }

@@ -348,6 +348,14 @@ fn estimate_with_timeline(
         &setup.parallelism,
         setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
     )?;
+    crate::parallel::check_context_parallel(
+        setup.parallelism.context,
+        setup.workload.as_ref().map(|w| w.seq_len),
+        setup
+            .workload
+            .as_ref()
+            .is_some_and(|w| w.attention == activation::Attention::Eager),
+    )?;
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
@@ -542,7 +550,9 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
             crate::parallel::FsdpMixedPrecision::Autocast => "FSDP mixed precision: fp32 parameters under torch.autocast, whose half copies of the linear weights are saved for backward".to_string(),
         });
     }
-    if parallelism.framework == crate::parallel::Framework::DeepSpeed && parallelism.data() > 1 {
+    if parallelism.framework == crate::parallel::Framework::DeepSpeed
+        && parallelism.data_and_context() > 1
+    {
         notes.push(format!(
             "DeepSpeed reduces gradients through a bucket of reduce_bucket_size = {} elements (--reduce-bucket-size)",
             setup.step.reduce_bucket_size.unwrap_or(DEEPSPEED_REDUCE_BUCKET)
@@ -616,6 +626,7 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
         dtype: setup.precision.activations,
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
+        context_parallel: setup.parallelism.context,
         frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
         lora_rank: adapters
             .iter()

@@ -70,8 +70,13 @@ pub(super) fn layout(e: &Estimate) -> Option<String> {
     } else {
         String::new()
     };
+    let context = if p.context > 1 {
+        format!(" × context {}", p.context)
+    } else {
+        String::new()
+    };
     Some(format!(
-        "{} GPU{} on {} node{}: data {} × tensor {} × pipeline {}{experts}, {zero}{offload} ({:?})",
+        "{} GPU{} on {} node{}: data {} × tensor {} × pipeline {}{context}{experts}, {zero}{offload} ({:?})",
         p.gpus,
         if p.gpus == 1 { "" } else { "s" },
         p.nodes,

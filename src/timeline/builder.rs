@@ -377,7 +377,17 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
             }
             if activations.is_some() {
                 let layer = match unit.activations {
-                    Some(layer) => b.alloc(Kind::Activations, "saved activations", layer.kept)?,
+                    Some(layer) => {
+                        let kept = b.alloc(Kind::Activations, "saved activations", layer.kept)?;
+                        // Context parallelism: the ring's key/value buffers,
+                        // counted with the layer's saved tensors all present.
+                        b.transient(
+                            Kind::Temporaries,
+                            "ring attention key/value buffers",
+                            layer.ring,
+                        )?;
+                        kept
+                    }
                     None => None,
                 };
                 let autocast = match unit.module {

@@ -22,6 +22,7 @@ mod attention;
 mod context;
 mod embeddings;
 mod experts;
+mod fp8;
 mod kernels;
 mod layer;
 mod lora;
@@ -37,6 +38,7 @@ mod tally;
 use serde::Serialize;
 
 use self::attention::Kernel;
+pub use self::fp8::Fp8Activations;
 pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, StatsDtype};
 use self::lora::Training;
 pub use self::offload::{MIN_OFFLOAD_SIZE, Offloaded};
@@ -186,6 +188,8 @@ pub struct Workload {
     /// Context-parallel degree N: ring attention splits each sequence
     /// across N ranks (`--cp`, see `context.rs`).
     pub context_parallel: u64,
+    /// The fp8 matmul recipe of the precision, if any (see `fp8.rs`).
+    pub fp8: Option<crate::precision::Fp8>,
 }
 
 impl Workload {
@@ -211,6 +215,7 @@ impl Workload {
             megatron_kernels: false,
             offload_activations: false,
             context_parallel: 1,
+            fp8: None,
         }
     }
 }
@@ -249,6 +254,9 @@ pub struct Activations {
     /// Activation offloading, when on: what left the device, what the host holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offload: Option<Offloaded>,
+    /// fp8 matmuls, when the precision has them: their casts and state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<Fp8Activations>,
     /// How figures were rounded or assumed.
     pub notes: Vec<String>,
     /// The same figures layer by layer, in the order the step allocates and
@@ -272,6 +280,9 @@ pub struct Schedule {
     pub embeddings: Bytes,
     /// Shared by the layers of a micro-batch: the rotary tables.
     pub shared: Bytes,
+    /// What persists across steps with the layers (Transformer Engine's
+    /// cached fp8 weights and scaling state), from before the first step.
+    pub resident: Bytes,
     /// Whether `embeddings` and `shared` die at the end of the micro-batch's
     /// forward (offloading: each use was copied to the host).
     pub outside_forward_only: bool,
@@ -314,6 +325,8 @@ pub struct LayerActivations {
     /// Context parallelism: the ring's key/value buffers while its attention
     /// runs forward.
     pub ring: Bytes,
+    /// fp8 matmuls: the widest linear's casts in forward.
+    pub fp8_casts: Bytes,
     /// Offloading without recomputation: the layer's last node, its first
     /// norm's backward, alive after the layer's gradients exist (the
     /// gradient flow included).
@@ -422,7 +435,13 @@ impl<'a> Step<'a> {
     /// Everything one layer saves, before recomputation decides what stays.
     fn saved_layer(&self, sparse: bool) -> Result<layer::SavedLayer> {
         if self.workload.megatron_kernels {
-            return megatron::saved(&self.rank, self.dims, self.kernels, sparse);
+            return megatron::saved(
+                &self.rank,
+                self.dims,
+                self.kernels,
+                sparse,
+                self.workload.fp8.is_some_and(|f| f.saves_fp8_inputs),
+            );
         }
         layer::saved(
             &self.rank,
@@ -586,6 +605,10 @@ impl<'a> Step<'a> {
         let dense = self.layer(false)?;
         let sparse = self.layer(true)?;
         let in_flight = stage.in_flight;
+        let fp8_figures = match &self.workload.fp8 {
+            Some(recipe) => Some(fp8::figures(&self.rank, self.dims, recipe, stage.layers)?),
+            None => None,
+        };
         let offloads = if self.workload.offload_activations {
             Some([
                 self.layer_offload(false, &dense)?,
@@ -631,10 +654,14 @@ impl<'a> Step<'a> {
                 layer,
                 kept: offload.map_or(kind.total(), |o| Ok(o.resident))?,
                 recomputed: kind.recomputed,
-                backward: backward[usize::from(is_sparse)],
+                backward: plus(
+                    backward[usize::from(is_sparse)],
+                    fp8_figures.map_or(Bytes::ZERO, |f| f.backward_casts),
+                )?,
                 unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),
                 closing: offload.map_or(Bytes::ZERO, |o| o.closing),
                 ring: context::forward(&self.rank, self.dims, self.workload.context_parallel)?,
+                fp8_casts: fp8_figures.map_or(Bytes::ZERO, |f| f.forward_casts),
             });
         }
         let mut host = Tally::new();
@@ -674,6 +701,9 @@ impl<'a> Step<'a> {
         }
         let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
         schedule.outside_forward_only = offloads.is_some();
+        if let Some(figures) = &fp8_figures {
+            schedule.resident = plus(figures.weight_cache, figures.scaling_state)?;
+        }
         let mut head_offloaded = Bytes::ZERO;
         if stage.head {
             schedule.head = loss::head(&self.rank, self.dims, self.kernels, &self.training)?;
@@ -759,6 +789,7 @@ impl<'a> Step<'a> {
             loss: loss_bytes,
             backward_transient: transient,
             offload,
+            fp8: fp8_figures,
             notes,
             schedule,
         })
@@ -773,6 +804,7 @@ impl<'a> Step<'a> {
             loss: Bytes::ZERO,
             backward_transient: Bytes::ZERO,
             offload: None,
+            fp8: None,
             notes: Vec::new(),
             schedule: Schedule::default(),
         }
@@ -837,6 +869,13 @@ impl<'a> Step<'a> {
                 workload.seq_len,
                 workload.context_parallel,
             ));
+        }
+        if let Some(fp8) = &workload.fp8 {
+            notes.push(if fp8.saves_fp8_inputs {
+                format!("fp8 ({}): linears save their inputs in fp8 (1 byte); each layer's four GEMM modules keep their cached fp8 weight and transpose and an fp32 amax history of {} rows, resident from the first step (dense layers; expert weights not counted)", fp8.implementation, fp8.amax_history_len)
+            } else {
+                format!("fp8 ({}): linears save their high-precision inputs (ctx.save_for_backward(input_hp, weight_hp_t)); the fp8 casts of the widest linear are a temporary of each layer's forward and backward; dynamic scaling keeps no amax history; FSDP's float8 all-gather is not modelled", fp8.implementation)
+            });
         }
         if workload.offload_activations {
             notes.push(format!(

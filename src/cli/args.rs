@@ -251,7 +251,7 @@ pub struct ParallelArgs {
     /// CP with Transformer Engine). Each rank holds S/N tokens of every
     /// activation plus the ring's key/value buffers; the model states are
     /// sharded over dp × cp. The sequence must divide by 2N (load-balanced
-    /// head-and-tail split). Default 1.
+    /// head-and-tail split).
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
     pub cp: u64,
 

@@ -348,6 +348,7 @@ fn estimate_with_timeline(
         &setup.parallelism,
         setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
     )?;
+    check_fp8(setup)?;
     crate::parallel::check_context_parallel(
         setup.parallelism.context,
         setup.workload.as_ref().map(|w| w.seq_len),
@@ -451,6 +452,42 @@ fn estimate_with_timeline(
             .collect(),
     };
     Ok((estimate, step))
+}
+
+/// Refuses an fp8 recipe where its implementation does not run: Transformer
+/// Engine's through Megatron-core's TE layers only, torchao's in the
+/// transformers/torchtitan models (Megatron uses TE for fp8), and neither on
+/// the CPU (`torch._scaled_mm` needs CUDA sm89+).
+fn check_fp8(setup: &Setup) -> Result<()> {
+    let Some(fp8) = setup.precision.fp8 else {
+        return Ok(());
+    };
+    let megatron = setup.parallelism.framework == crate::parallel::Framework::Megatron;
+    let refuse = |reason: &str| Error::InvalidValue {
+        what: "--precision",
+        value: setup.precision.name.to_string(),
+        reason: reason.to_string(),
+    };
+    if fp8.needs_megatron && !megatron {
+        return Err(refuse(
+            "Transformer Engine's fp8 is priced through Megatron-core's TE layers: add --framework megatron, or use fp8-tensorwise / fp8-rowwise (torchao)",
+        ));
+    }
+    if !fp8.needs_megatron && megatron {
+        return Err(refuse(
+            "Megatron-core runs fp8 through Transformer Engine: use --precision te-fp8 with --framework megatron",
+        ));
+    }
+    if setup
+        .workload
+        .as_ref()
+        .is_some_and(|w| w.platform == activation::Platform::Cpu)
+    {
+        return Err(refuse(
+            "fp8 matmuls (torch._scaled_mm, TE's GEMMs) need CUDA sm89+; --platform cpu has no fp8 kernel to price",
+        ));
+    }
+    Ok(())
 }
 
 /// The stage whose step peaks highest, with its activations and timeline:
@@ -627,6 +664,7 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
         context_parallel: setup.parallelism.context,
+        fp8: setup.precision.fp8,
         frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
         lora_rank: adapters
             .iter()

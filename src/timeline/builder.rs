@@ -333,6 +333,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
         "optimizer states",
         residents.optimizer_states,
     )?;
+    b.alloc(
+        Kind::Weights,
+        "fp8 weight caches and scaling state (Transformer Engine)",
+        activations.map_or(Bytes::ZERO, |a| a.resident),
+    )?;
     let mut gradient_blocks = Vec::new();
     if plan.gradients.resident_from_start {
         gradient_blocks.push(b.alloc(
@@ -386,6 +391,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                             "ring attention key/value buffers",
                             layer.ring,
                         )?;
+                        b.transient(Kind::Temporaries, "fp8 casts of a linear", layer.fp8_casts)?;
                         kept
                     }
                     None => None,

@@ -110,3 +110,31 @@ fn bad_sequences_and_layouts_are_refused() {
         assert!(err.contains(needle), "{err}");
     }
 }
+
+#[test]
+fn fit_keeps_the_context_parallel_degree_when_it_counts_gpus() {
+    let (code, out, err) = run(&[
+        "fit",
+        "--model",
+        "llama-3.1-8b",
+        "--device",
+        "h100-80gb",
+        "--precision",
+        "mixed-bf16",
+        "--zero",
+        "3",
+        "--recompute",
+        "full",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "32768",
+        "--gpus",
+        "8",
+        "--cp",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // One data-parallel rank of cp 4 fits: 4 GPUs, not 1.
+    assert!(out.contains("sequence 32768: 4 GPUs"), "{out}");
+}

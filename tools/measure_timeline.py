@@ -292,6 +292,7 @@ def specs() -> list[dict]:
         for recompute in ("none", "full"):
             s.append(spec("llama", dtype, recompute=recompute, offload=True))
             s.append(spec("llama-v512", dtype, recompute=recompute, B=1, S=512, offload=True))
+    s.append(spec("qwen2", "bf16", B=1, S=512, offload=True))
     return s
 
 
@@ -433,7 +434,7 @@ def worker(sid: str) -> dict:
     host = {"bytes": 0, "peak": 0}
     if sp.get("offload"):
         import numpy as np
-        offload_hooks(torch, np, model.model, host)
+        offload_hooks(torch, np, model.model if hasattr(model, "model") else model.transformer, host)
 
     names = {id(p): n for n, p in model.named_parameters()}
     if hasattr(model, "model") and hasattr(model.model, "layers"):

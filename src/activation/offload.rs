@@ -207,8 +207,9 @@ fn small_statistics_all(rows: u64, norms: u64) -> Result<Bytes> {
 
 /// The `weight.t()` views the layer's linears save (`MmBackward0.mat2`, the
 /// input requiring grad): P per weight element, attention h·(a·d + 2·kv·d)
-/// + a·dv·h and MLP h·f per projection. None for GPT-2's `Conv1D`, which
-/// saves the parameter itself (`AddmmBackward0.mat2`), and parameters stay.
+/// plus a·dv·h, and MLP h·f per projection. None for GPT-2's `Conv1D`,
+/// which saves the parameter itself (`AddmmBackward0.mat2`), and
+/// parameters stay.
 fn weight_views(rank: &Rank, dims: &Dimensions) -> Result<Bytes> {
     if dims.linears.conv1d {
         return Ok(Bytes::ZERO);

@@ -34,6 +34,11 @@
 //!   `dkv_rotater` (`_RotateMethod.ALL_TO_ALL`: the `torch.cat` sent and the
 //!   buffer received, 2·4·KV), and one step's `grad_query_`, `grad_key_`,
 //!   `grad_value_` from the kernel, P·(Q + KV).
+//!
+//! Under `--framework megatron` the same figures stand for Transformer
+//! Engine's `AttnFuncWithCPAndKVP2P`: its key/value buffers are those above;
+//! its per-step outputs, corrections and backward buffers are not read
+//! line by line and are priced with torch's rule (approximate).
 
 use super::parallel::Rank;
 use super::tally::Tally;

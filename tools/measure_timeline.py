@@ -213,8 +213,23 @@ which ``tests/timeline.rs`` appends.
   (``layer.gradient_checkpointing = False``) on the layers whose 1-based index
   is not a multiple of N (torchtune's and torchtitan's layer rule).
 
+Activation offloading (``__offload`` ids)
+------------------------------------------
+torchtune's ``OffloadActivations`` (``use_streams=False``: no CUDA stream on CPU)
+as a ``saved_tensors_hooks`` context entered by forward hooks around the decoder
+(``model.model``: embeddings, layers, final norm), so the output head and the loss
+save normally, as in torchtune's recipes (``NoOpManager`` on the output head, the
+loss outside the context). Its pack rule is kept exactly (``offload_hooks``): a
+tensor of at least 1024 bytes that is not an ``nn.Parameter``/``nn.Buffer`` is
+copied, one copy per pack, into memory that numpy allocates (outside torch's CPU
+allocator, so the profiler sees only what stays "on the device"); unpack clones it
+back into torch's allocator. The fixture carries ``"trainmem_flags":
+["--offload-activations"]`` and ``offload_host_peak_bytes``, the most host bytes
+the copies held at once (checked against ``activations.offload.host_bytes`` by
+``tests/offload.rs``). Step 4's labelling pack hook is shadowed inside the decoder.
+
 Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|op|full>__b<B>s<S>``
-(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__<technique>`` suffixes).
+(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__offload``, ``__<technique>`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -294,13 +309,14 @@ OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_pe
 
 
 def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
-         in_bwd=False, lora=None):
+         in_bwd=False, lora=None, offload=False):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
     sid += "__inbwd" if in_bwd else ""
     sid += lora_id(lora) if lora else ""
+    sid += "__offload" if offload else ""
     return {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
             "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
-            "lora": lora}
+            "lora": lora, "offload": offload}
 
 
 def specs() -> list[dict]:
@@ -345,6 +361,12 @@ def specs() -> list[dict]:
     s.extend(specs_optimizer_in_backward())
     s.extend(specs_lora())
     s.extend(loss_and_recompute_specs())
+    # --offload-activations: torchtune's OffloadActivations rule, packed to numpy memory
+    for dtype in ("fp32", "bf16"):
+        for recompute in ("none", "full"):
+            s.append(spec("llama", dtype, recompute=recompute, offload=True))
+            s.append(spec("llama-v512", dtype, recompute=recompute, B=1, S=512, offload=True))
+    s.append(spec("qwen2", "bf16", B=1, S=512, offload=True))
     return s
 
 
@@ -613,6 +635,58 @@ def cce_loss_step(torch, model, lm_head, ids, enter_loss):
 
 
 # ---------------------------------------------------------------------------
+# Activation offloading (--offload-activations)
+# ---------------------------------------------------------------------------
+MIN_OFFLOAD_SIZE = 1024  # torchtune OffloadActivations(min_offload_size=1024)
+
+
+def offload_hooks(torch, np, decoder, host):
+    """torchtune's ``OffloadActivations`` (torchtune/training/_activation_offloading.py,
+    0.6.1) without streams (``use_streams=False``: there is no CUDA stream on CPU),
+    installed the way torchtune's recipes use it: a ``saved_tensors_hooks`` context
+    around the decoder only (embeddings, layers, final norm), so the output head and
+    the loss save their tensors normally (torchtune: ``NoOpManager`` on ``model.output``
+    and the loss outside the context).
+
+    ``pack_tensor``'s rule, exactly: a saved tensor is offloaded when
+    ``element_size() * nelement() >= min_offload_size`` and it is neither an
+    ``nn.Parameter`` nor an ``nn.Buffer`` (views of parameters, ``weight.t()``, are
+    offloaded too); each pack is its own copy. The copy goes to numpy memory, which
+    torch's CPU allocator (and so the profiler) never sees: on CPU the host and the
+    device are one allocator, numpy stands for the host. ``unpack`` brings the copy
+    back with a torch allocation (``.to("cuda")`` in torchtune). ``host["bytes"]``
+    keeps the host bytes live, ``host["peak"]`` their maximum."""
+    def pack(t):
+        nbytes = t.element_size() * t.nelement()
+        if nbytes < MIN_OFFLOAD_SIZE or isinstance(t, (torch.nn.Parameter, torch.nn.Buffer)):
+            return (False, t)
+        raw = np.empty(nbytes, dtype=np.uint8)
+        copy = torch.from_numpy(raw).view(t.dtype).view(t.shape)
+        copy.copy_(t)
+        host["bytes"] += nbytes
+        host["peak"] = max(host["peak"], host["bytes"])
+        return (True, copy, nbytes)
+
+    def unpack(packed):
+        if not packed[0]:
+            return packed[1]
+        host["bytes"] -= packed[2]
+        return packed[1].clone()
+
+    ctx = {"hooks": None}
+
+    def pre(mod, args, kwargs):
+        ctx["hooks"] = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+        ctx["hooks"].__enter__()
+
+    def post(mod, args, kwargs, out):
+        ctx["hooks"].__exit__(None, None, None)
+
+    return [decoder.register_forward_pre_hook(pre, with_kwargs=True),
+            decoder.register_forward_hook(post, with_kwargs=True, always_call=True)]
+
+
+# ---------------------------------------------------------------------------
 # Worker: one fixture, in a fresh process
 # ---------------------------------------------------------------------------
 LAYER_RE = re.compile(r"(^|\.)(layers|h)\.(\d+)(\.|$)")
@@ -705,6 +779,10 @@ def worker(sid: str) -> dict:
     else:
         optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+    host = {"bytes": 0, "peak": 0}
+    if sp.get("offload"):
+        import numpy as np
+        offload_hooks(torch, np, model.model if hasattr(model, "model") else model.transformer, host)
 
     names = {id(p): n for n, p in model.named_parameters()}
     if hasattr(hf, "model") and hasattr(hf.model, "layers"):
@@ -1005,6 +1083,12 @@ def worker(sid: str) -> dict:
     if sp.get("in_bwd"):
         fx["optimizer_in_backward"] = True
         fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--optimizer-in-backward"]
+    if sp.get("offload"):
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--offload-activations"]
+        fx["offload_host_peak_bytes"] = host["peak"]
+        fx["notes"].append("torchtune OffloadActivations(use_streams=False) around the decoder; "
+                           "saved tensors of >= 1024 bytes that are not parameters or buffers are "
+                           "copied to numpy memory (the host) and cloned back in backward")
     return fx
 
 

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::units::Bytes;
 
 /// Norms sitting before or after a layer's two blocks, by layout.
-fn hidden_norms(layout: LayerLayout) -> u64 {
+pub(super) fn hidden_norms(layout: LayerLayout) -> u64 {
     match layout {
         LayerLayout::ParallelSharedNorm => 1,
         LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::ParallelResidual => 2,

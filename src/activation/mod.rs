@@ -20,8 +20,10 @@
 
 mod attention;
 mod chunked_loss;
+mod context;
 mod embeddings;
 mod experts;
+mod fp8;
 mod fused_loss;
 mod kernels;
 mod layer;
@@ -30,6 +32,7 @@ mod loss;
 mod megatron;
 mod mlp;
 mod norms;
+mod offload;
 mod parallel;
 mod recompute;
 mod tally;
@@ -38,9 +41,11 @@ mod techniques;
 use serde::Serialize;
 
 use self::attention::Kernel;
+pub use self::fp8::Fp8Activations;
 pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, StatsDtype};
 pub use self::lora::LoraDropout;
 use self::lora::Training;
+pub use self::offload::{MIN_OFFLOAD_SIZE, Offloaded};
 use self::parallel::{Rank, Stage, candidate_stages};
 use self::recompute::{Kept, PARTS};
 use self::tally::{Tally, plus, times};
@@ -269,6 +274,14 @@ pub struct Workload {
     /// Megatron-core's layers with Transformer Engine's fused kernels
     /// (`--framework megatron`) instead of the transformers modules.
     pub megatron_kernels: bool,
+    /// torchtune's `OffloadActivations`: saved tensors go to host memory
+    /// (`--offload-activations`, see `offload.rs`).
+    pub offload_activations: bool,
+    /// Context-parallel degree N: ring attention splits each sequence
+    /// across N ranks (`--cp`, see `context.rs`).
+    pub context_parallel: u64,
+    /// The fp8 matmul recipe of the precision, if any (see `fp8.rs`).
+    pub fp8: Option<crate::precision::Fp8>,
 }
 
 impl Workload {
@@ -297,6 +310,9 @@ impl Workload {
             pipeline: 1,
             quantized_inputs_kept: false,
             megatron_kernels: false,
+            offload_activations: false,
+            context_parallel: 1,
+            fp8: None,
         }
     }
 }
@@ -338,6 +354,12 @@ pub struct Activations {
     pub recompute: Recompute,
     /// Recomputation applies to every N-th layer (1: all).
     pub recompute_every: u64,
+    /// Activation offloading, when on: what left the device, what the host holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<Offloaded>,
+    /// fp8 matmuls, when the precision has them: their casts and state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<Fp8Activations>,
     /// How figures were rounded or assumed.
     pub notes: Vec<String>,
     /// The same figures layer by layer, in the order the step allocates and
@@ -361,6 +383,12 @@ pub struct Schedule {
     pub embeddings: Bytes,
     /// Shared by the layers of a micro-batch: the rotary tables.
     pub shared: Bytes,
+    /// What persists across steps with the layers (Transformer Engine's
+    /// cached fp8 weights and scaling state), from before the first step.
+    pub resident: Bytes,
+    /// Whether `embeddings` and `shared` die at the end of the micro-batch's
+    /// forward (offloading: each use was copied to the host).
+    pub outside_forward_only: bool,
     /// Saved by the final norm and the output head (its input, Gemma 2's
     /// soft-capped logits).
     pub head: Bytes,
@@ -401,6 +429,17 @@ pub struct LayerActivations {
     /// The gradients its backward holds at once besides its saved tensors:
     /// the gradient of its output and of its widest intermediate.
     pub backward: Bytes,
+    /// Offloading: what its backward brings back from the host at once.
+    pub unpacked: Bytes,
+    /// Context parallelism: the ring's key/value buffers while its attention
+    /// runs forward.
+    pub ring: Bytes,
+    /// fp8 matmuls: the widest linear's casts in forward.
+    pub fp8_casts: Bytes,
+    /// Offloading without recomputation: the layer's last node, its first
+    /// norm's backward, alive after the layer's gradients exist (the
+    /// gradient flow included).
+    pub closing: Bytes,
 }
 
 /// The activation memory of every pipeline stage that can be the most loaded
@@ -544,7 +583,13 @@ impl<'a> Step<'a> {
     /// Everything one layer saves, before recomputation decides what stays.
     fn saved_layer(&self, sparse: bool) -> Result<layer::SavedLayer> {
         if self.workload.megatron_kernels {
-            return megatron::saved(&self.rank, self.dims, self.kernels, sparse);
+            return megatron::saved(
+                &self.rank,
+                self.dims,
+                self.kernels,
+                sparse,
+                self.workload.fp8.is_some_and(|f| f.saves_fp8_inputs),
+            );
         }
         layer::saved(
             &self.rank,
@@ -587,6 +632,11 @@ impl<'a> Step<'a> {
                 rank.seq,
             ])?;
         }
+        attention.add(context::backward(
+            rank,
+            self.dims,
+            self.workload.context_parallel,
+        )?)?;
         let d = self.dims.head_dim;
         attention.tensor(&[
             rank.element,
@@ -613,6 +663,86 @@ impl<'a> Step<'a> {
     fn every_layer_checkpointed(&self) -> bool {
         matches!(self.workload.recompute, Recompute::Full | Recompute::Op)
             && self.workload.recompute_every <= 1
+    }
+
+    /// What offloading does to one layer that keeps `kept` (see `offload.rs`).
+    fn layer_offload(
+        &self,
+        sparse: bool,
+        checkpointed: bool,
+        kept: &Kept,
+    ) -> Result<offload::LayerOffload> {
+        let saved = self.saved_layer(sparse)?;
+        let linears = &self.dims.linears;
+        let packs = |names: &[&str]| {
+            names
+                .iter()
+                .map(|name| {
+                    u64::from(self.training.keeps_input(&[name]) && !self.training.frozen_base)
+                        + self.training.adapters(&[name])
+                })
+                .sum::<u64>()
+        };
+        offload::layer(&offload::LayerSite {
+            rank: &self.rank,
+            dims: self.dims,
+            platform: self.workload.platform,
+            recompute: if checkpointed {
+                self.workload.recompute
+            } else {
+                Recompute::None
+            },
+            kept: kept.total()?,
+            input: saved.input,
+            core: saved.core.saved,
+            output_view: if saved.core.output_shared {
+                saved.output_input
+            } else {
+                Bytes::ZERO
+            },
+            hidden_norms: layer::hidden_norms(self.dims.layout),
+            stats_bytes: self.kernels.layer_norm_stats.bytes(self.rank.element),
+            input_packs: (packs(&linears.attention_input), packs(&linears.mlp_input)),
+            rotary: embeddings::shared_by_layers(
+                &self.rank,
+                self.dims,
+                self.every_layer_checkpointed(),
+                self.kernel,
+            )?,
+        })
+    }
+
+    /// The final norm under offloading: the device bytes it no longer keeps
+    /// (none with CUDA streams: its packs are the last of forward, still in
+    /// torchtune's `fwd_stash` when backward starts) and its host copies.
+    fn final_norm_offload(&self) -> Result<(Bytes, Bytes)> {
+        let rank = &self.rank;
+        let norm = norms::saved(
+            norms::NormSite {
+                kind: self.dims.norm,
+                width: rank.hidden,
+                rows: rank.sequence_tokens,
+                element: rank.element,
+                frozen: self.training.frozen_base,
+            },
+            self.kernels.layer_norm_stats,
+        )?;
+        let mut copies = Tally::new();
+        copies.add(norm)?;
+        if self.dims.norm != NormKind::LayerNorm {
+            // The fp32 input and the rsqrt, each saved by two nodes.
+            copies.tensor(&[
+                FP32_BYTES,
+                rank.sequence_tokens,
+                rank.hidden.saturating_add(1),
+            ])?;
+        }
+        let device = if self.workload.platform == Platform::Cuda {
+            Bytes::ZERO
+        } else {
+            norm
+        };
+        Ok((device, copies.bytes()))
     }
 
     /// P·T·w for the layer's widest intermediate w.
@@ -646,6 +776,26 @@ impl<'a> Step<'a> {
             counts[row][column] += 1;
         }
         let in_flight = stage.in_flight;
+        let fp8_figures = match &self.workload.fp8 {
+            Some(recipe) => Some(fp8::figures(&self.rank, self.dims, recipe, stage.layers)?),
+            None => None,
+        };
+        // What offloading does to each of the four kinds of layer.
+        let offloads = if self.workload.offload_activations {
+            let mut all = [[offload::LayerOffload::default(); 2]; 2];
+            for (is_sparse, row) in all.iter_mut().enumerate() {
+                for (checkpointed, slot) in row.iter_mut().enumerate() {
+                    *slot = self.layer_offload(
+                        is_sparse == 1,
+                        checkpointed == 1,
+                        &kinds[is_sparse][checkpointed],
+                    )?;
+                }
+            }
+            Some(all)
+        } else {
+            None
+        };
 
         let mut layers = Vec::new();
         let mut layer_total = Tally::new();
@@ -657,6 +807,9 @@ impl<'a> Step<'a> {
                 }
             }
             let bytes = times(bytes, in_flight)?;
+            if offloads.is_some() {
+                continue;
+            }
             layer_total.add(bytes)?;
             if bytes > Bytes::ZERO {
                 layers.push(Part {
@@ -676,18 +829,49 @@ impl<'a> Step<'a> {
         schedule.widest_tensor = self.widest_tensor()?;
         for layer in stage.first_layer..end {
             let is_sparse = self.dims.is_sparse(layer);
-            let kind =
-                &kinds[usize::from(is_sparse)][usize::from(recompute::checkpointed(layer, every))];
+            let column = usize::from(recompute::checkpointed(layer, every));
+            let kind = &kinds[usize::from(is_sparse)][column];
+            let offload = offloads.map(|o| o[usize::from(is_sparse)][column]);
             schedule.layers.push(LayerActivations {
                 layer,
-                kept: kind.total()?,
+                kept: offload.map_or(kind.total(), |o| Ok(o.resident))?,
                 recomputed: kind.recomputed,
-                backward: backward[usize::from(is_sparse)],
+                backward: plus(
+                    backward[usize::from(is_sparse)],
+                    fp8_figures.map_or(Bytes::ZERO, |f| f.backward_casts),
+                )?,
+                unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),
+                closing: offload.map_or(Bytes::ZERO, |o| o.closing),
+                ring: context::forward(&self.rank, self.dims, self.workload.context_parallel)?,
+                fp8_casts: fp8_figures.map_or(Bytes::ZERO, |f| f.forward_casts),
             });
         }
+        let mut host = Tally::new();
+        if let Some(offloads) = offloads {
+            let mut resident = Tally::new();
+            for (row, counts_row) in offloads.iter().zip(counts) {
+                for (kind, count) in row.iter().zip(counts_row) {
+                    resident.add(times(kind.resident, count)?)?;
+                    host.add(times(kind.host, count)?)?;
+                }
+            }
+            let resident = times(resident.bytes(), in_flight)?;
+            layer_total.add(resident)?;
+            if resident > Bytes::ZERO {
+                layers.push(Part {
+                    name: "under the offload threshold".to_string(),
+                    bytes: resident,
+                });
+            }
+        }
         let mut outside = Tally::new();
+        let mut embeddings_offloaded = Bytes::ZERO;
         if stage.embeddings {
             schedule.embeddings = embeddings::saved(&self.rank, self.dims, self.kernels)?;
+            if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
+                host.add(schedule.embeddings)?;
+                embeddings_offloaded = std::mem::take(&mut schedule.embeddings);
+            }
             outside.add(schedule.embeddings)?;
         }
         if stage.layers > 0 {
@@ -700,6 +884,11 @@ impl<'a> Step<'a> {
             outside.add(schedule.shared)?;
         }
         let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
+        schedule.outside_forward_only = offloads.is_some();
+        if let Some(figures) = &fp8_figures {
+            schedule.resident = plus(figures.weight_cache, figures.scaling_state)?;
+        }
+        let mut head_offloaded = Bytes::ZERO;
         if stage.head {
             // Liger's kernel computes the head's gradients in its forward;
             // cut-cross-entropy on CPU saves a copy of the head's input.
@@ -707,6 +896,12 @@ impl<'a> Step<'a> {
                 self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
             schedule.head =
                 loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?;
+            if offloads.is_some() {
+                let (device, copies) = self.final_norm_offload()?;
+                head_offloaded = device;
+                host.add(copies)?;
+                schedule.head = Bytes(schedule.head.0.saturating_sub(device.0));
+            }
             outside.add(schedule.head)?;
             let phase = if self.workload.megatron_kernels {
                 // The fp32 copy is the saved softmax: no separate upcast.
@@ -749,6 +944,35 @@ impl<'a> Step<'a> {
             }
         }
         let outside_layers = times(outside.bytes(), in_flight)?;
+        let offload = match offloads {
+            Some(_) => {
+                // What left the device: every layer's saved tensors but the
+                // residue, the embeddings, the final norm.
+                let mut saved = Tally::new();
+                for (row, counts_row) in kinds.iter().zip(counts) {
+                    for (kind, count) in row.iter().zip(counts_row) {
+                        saved.add(times(kind.total()?, count)?)?;
+                    }
+                }
+                let residue = layer_total.bytes();
+                let mut gone = Tally::new();
+                gone.add(Bytes(
+                    times(saved.bytes(), in_flight)?.0.saturating_sub(residue.0),
+                ))?;
+                gone.add(times(
+                    plus(embeddings_offloaded, head_offloaded)?,
+                    in_flight,
+                )?)?;
+                Some(Offloaded {
+                    implementation: "torchtune OffloadActivations",
+                    streams: self.workload.platform == Platform::Cuda,
+                    min_offload_size: Bytes(MIN_OFFLOAD_SIZE),
+                    device_bytes_saved: gone.bytes(),
+                    host_bytes: times(host.bytes(), in_flight)?,
+                })
+            }
+            None => None,
+        };
         let logits = times(logits, in_flight)?;
         let loss_bytes = times(loss_bytes, in_flight)?;
 
@@ -777,6 +1001,8 @@ impl<'a> Step<'a> {
             loss_function: self.workload.loss,
             recompute: self.workload.recompute,
             recompute_every: self.workload.recompute_every,
+            offload,
+            fp8: fp8_figures,
             notes,
             schedule,
         })
@@ -793,6 +1019,8 @@ impl<'a> Step<'a> {
             loss_function: self.workload.loss,
             recompute: self.workload.recompute,
             recompute_every: self.workload.recompute_every,
+            offload: None,
+            fp8: None,
             notes: Vec::new(),
             schedule: Schedule::default(),
         }
@@ -891,6 +1119,38 @@ impl<'a> Step<'a> {
                 ),
                 LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::Sandwich => {}
             }
+        }
+        if workload.context_parallel > 1 {
+            notes.push(format!(
+                "context parallel {}: each rank holds {} of the {} positions of every sequence (head-and-tail load balancing), plus ring attention's key/value buffers per layer: all {} ranks' key/value shards and the fp32 merge in forward (torch context_parallel, all-gather rotation), the fp32 gradient accumulators and the dK/dV ring in backward",
+                workload.context_parallel,
+                self.rank.seq,
+                workload.seq_len,
+                workload.context_parallel,
+            ));
+        }
+        if let Some(fp8) = &workload.fp8 {
+            notes.push(if fp8.saves_fp8_inputs {
+                format!("fp8 ({}): linears save their inputs in fp8 (1 byte); each layer's four GEMM modules keep their cached fp8 weight and transpose and an fp32 amax history of {} rows, resident from the first step (dense layers; expert weights not counted)", fp8.implementation, fp8.amax_history_len)
+            } else {
+                format!("fp8 ({}): linears save their high-precision inputs (ctx.save_for_backward(input_hp, weight_hp_t)); the fp8 casts of the widest linear are a temporary of each layer's forward and backward; dynamic scaling keeps no amax history; FSDP's float8 all-gather is not modelled", fp8.implementation)
+            });
+        }
+        if workload.offload_activations {
+            notes.push(format!(
+                "activation offloading (torchtune OffloadActivations{}): saved tensors of at least {} bytes, parameters aside, are copied to host memory in forward, one copy per saved reference, and brought back node by node in backward; {}the output head's input, the logits and the loss stay on the device",
+                if workload.platform == Platform::Cuda {
+                    ", use_streams=True"
+                } else {
+                    ", use_streams=False as on CPU"
+                },
+                MIN_OFFLOAD_SIZE,
+                match (workload.recompute, workload.platform) {
+                    (Recompute::Full, _) => "with full recomputation only the checkpointed layer inputs move (DeepSpeed's cpu_checkpointing); ",
+                    (_, Platform::Cuda) => "the stream keeps the final norm's packs until backward and one more node's tensors in backward; ",
+                    (_, Platform::Cpu) => "",
+                },
+            ));
         }
         notes.push(
             match workload.loss {

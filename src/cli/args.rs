@@ -250,6 +250,15 @@ pub struct ParallelArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub ep: u64,
 
+    /// Context parallelism: ring attention splits every sequence across N
+    /// ranks (torch's context_parallel as torchtitan applies it; Megatron's
+    /// CP with Transformer Engine). Each rank holds S/N tokens of every
+    /// activation plus the ring's key/value buffers; the model states are
+    /// sharded over dp × cp. The sequence must divide by 2N (load-balanced
+    /// head-and-tail split).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
+    pub cp: u64,
+
     /// Sequence parallelism with --tp: activations outside the tensor-parallel
     /// regions are split across the tensor-parallel ranks too.
     #[arg(long)]
@@ -405,6 +414,23 @@ pub struct WorkloadArgs {
     /// path, which keeps them in their own dtype without an fp32 copy).
     #[arg(long, value_name = "LOSS", default_value = "standard", help_heading = TECHNIQUES)]
     pub loss: String,
+
+    /// Activation offloading: every saved tensor of at least 1024 bytes
+    /// (parameters aside) is copied to pinned host memory in forward and
+    /// brought back in backward, as torchtune's OffloadActivations does
+    /// around the decoder (the output head and the loss stay on the device;
+    /// on CUDA a second stream keeps the last packs and one node's tensors
+    /// a little longer). With --recompute full only the checkpointed layer
+    /// inputs move (DeepSpeed's cpu_checkpointing). Off by default.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub offload_activations: bool,
+
+    /// torch.compile: refused. Inductor's min-cut partitioner decides per
+    /// traced graph which activations to save and which to recompute, and
+    /// fuses pointwise ops; its choice cannot be predicted from the
+    /// architecture, so trainmem prices the eager step only.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub compile: bool,
 
     /// Memory lost beyond the tensors, added to the peak: CUDA context and
     /// allocator fragmentation. Default 1GiB when activations are estimated;

@@ -78,6 +78,7 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         tensor: args.tp,
         pipeline: args.pp,
         expert: args.ep,
+        context: args.cp,
         framework,
         fsdp_mixed_precision: FsdpMixedPrecision::parse(&args.fsdp_mixed_precision)?,
     }
@@ -263,8 +264,17 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     let quantized_inputs_kept = bitsandbytes_keeps_input(args.bitsandbytes.as_deref())?;
     let recompute = Recompute::parse(&args.recompute)?;
     let loss = Loss::parse(&args.loss)?;
+    if args.compile {
+        return Err(compile_refused());
+    }
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
+            if args.offload_activations {
+                return Err(missing(
+                    "--micro-batch",
+                    "--offload-activations moves activations: give --micro-batch B and --seq-len S",
+                ));
+            }
             let overhead = args
                 .overhead
                 .as_deref()
@@ -315,6 +325,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         platform,
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,
+        offload_activations: args.offload_activations,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.
@@ -324,6 +335,21 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     };
     let overhead = overhead(args.overhead.as_deref().unwrap_or(default_overhead))?;
     Ok((Some(workload), overhead))
+}
+
+/// `--compile` is refused: what torch.compile saves is decided per traced
+/// graph by AOTAutograd's partitioner
+/// (`torch/_functorch/partitioners.py`, `min_cut_rematerialization_partition`:
+/// a max-flow min-cut over the joint graph, weighted by a runtime and memory
+/// cost model, with Inductor's fusion deciding which pointwise results exist
+/// at all), so it is not a rule of the architecture that trainmem could price
+/// and check on CPU within 3%.
+fn compile_refused() -> Error {
+    Error::InvalidValue {
+        what: "flag",
+        value: "--compile".to_string(),
+        reason: "torch.compile is not priced: Inductor's min-cut partitioner chooses per traced graph which activations to save or recompute, which the architecture alone does not predict; drop --compile to price the eager step".to_string(),
+    }
 }
 
 fn overhead(text: &str) -> Result<Bytes> {

@@ -213,7 +213,7 @@ fn max_seq_len_within(
     })
 }
 
-/// The fewest accelerators, keeping the layout's tensor and pipeline degrees
+/// The fewest accelerators, keeping the layout's tensor, pipeline and context degrees
 /// and varying data parallelism, whose most loaded one peaks within
 /// `capacity`; `None` beyond 65,536 data-parallel ranks. The search is exact
 /// when memory does not grow with more ranks (sharded pieces shrink, the rest stay).
@@ -227,7 +227,10 @@ fn min_gpus_within(
     capacity: Bytes,
     budget: &Budget,
 ) -> Result<Option<u64>> {
-    let model_parallel = setup.parallelism.tensor * setup.parallelism.pipeline;
+    // Context-parallel ranks hold the same layers on other positions: they
+    // stay with the layout like tp and pp.
+    let model_parallel =
+        setup.parallelism.tensor * setup.parallelism.pipeline * setup.parallelism.context;
     let expert = setup.parallelism.expert;
     let fits = |data: u64| -> Result<bool> {
         let mut layout = setup.parallelism;

@@ -359,6 +359,15 @@ fn estimate_with_timeline(
         &setup.parallelism,
         setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
     )?;
+    check_fp8(setup)?;
+    crate::parallel::check_context_parallel(
+        setup.parallelism.context,
+        setup.workload.as_ref().map(|w| w.seq_len),
+        setup
+            .workload
+            .as_ref()
+            .is_some_and(|w| w.attention == activation::Attention::Eager),
+    )?;
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
@@ -380,10 +389,19 @@ fn estimate_with_timeline(
     };
     let (device, activations, step) = heaviest_step(model, setup, stages, keep_events)?;
     let mut transients = device.transients;
-    let (mut memory, host) = (device.memory, device.host);
+    let (mut memory, mut host) = (device.memory, device.host);
     if let Some(activations) = &activations {
         memory = memory.with_activations(activations.total)?;
         transients.backward = activations.backward_transient;
+        if let Some(offload) = &activations.offload {
+            // Host memory is reported per node.
+            let ranks_per_node = (setup.parallelism.gpus / setup.parallelism.nodes).max(1);
+            host = host.with_activations(
+                offload
+                    .host_bytes
+                    .times(ranks_per_node, "the host memory of a node")?,
+            )?;
+        }
     }
     memory.peak = step.peak.bytes;
     memory.reserved = step.reserved.add(setup.overhead, "the reserved memory")?;
@@ -447,6 +465,42 @@ fn estimate_with_timeline(
             .collect(),
     };
     Ok((estimate, step))
+}
+
+/// Refuses an fp8 recipe where its implementation does not run: Transformer
+/// Engine's through Megatron-core's TE layers only, torchao's in the
+/// transformers/torchtitan models (Megatron uses TE for fp8), and neither on
+/// the CPU (`torch._scaled_mm` needs CUDA sm89+).
+fn check_fp8(setup: &Setup) -> Result<()> {
+    let Some(fp8) = setup.precision.fp8 else {
+        return Ok(());
+    };
+    let megatron = setup.parallelism.framework == crate::parallel::Framework::Megatron;
+    let refuse = |reason: &str| Error::InvalidValue {
+        what: "--precision",
+        value: setup.precision.name.to_string(),
+        reason: reason.to_string(),
+    };
+    if fp8.needs_megatron && !megatron {
+        return Err(refuse(
+            "Transformer Engine's fp8 is priced through Megatron-core's TE layers: add --framework megatron, or use fp8-tensorwise / fp8-rowwise (torchao)",
+        ));
+    }
+    if !fp8.needs_megatron && megatron {
+        return Err(refuse(
+            "Megatron-core runs fp8 through Transformer Engine: use --precision te-fp8 with --framework megatron",
+        ));
+    }
+    if setup
+        .workload
+        .as_ref()
+        .is_some_and(|w| w.platform == activation::Platform::Cpu)
+    {
+        return Err(refuse(
+            "fp8 matmuls (torch._scaled_mm, TE's GEMMs) need CUDA sm89+; --platform cpu has no fp8 kernel to price",
+        ));
+    }
+    Ok(())
 }
 
 /// The stage whose step peaks highest, with its activations and timeline:
@@ -546,7 +600,9 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
             crate::parallel::FsdpMixedPrecision::Autocast => "FSDP mixed precision: fp32 parameters under torch.autocast, whose half copies of the linear weights are saved for backward".to_string(),
         });
     }
-    if parallelism.framework == crate::parallel::Framework::DeepSpeed && parallelism.data() > 1 {
+    if parallelism.framework == crate::parallel::Framework::DeepSpeed
+        && parallelism.data_and_context() > 1
+    {
         notes.push(format!(
             "DeepSpeed reduces gradients through a bucket of reduce_bucket_size = {} elements (--reduce-bucket-size)",
             setup.step.reduce_bucket_size.unwrap_or(DEEPSPEED_REDUCE_BUCKET)
@@ -607,12 +663,23 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
         .collect();
     adapted.sort();
     adapted.dedup();
+    if workload.offload_activations
+        && setup.parallelism.framework == crate::parallel::Framework::Megatron
+    {
+        return Err(Error::InvalidValue {
+            what: "--offload-activations",
+            value: "--framework megatron".to_string(),
+            reason: "the offloading priced is torchtune's saved-tensor hooks; Megatron-core's own activation offloading is not modelled".to_string(),
+        });
+    }
     let workload = Workload {
         megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,
         weights_dtype: setup.precision.weights,
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
+        context_parallel: setup.parallelism.context,
+        fp8: setup.precision.fp8,
         frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
         lora_rank: adapters
             .iter()

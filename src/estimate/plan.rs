@@ -77,7 +77,7 @@ pub fn plan<'a>(
         .modules
         .iter()
         .try_fold(Bytes::ZERO, |sum, m| sum.add(m.gradient, WHAT))?;
-    let reduce_bucket = if framework == Framework::DeepSpeed && parallelism.data() > 1 {
+    let reduce_bucket = if framework == Framework::DeepSpeed && parallelism.data_and_context() > 1 {
         let elements = setup
             .step
             .reduce_bucket_size

@@ -147,3 +147,38 @@ fn without_a_micro_batch_there_is_nothing_to_make_fit() {
     assert!(stderr.contains("--micro-batch and --seq-len"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+/// The README shows `docs/techniques.svg`; it must be what the binary draws.
+#[test]
+fn the_readme_chart_is_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("techniques.svg");
+    let (code, _, stderr) = run(&[
+        "plot",
+        "--kind",
+        "techniques",
+        "--output",
+        path.to_str().unwrap(),
+        "--model",
+        "llama-3.1-8b",
+        "--optimizers",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "4096",
+        "--device",
+        "rtx-4090-24gb",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let drawn = std::fs::read_to_string(&path).unwrap();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/techniques.svg"))
+            .unwrap();
+    assert!(
+        drawn == committed,
+        "docs/techniques.svg is stale: rerun the command in tools/README.md"
+    );
+}

@@ -27,6 +27,9 @@ pub struct DeviceMemory {
     pub memory: Memory,
     /// On the host, for the whole node (every rank's process on it).
     pub host: Memory,
+    /// The rank's optimizer states in CUDA unified memory (bitsandbytes'
+    /// paged optimizers), counted in `host.optimizer_states`.
+    pub paged_states: Bytes,
     /// Temporary memory within a step.
     pub transients: Transients,
     /// The pipeline stage reported (the most loaded one).
@@ -76,6 +79,7 @@ struct Group {
     gradients: Piece,
     states: Bytes,
     host_states: Bytes,
+    paged_states: Bytes,
     /// Trainable elements, per state dtype, whose optimizer steps on a flat partition.
     flat_states: BTreeMap<DType, u64>,
     /// With an update fused into backward, the largest gradient held at once.
@@ -157,6 +161,7 @@ impl Group {
         match state.location {
             Location::Device => add(&mut self.states, bytes),
             Location::Host => add(&mut self.host_states, bytes),
+            Location::Paged => add(&mut self.paged_states, bytes),
         }
     }
 }
@@ -284,10 +289,11 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                         shape: local_shape,
                         ..tensor.clone()
                     };
-                    for state in setup.optimizer.states(
+                    for state in setup.optimizer.states_on(
                         &local,
                         precision.optimizer_dtype(),
                         &setup.options,
+                        !setup.step.cpu,
                     )? {
                         group.add_state(&state)?;
                     }
@@ -466,6 +472,7 @@ fn in_backward_step(
 fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<DeviceMemory> {
     let parallelism = setup.parallelism;
     let state_dtype = setup.precision.optimizer_dtype();
+    let mut paged_states = Bytes::ZERO;
     let (mut weights, mut master, mut gradients, mut states, mut host_states) = (
         Bytes::ZERO,
         Bytes::ZERO,
@@ -484,7 +491,11 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
             for (dtype, elements) in flat_states {
                 let partition = elements.div_ceil(degree);
                 let flat = Tensor::new("flat partition", Shape::vector(partition), Role::Other);
-                for state in setup.optimizer.states(&flat, dtype, &setup.options)? {
+                for state in
+                    setup
+                        .optimizer
+                        .states_on(&flat, dtype, &setup.options, !setup.step.cpu)?
+                {
                     group.add_state(&state)?;
                 }
                 group.largest = group.largest.max(partition);
@@ -498,6 +509,7 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         add(&mut gradients, group.largest_gradient)?;
         add(&mut states, group.states)?;
         add(&mut host_states, group.host_states)?;
+        add(&mut paged_states, group.paged_states)?;
         add_count(&mut trainable, group.trainable)?;
         largest = largest.max(group.largest);
         tensors += group.tensors;
@@ -515,6 +527,7 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         match state.location {
             Location::Device => add(&mut states, bytes)?,
             Location::Host => add(&mut host_states, bytes)?,
+            Location::Paged => add(&mut paged_states, bytes)?,
         }
     }
     // Stepped inside backward, each parameter's step sees a one-tensor list:
@@ -574,12 +587,13 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         per_node(host[0])?,
         per_node(host[1])?,
         per_node(host[2])?,
-        per_node(host[3].add(host_states, WHAT)?)?,
+        per_node(host[3].add(host_states, WHAT)?.add(paged_states, WHAT)?)?,
         Bytes::ZERO,
     )?;
     Ok(DeviceMemory {
         memory: Memory::new(weights, master, gradients, states, Bytes::ZERO)?,
         host,
+        paged_states,
         transients: Transients {
             optimizer_step,
             backward: Bytes::ZERO,

@@ -57,6 +57,10 @@ pub struct Estimate {
     pub dtypes: PieceDtypes,
     /// Parameter counts.
     pub parameters: Parameters,
+    /// Optimizer states in CUDA unified memory on the rank (bitsandbytes'
+    /// paged optimizers): left out of `memory`, counted in
+    /// `host.optimizer_states` (times the ranks of a node).
+    pub paged_states: Bytes,
     /// The LoRA adapters, if any: rank, dtype and dropout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lora: Option<adapters::LoraSummary>,
@@ -269,9 +273,10 @@ impl Elements {
         add_elements(self.slice_by_width.entry(dtype.bytes()).or_default(), n.0)
     }
 
-    /// Counts one state tensor; those on the device join the slice.
+    /// Counts one state tensor; those on the device join the slice, and so
+    /// do paged ones: values kept per parameter wherever the driver puts them.
     fn add_state(&mut self, state: &StateTensor) -> Result<()> {
-        if state.location == Location::Device {
+        if matches!(state.location, Location::Device | Location::Paged) {
             let n = state.shape.elements().0;
             add_elements(&mut self.optimizer_states, n)?;
             add_elements(
@@ -304,11 +309,12 @@ impl Elements {
             } else {
                 elements.add_gradient(n, precision.gradients)?;
             }
-            for state in
-                setup
-                    .optimizer
-                    .states(tensor, precision.optimizer_dtype(), &setup.options)?
-            {
+            for state in setup.optimizer.states_on(
+                tensor,
+                precision.optimizer_dtype(),
+                &setup.options,
+                !setup.step.cpu,
+            )? {
                 elements.add_state(&state)?;
             }
         }
@@ -390,12 +396,18 @@ fn estimate_with_timeline(
     let (device, activations, step) = heaviest_step(model, setup, stages, keep_events)?;
     let mut transients = device.transients;
     let (mut memory, mut host) = (device.memory, device.host);
+    let paged_states = device.paged_states;
+    let ranks_per_node = (setup.parallelism.gpus / setup.parallelism.nodes).max(1);
+    let step_counters = Bytes(
+        host.optimizer_states
+            .0
+            .saturating_sub(paged_states.times(ranks_per_node, WHAT)?.0),
+    );
     if let Some(activations) = &activations {
         memory = memory.with_activations(activations.total)?;
         transients.backward = activations.backward_transient;
         if let Some(offload) = &activations.offload {
             // Host memory is reported per node.
-            let ranks_per_node = (setup.parallelism.gpus / setup.parallelism.nodes).max(1);
             host = host.with_activations(
                 offload
                     .host_bytes
@@ -437,6 +449,7 @@ fn estimate_with_timeline(
         quantized: Quantized::of(model, precision)?,
         memory,
         host,
+        paged_states,
         transients,
         timeline: summary,
         overhead: setup.overhead,
@@ -460,7 +473,7 @@ fn estimate_with_timeline(
             .notes
             .iter()
             .cloned()
-            .chain(notes(model, setup, host.optimizer_states))
+            .chain(notes(model, setup, step_counters, paged_states))
             .chain(step_notes(model, setup))
             .collect(),
     };
@@ -705,7 +718,7 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
     Ok(Some(activation::stages(dims, &workload)?))
 }
 
-fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
+fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<String> {
     let mut notes = Vec::new();
     match (&setup.workload, &model.dimensions) {
         (None, _) => notes.push(
@@ -738,10 +751,11 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
         ));
     }
     notes.extend(crate::parallel::layout_notes(model, parallel));
-    if crate::optimizer::PAGED.contains(&setup.optimizer.name) && !setup.step.cpu {
+    if paged > Bytes::ZERO {
         notes.push(format!(
-            "{}: the states of tensors of 1e5 values or more are paged (cudaMallocManaged unified memory, bitsandbytes' get_state_buffer): counted here as device memory, the same bytes, but torch.cuda.memory_allocated() does not see them and the driver may evict them to host RAM under pressure",
-            setup.optimizer.name
+            "{}: the states of tensors of 1e5 values or more ({} per GPU) are paged (cudaMallocManaged unified memory, bitsandbytes' get_state_buffer): the driver keeps them on the GPU while there is room and pages them to host RAM under pressure, and torch.cuda.memory_allocated() does not see them, so they are left out of the device peak and counted with host memory (host.optimizer_states)",
+            setup.optimizer.name,
+            paged.display(crate::units::UnitSystem::Decimal)
         ));
     }
     if host_states > Bytes::ZERO && parallel.offload == crate::parallel::Offload::None {

@@ -176,6 +176,10 @@ impl Temporaries {
     }
 }
 
+/// The fewest values a parameter has for bitsandbytes to page its states
+/// (`get_state_buffer`: `A.numel() < 1e5` gets an ordinary tensor).
+const PAGED_FROM_VALUES: u64 = 100_000;
+
 impl Optimizer {
     /// The temporaries of one `step()` as it runs: none for a fused kernel
     /// (`fused=true`, measured at a few bytes), the catalogued foreach
@@ -214,6 +218,32 @@ impl Optimizer {
                 .collect(),
             Rule::Custom(rule) => rule(&context),
         }
+    }
+
+    /// [`Optimizer::states`] on CUDA or on the CPU: bitsandbytes' paged
+    /// optimizers allocate the states of the parameter's shape through
+    /// `get_state_buffer`, in unified memory (`F.get_paged`) on CUDA when the
+    /// parameter has at least 1e5 values, an ordinary tensor otherwise
+    /// (bitsandbytes 0.50 `bitsandbytes/optim/optimizer.py`).
+    pub fn states_on(
+        &self,
+        tensor: &Tensor,
+        dtype: DType,
+        options: &Options,
+        cuda: bool,
+    ) -> Result<Vec<StateTensor>> {
+        let mut states = self.states(tensor, dtype, options)?;
+        if cuda
+            && catalogue::PAGED.contains(&self.name)
+            && tensor.shape.elements().0 >= PAGED_FROM_VALUES
+        {
+            for state in &mut states {
+                if state.location == Location::Device && state.shape == tensor.shape {
+                    state.location = Location::Paged;
+                }
+            }
+        }
+        Ok(states)
     }
 
     /// The state kept once for the whole optimizer.

@@ -281,8 +281,13 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
     if e.parallelism.layout.offload != Offload::None {
         lines.push(format!("host memory is per node ({processes} processes)"));
     } else if e.host.total > e.host.activations {
+        let what = if e.paged_states > Bytes::ZERO {
+            "paged optimizer states and step counters"
+        } else {
+            "optimizer step counters"
+        };
         lines.push(format!(
-            "host memory: {} per node (optimizer step counters)",
+            "host memory: {} per node ({what})",
             Bytes(e.host.total.0 - e.host.activations.0).display(units)
         ));
     }

@@ -175,6 +175,7 @@ fn models(format: Format) -> Result<String> {
             let parameters = model.total_parameters()?;
             Ok(ModelListing {
                 name: preset.name,
+                hub_id: preset.hub_id,
                 model_type: model.model_type.clone(),
                 parameters,
                 tensors: model.tensors.len(),

@@ -7,7 +7,7 @@
 mod hub;
 mod preset;
 
-pub use preset::{PRESETS, Preset};
+pub use preset::{PRESETS, Preset, preset_with_hub_id};
 
 use std::collections::BTreeMap;
 use std::io::Read;

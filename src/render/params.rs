@@ -156,6 +156,8 @@ fn checkpoint_line(checkpoint: &CheckpointSummary) -> String {
 pub struct ModelListing {
     /// The preset name.
     pub name: &'static str,
+    /// The hub repository its config.json was published in.
+    pub hub_id: &'static str,
     /// Its `model_type`.
     pub model_type: Option<String>,
     /// Its exact parameter count.
@@ -170,6 +172,7 @@ pub struct ModelListing {
 pub fn models(listings: &[ModelListing], format: Format) -> String {
     let mut table = Table::new(&[
         "name",
+        "hub id",
         "model_type",
         ">parameters",
         ">tensors",
@@ -178,6 +181,7 @@ pub fn models(listings: &[ModelListing], format: Format) -> String {
     for listing in listings {
         table.row([
             listing.name.to_string(),
+            listing.hub_id.to_string(),
             listing.model_type.clone().unwrap_or_default(),
             listing.parameters.grouped(),
             listing.tensors.to_string(),

@@ -39,6 +39,8 @@ MODEL is any of:
   a model folder         trainmem params path/to/Llama-2-7b-hf  (config.json and/or safetensors)
   a .safetensors file    trainmem params model.safetensors      (header only, never the data)
   a sharded index        trainmem params model.safetensors.index.json
+  a hub id               trainmem params meta-llama/Llama-3.1-8B  (the local hugging face
+                         cache, else the preset published from it; nothing is downloaded)
 
 A config.json is counted as transformers builds AutoModelForCausalLM for its model_type:
 sum(p.numel() for p in model.parameters()), tied weights once. A checkpoint is counted
@@ -421,7 +423,8 @@ pub struct EstimateArgs {
     pub params: Option<String>,
 
     /// The model: a preset name (list: `trainmem models`), a config.json, a
-    /// model folder, a .safetensors file or a model.safetensors.index.json.
+    /// model folder, a .safetensors file, a model.safetensors.index.json or a
+    /// hub id read from the local hugging face cache (`meta-llama/Llama-3.1-8B`).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<OsString>,
 
@@ -527,7 +530,7 @@ pub struct FitArgs {
 /// `trainmem params`.
 #[derive(Debug, Args, Clone)]
 pub struct ParamsArgs {
-    /// A preset name, a config.json, a model folder, a .safetensors file or an index.
+    /// A preset name, a config.json, a model folder, a .safetensors file, an index or a hub id.
     #[arg(value_name = "MODEL")]
     pub model: Option<OsString>,
 

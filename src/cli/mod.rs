@@ -70,7 +70,7 @@ fn model_of(params: Option<&str>, model: Option<&OsStr>) -> Result<Model> {
 }
 
 /// What `--model` takes, for the messages that ask for one.
-const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder or a .safetensors file";
+const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder, a .safetensors file or a hub id such as `meta-llama/Llama-3.1-8B`";
 
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
     let (model, setup, format, units) = estimate_request(args)?;

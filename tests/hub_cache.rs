@@ -180,6 +180,44 @@ fn tiny_llama_parameters(layers: u64) -> u64 {
     2 * 1000 * 64 + layers * per_layer + 64
 }
 
+/// A sharded checkpoint: the index and both shards are links into `blobs/`.
+#[test]
+fn a_sharded_snapshot_is_read_through_its_index() {
+    let cache = TempDir::new().unwrap();
+    let repository = Repository::new(cache.path(), "acme/sharded");
+    let index = json!({"weight_map": {
+        "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+        "model.norm.weight": "model-00002-of-00002.safetensors",
+        "lm_head.weight": "model-00002-of-00002.safetensors"
+    }});
+    repository
+        .blob("config", tiny_llama(1).as_bytes())
+        .blob("index", index.to_string().as_bytes())
+        .blob(
+            "first",
+            &safetensors(&[("model.embed_tokens.weight", &[1000, 64])]),
+        )
+        .blob(
+            "second",
+            &safetensors(&[
+                ("model.norm.weight", &[64]),
+                ("lm_head.weight", &[1000, 64]),
+            ]),
+        )
+        .link(MAIN, "config.json", "config")
+        .link(MAIN, "model.safetensors.index.json", "index")
+        .link(MAIN, "model-00001-of-00002.safetensors", "first")
+        .link(MAIN, "model-00002-of-00002.safetensors", "second")
+        .reference("main", MAIN);
+    let report = json_in(cache.path(), &estimate_args("acme/sharded"));
+    assert_eq!(
+        int(&report["parameters"]["total"]),
+        tiny_llama_parameters(1)
+    );
+    assert_eq!(report["model"]["checkpoint"]["files"], 2);
+    assert_eq!(report["model"]["checkpoint"]["tensors"], 3);
+}
+
 #[test]
 fn hf_home_and_the_legacy_variable_name_the_cache_too() {
     let home = TempDir::new().unwrap();
@@ -198,6 +236,30 @@ fn hf_home_and_the_legacy_variable_name_the_cache_too() {
         int(&report["parameters"]["total"]),
         tiny_llama_parameters(1)
     );
+
+    // Without HF_HOME: XDG_CACHE_HOME/huggingface/hub, else HOME/.cache/huggingface/hub.
+    let user = TempDir::new().unwrap();
+    let default_cache = user.path().join(".cache/huggingface/hub");
+    Repository::new(&default_cache, "acme/home")
+        .model(MAIN, 4)
+        .reference("main", MAIN);
+    let total = |env: &[(&str, Option<&OsStr>)]| {
+        let (code, stdout, stderr) = run_with_env(&estimate_args("acme/home"), env);
+        assert_eq!(code, 0, "{stderr}");
+        int(&serde_json::from_str::<Value>(&stdout).unwrap()["parameters"]["total"])
+    };
+    let mut defaults: Vec<(&str, Option<&OsStr>)> = HUB_CACHE_VARIABLES
+        .iter()
+        .map(|name| (*name, None))
+        .collect();
+    defaults[4].1 = Some(user.path().as_os_str());
+    assert_eq!(total(&defaults), tiny_llama_parameters(4));
+    let xdg = TempDir::new().unwrap();
+    Repository::new(&xdg.path().join("huggingface/hub"), "acme/home")
+        .model(MAIN, 5)
+        .reference("main", MAIN);
+    defaults[3].1 = Some(xdg.path().as_os_str());
+    assert_eq!(total(&defaults), tiny_llama_parameters(5));
 
     // HUGGINGFACE_HUB_CACHE comes before HF_HOME.
     let legacy = TempDir::new().unwrap();
@@ -320,6 +382,15 @@ fn links_that_lead_nowhere_are_errors_not_hangs() {
         );
         refused((code, stdout, stderr), &["not a regular file (a fifo)"]);
     }
+    // A config.json blob far larger than any config.
+    let huge = Repository::new(cache.path(), "acme/huge");
+    huge.blob("config", &vec![b' '; 2 << 20])
+        .link(MAIN, "config.json", "config")
+        .reference("main", MAIN);
+    refused(
+        run_in(cache.path(), &estimate_args("acme/huge")),
+        &["config.json", "larger than 1 MiB"],
+    );
     // A refs/main that is not a revision (a huge or foreign file).
     let foreign = Repository::new(cache.path(), "acme/foreign");
     foreign

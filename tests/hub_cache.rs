@@ -499,7 +499,22 @@ fn models_lists_hub_ids() {
         hub_id("mixtral-8x7b"),
         Some(json!("mistralai/Mixtral-8x7B-v0.1"))
     );
+    // The plain table fits 100 columns and says where the ids are; the
+    // verbose table, Markdown and CSV have the column.
     let (_, table, _) = run(&["models"]);
-    assert!(table.contains("hub id"), "{table}");
-    assert!(table.contains("meta-llama/Llama-3.1-8B"), "{table}");
+    assert!(!table.contains("meta-llama/"), "{table}");
+    assert!(
+        table.contains("hub ids: `trainmem models --verbose`"),
+        "{table}"
+    );
+    for args in [
+        &["models", "--verbose"][..],
+        &["models", "--format", "markdown"],
+        &["models", "--format", "csv"],
+    ] {
+        let (code, table, _) = run(args);
+        assert_eq!(code, 0);
+        assert!(table.contains("hub id"), "{table}");
+        assert!(table.contains("meta-llama/Llama-3.1-8B"), "{table}");
+    }
 }

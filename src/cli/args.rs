@@ -98,7 +98,7 @@ pub enum Command {
     /// Serve a local web page that computes with the same engine.
     Serve(ServeArgs),
     /// List the preset models with their exact parameter counts.
-    Models(OutputArgs),
+    Models(ModelsArgs),
     /// List the optimizers and the state each keeps.
     Optimizers(CatalogueArgs),
     /// List the precision recipes and their bytes.
@@ -124,6 +124,19 @@ pub struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_name = "SHELL")]
     pub shell: String,
+}
+
+/// How `trainmem models` is written.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelsArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Add each preset's hugging face hub id, the repository its config.json
+    /// was published in (a table wider than 100 columns; json, markdown and
+    /// csv always have it).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// How a catalogue is written.

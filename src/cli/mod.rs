@@ -37,7 +37,7 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Params(args)) => params(&args),
         Some(Command::Plot(args)) => plot::run(&args),
         Some(Command::Serve(args)) => serve::run(&args),
-        Some(Command::Models(args)) => models(resolve::format(&args)?),
+        Some(Command::Models(args)) => models(resolve::format(&args.output)?, args.verbose),
         Some(Command::Optimizers(args)) => Ok(render::optimizers(
             resolve::format(&args.output)?,
             args.verbose,
@@ -167,7 +167,7 @@ fn params(args: &ParamsArgs) -> Result<String> {
     render::params(&load_model_os(spec)?, format, args.tensors)
 }
 
-fn models(format: Format) -> Result<String> {
+fn models(format: Format, verbose: bool) -> Result<String> {
     let listings = PRESETS
         .iter()
         .map(|preset| {
@@ -183,7 +183,7 @@ fn models(format: Format) -> Result<String> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(render::models(&listings, format))
+    Ok(render::models(&listings, format, verbose))
 }
 
 fn compare(args: &CompareArgs) -> Result<String> {

@@ -4,6 +4,8 @@
 //! whose published config is the repository's, and the error that names the
 //! download command.
 
+#![cfg(unix)]
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

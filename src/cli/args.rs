@@ -39,6 +39,8 @@ MODEL is any of:
   a model folder         trainmem params path/to/Llama-2-7b-hf  (config.json and/or safetensors)
   a .safetensors file    trainmem params model.safetensors      (header only, never the data)
   a sharded index        trainmem params model.safetensors.index.json
+  a hub id               trainmem params meta-llama/Llama-3.1-8B  (the local hugging face
+                         cache, else the preset published from it; nothing is downloaded)
 
 A config.json is counted as transformers builds AutoModelForCausalLM for its model_type:
 sum(p.numel() for p in model.parameters()), tied weights once. A checkpoint is counted
@@ -96,7 +98,7 @@ pub enum Command {
     /// Serve a local web page that computes with the same engine.
     Serve(ServeArgs),
     /// List the preset models with their exact parameter counts.
-    Models(OutputArgs),
+    Models(ModelsArgs),
     /// List the optimizers and the state each keeps.
     Optimizers(CatalogueArgs),
     /// List the precision recipes and their bytes.
@@ -122,6 +124,19 @@ pub struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_name = "SHELL")]
     pub shell: String,
+}
+
+/// How `trainmem models` is written.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelsArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Add each preset's hugging face hub id, the repository its config.json
+    /// was published in (a table wider than 100 columns; json, markdown and
+    /// csv always have it).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// How a catalogue is written.
@@ -506,7 +521,8 @@ pub struct EstimateArgs {
     pub params: Option<String>,
 
     /// The model: a preset name (list: `trainmem models`), a config.json, a
-    /// model folder, a .safetensors file or a model.safetensors.index.json.
+    /// model folder, a .safetensors file, a model.safetensors.index.json or a
+    /// hub id read from the local hugging face cache (`meta-llama/Llama-3.1-8B`).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<OsString>,
 
@@ -612,7 +628,7 @@ pub struct FitArgs {
 /// `trainmem params`.
 #[derive(Debug, Args, Clone)]
 pub struct ParamsArgs {
-    /// A preset name, a config.json, a model folder, a .safetensors file or an index.
+    /// A preset name, a config.json, a model folder, a .safetensors file, an index or a hub id.
     #[arg(value_name = "MODEL")]
     pub model: Option<OsString>,
 

@@ -37,7 +37,7 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Params(args)) => params(&args),
         Some(Command::Plot(args)) => plot::run(&args),
         Some(Command::Serve(args)) => serve::run(&args),
-        Some(Command::Models(args)) => models(resolve::format(&args)?),
+        Some(Command::Models(args)) => models(resolve::format(&args.output)?, args.verbose),
         Some(Command::Optimizers(args)) => Ok(render::optimizers(
             resolve::format(&args.output)?,
             args.verbose,
@@ -70,7 +70,7 @@ fn model_of(params: Option<&str>, model: Option<&OsStr>) -> Result<Model> {
 }
 
 /// What `--model` takes, for the messages that ask for one.
-const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder or a .safetensors file";
+const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder, a .safetensors file or a hub id such as `meta-llama/Llama-3.1-8B`";
 
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
     let (model, setup, format, units) = estimate_request(args)?;
@@ -171,7 +171,7 @@ fn params(args: &ParamsArgs) -> Result<String> {
     render::params(&load_model_os(spec)?, format, args.tensors)
 }
 
-fn models(format: Format) -> Result<String> {
+fn models(format: Format, verbose: bool) -> Result<String> {
     let listings = PRESETS
         .iter()
         .map(|preset| {
@@ -179,6 +179,7 @@ fn models(format: Format) -> Result<String> {
             let parameters = model.total_parameters()?;
             Ok(ModelListing {
                 name: preset.name,
+                hub_id: preset.hub_id,
                 model_type: model.model_type.clone(),
                 parameters,
                 tensors: model.tensors.len(),
@@ -186,7 +187,7 @@ fn models(format: Format) -> Result<String> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(render::models(&listings, format))
+    Ok(render::models(&listings, format, verbose))
 }
 
 fn compare(args: &CompareArgs) -> Result<String> {

@@ -237,6 +237,6 @@ fn bash_completion_completes_a_flag() {
     assert!(output.status.success(), "{output:?}");
     assert_eq!(
         String::from_utf8(output.stdout).unwrap().trim(),
-        "--optimizer --optimizer-option"
+        "--optimizer --optimizer-option --optimizer-in-backward"
     );
 }

@@ -94,13 +94,14 @@ fn fit_finds_the_largest_micro_batch_per_recompute_mode() {
     args.extend(["--seq-len", "4096", "--gpus", "8", "--zero", "3"]);
     let fit = json(&args);
     let modes = fit["recompute_modes"].as_array().unwrap();
-    assert_eq!(modes.len(), 3);
+    // Llama's layers run every mode, torchtitan's per-op policy included.
+    assert_eq!(modes.len(), 4);
     let largest: Vec<u64> = modes.iter().map(|m| int(&m["largest"])).collect();
     assert!(
-        largest[2] >= largest[1] && largest[1] >= largest[0],
+        largest[3] >= largest[2] && largest[2] >= largest[1] && largest[1] >= largest[0],
         "{largest:?}"
     );
-    for (mode, batch) in ["none", "selective", "full"].iter().zip(&largest) {
+    for (mode, batch) in ["none", "selective", "op", "full"].iter().zip(&largest) {
         let peak = |b: u64| {
             let b = b.to_string();
             let mut args = vec!["estimate"];
@@ -312,4 +313,51 @@ fn workload_errors_are_one_line() {
             "{args:?}"
         );
     }
+}
+
+/// Issue 12: torchtitan's per-op policy is searched where a model's layers
+/// can run it, and left out elsewhere (GPT-2's fused projection).
+#[test]
+fn fit_searches_op_recompute_only_where_it_is_priced() {
+    let fit = json(&[
+        "fit",
+        "--model",
+        "gpt2",
+        "--seq-len",
+        "1024",
+        "--capacity",
+        "24GB",
+    ]);
+    let modes: Vec<&str> = fit["recompute_modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["recompute"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["none", "selective", "full"]);
+    // Every N-th layer goes with full checkpointing only.
+    let fit = json(&[
+        "fit",
+        "--model",
+        "llama-3.2-1b",
+        "--precision",
+        "mixed-bf16",
+        "--seq-len",
+        "4096",
+        "--capacity",
+        "80GB",
+        "--recompute",
+        "full",
+        "--recompute-every",
+        "2",
+    ]);
+    let largest: Vec<u64> = fit["recompute_modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| int(&m["largest"]))
+        .collect();
+    assert_eq!(largest.len(), 4);
+    assert!(largest[3] >= largest[0], "{largest:?}");
+    assert_eq!(int(&fit["estimate"]["activations"]["recompute_every"]), 2);
 }

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value;
+use trainmem::activation::LoraDropout;
 use trainmem::architecture::tensors_from_config;
 use trainmem::finetune::{Bias, Lora, Quantization, Targets};
-use trainmem::{Model, Precision};
+use trainmem::{DType, Model, Precision};
 
 fn fixtures(folder: &str) -> Vec<(String, Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -56,6 +57,8 @@ fn lora_of(fixture: &Value) -> Lora {
             .map(|m| m.iter().map(|n| n.as_str().unwrap().to_string()).collect())
             .unwrap_or_default(),
         dora: lora["use_dora"].as_bool().unwrap_or(false),
+        dropout: LoraDropout::default(),
+        dtype: DType::Fp32,
     }
 }
 
@@ -138,6 +141,8 @@ fn llama_2_7b_rank_8_on_q_and_v() {
         bias: Bias::None,
         modules_to_save: Vec::new(),
         dora: false,
+        dropout: LoraDropout::default(),
+        dtype: DType::Fp32,
     };
     let model = lora
         .apply(trainmem::input::preset_model(preset).unwrap(), None)
@@ -169,6 +174,8 @@ fn quantized_bases_match_bitsandbytes() {
             bias: Bias::None,
             modules_to_save: Vec::new(),
             dora: false,
+            dropout: LoraDropout::default(),
+            dtype: DType::Fp32,
         };
         let model = lora
             .apply(model_of(&fixture["config"]), Some(quantization))

@@ -202,7 +202,7 @@ fn a_bad_kind_is_a_one_line_error() {
     assert_eq!(stdout, "");
     assert_eq!(
         stderr,
-        "error: unknown chart kind `pie` (accepted: breakdown, scaling)\n"
+        "error: unknown chart kind `pie` (accepted: breakdown, scaling, techniques)\n"
     );
     assert!(!path.exists());
 }

@@ -16,8 +16,15 @@ fn priced(parameters: u64, setup: &Setup) -> Option<Estimate> {
 }
 
 fn setups() -> impl Strategy<Value = Setup> {
-    (0..OPTIMIZERS.len(), 0..PRECISIONS.len())
-        .prop_map(|(o, p)| Setup::new(&OPTIMIZERS[o], PRECISIONS[p]))
+    // Transformer Engine's fp8 runs through --framework megatron only; the
+    // default setup (DeepSpeed) refuses it.
+    let precisions: Vec<_> = PRECISIONS
+        .iter()
+        .filter(|p| p.fp8.is_none_or(|fp8| !fp8.needs_megatron))
+        .copied()
+        .collect();
+    (0..OPTIMIZERS.len(), proptest::sample::select(precisions))
+        .prop_map(|(o, p)| Setup::new(&OPTIMIZERS[o], p))
 }
 
 proptest! {

@@ -176,7 +176,7 @@ fn keywords_used(schema: &Value, used: &mut BTreeSet<String>) {
 /// with a quantized base, ZeRO-3 on 8 GPUs, pipeline and tensor parallel,
 /// experts, FSDP with offload, a shape-aware optimizer, a safetensors file.
 fn outputs() -> Vec<Value> {
-    let setups: [&[&str]; 13] = [
+    let setups: [&[&str]; 16] = [
         &["--params", "7B"],
         &[
             "--params",
@@ -357,6 +357,41 @@ fn outputs() -> Vec<Value> {
             "mixed-bf16",
             "--state-dtype",
             "bf16",
+        ],
+        &[
+            "--model",
+            "llama-3.2-1b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+            "--offload-activations",
+        ],
+        &[
+            "--model",
+            "llama-3.2-1b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+            "--precision",
+            "te-fp8",
+            "--framework",
+            "megatron",
+            "--gpus",
+            "2",
+            "--cp",
+            "2",
+        ],
+        &[
+            "--model",
+            "llama-3.2-1b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+            "--precision",
+            "fp8-rowwise",
         ],
     ];
     let mut outputs: Vec<Value> = setups

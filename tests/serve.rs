@@ -572,6 +572,7 @@ fn the_catalogues_feed_the_menus() {
         .find(|p| p["name"] == "llama-2-7b")
         .unwrap();
     assert_eq!(llama["parameters"], 6_738_415_616u64);
+    assert_eq!(llama["hub_id"], "meta-llama/Llama-2-7b-hf");
 
     let options = request("GET", "/api/options", None, b"");
     assert_eq!(options.status, 200);

@@ -269,3 +269,123 @@ fn megatron_layers_use_its_fused_kernels() {
     assert!(part(&transformers, "norms") > part(&megatron, "norms"));
     assert!(int(&megatron["total"]) < int(&transformers["total"]));
 }
+
+/// Issue 12: the loss is stated and moves the peak. Llama 3.1's 128,256-word
+/// vocabulary at 8,192 tokens: the standard loss's fp32 copy and two fp32
+/// gradients of T x V; torchtune's chunks upcast one eighth at a time;
+/// Liger's fused kernel never holds the logits.
+#[test]
+fn chunked_and_fused_losses_lower_the_peak_and_are_stated() {
+    let at = |loss: &str| {
+        let e = estimate(&["--micro-batch", "1", "--seq-len", "8192", "--loss", loss]);
+        assert_eq!(e["activations"]["loss_function"], loss);
+        assert!(
+            e["activations"]["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().starts_with(&format!("loss: {loss}"))),
+            "{loss}"
+        );
+        e
+    };
+    let standard = at("standard");
+    let chunked = at("chunked:8");
+    let fused = at("fused");
+    let peak = |e: &serde_json::Value| int(&e["memory"]["peak"]);
+    assert!(peak(&chunked) < peak(&standard));
+    assert!(peak(&fused) < peak(&chunked));
+    assert_eq!(int(&fused["activations"]["logits"]), 0);
+    // The standard loss's backward transient, 2 x 4·T·V, is cut by 8.
+    let (t, v) = (8192u64, 128_256u64);
+    assert_eq!(
+        int(&standard["activations"]["backward_transient"]),
+        8 * t * v
+    );
+    assert_eq!(int(&chunked["activations"]["backward_transient"]), t * v);
+}
+
+/// Issue 12: bad loss and recompute settings are refused in one line, exit 2.
+#[test]
+fn loss_and_recompute_settings_are_refused_with_reasons() {
+    for (extra, says) in [
+        (&["--loss", "chunked:0"][..], "at least 1 chunk"),
+        (&["--loss", "chunked:x"][..], "whole number"),
+        (&["--loss", "chunked:9000"][..], "at most --seq-len 4096"),
+        (&["--loss", "fused", "--tp", "2", "--gpus", "2"][..], "--tp"),
+        (
+            &["--recompute", "op", "--recompute-every", "2"][..],
+            "every layer",
+        ),
+        (&["--recompute-every", "2"][..], "--recompute full"),
+        (&["--recompute", "op", "--attention", "eager"][..], "sdpa"),
+    ] {
+        let mut args = vec!["estimate"];
+        args.extend(LLAMA_8B);
+        args.extend(["--micro-batch", "1", "--seq-len", "4096"]);
+        args.extend(extra);
+        let (code, _, stderr) = common::run(&args);
+        assert_eq!(code, 2, "{extra:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    }
+    let (code, _, stderr) = common::run(&[
+        "estimate",
+        "--model",
+        "gpt2",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "512",
+        "--recompute",
+        "op",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not `gpt2`"), "{stderr}");
+}
+
+/// Issue 12: checkpointing every second layer lies between none and full,
+/// and torchtitan's per-op policy keeps more than full and less than none.
+#[test]
+fn op_and_every_second_layer_recompute_sit_between_none_and_full() {
+    let total = |extra: &[&str]| {
+        let mut all = vec!["--micro-batch", "1", "--seq-len", "8192"];
+        all.extend(extra);
+        int(&estimate(&all)["activations"]["total"])
+    };
+    let none = total(&["--recompute", "none"]);
+    let op = total(&["--recompute", "op"]);
+    let full = total(&["--recompute", "full"]);
+    let half = total(&["--recompute", "full", "--recompute-every", "2"]);
+    assert!(full < op && op < none, "{full} {op} {none}");
+    assert!(full < half && half < none, "{full} {half} {none}");
+}
+
+/// Issue 12: the text report names the loss and recomputation it priced.
+#[test]
+fn the_text_report_states_the_loss_and_recompute() {
+    let mut args = vec!["estimate"];
+    args.extend(LLAMA_8B);
+    args.extend([
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "4096",
+        "--loss",
+        "chunked:8",
+        "--recompute",
+        "full",
+        "--recompute-every",
+        "2",
+    ]);
+    let (code, stdout, _) = common::run(&args);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("note: loss: chunked:8 (torchtune's"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("note: recompute: full (gradient checkpointing of each layer's input), only on layers 2, 4, ..."),
+        "{stdout}"
+    );
+}

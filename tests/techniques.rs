@@ -37,17 +37,23 @@ fn every_step_is_the_estimate_its_flags_spell() {
         for flag in rung["flags"].as_array().unwrap() {
             flags.push(flag.as_str().unwrap().to_string());
         }
-        // A later flag replaces an earlier one of the same name (--optimizer).
-        let mut command = vec!["estimate".to_string()];
+        // A later flag replaces an earlier one of the same name (--optimizer);
+        // a switch (--optimizer-in-backward) takes no value.
+        let mut given: Vec<(String, Option<String>)> = Vec::new();
         let mut i = 0;
         while i < flags.len() {
-            let (name, value) = (&flags[i], &flags[i + 1]);
-            if let Some(at) = command.iter().position(|f| f == name) {
-                command[at + 1] = value.clone();
-            } else {
-                command.extend([name.clone(), value.clone()]);
+            let name = flags[i].clone();
+            let value = flags.get(i + 1).filter(|v| !v.starts_with("--")).cloned();
+            i += 1 + usize::from(value.is_some());
+            match given.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = value,
+                None => given.push((name, value)),
             }
-            i += 2;
+        }
+        let mut command = vec!["estimate".to_string()];
+        for (name, value) in given {
+            command.push(name);
+            command.extend(value);
         }
         let command: Vec<&str> = command.iter().map(String::as_str).collect();
         let e = json_of(&command);
@@ -140,4 +146,39 @@ fn without_a_micro_batch_there_is_nothing_to_make_fit() {
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert!(stderr.contains("--micro-batch and --seq-len"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+/// The README shows `docs/techniques.svg`; it must be what the binary draws.
+#[test]
+fn the_readme_chart_is_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("techniques.svg");
+    let (code, _, stderr) = run(&[
+        "plot",
+        "--kind",
+        "techniques",
+        "--output",
+        path.to_str().unwrap(),
+        "--model",
+        "llama-3.1-8b",
+        "--optimizers",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "4096",
+        "--device",
+        "rtx-4090-24gb",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let drawn = std::fs::read_to_string(&path).unwrap();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/techniques.svg"))
+            .unwrap();
+    assert!(
+        drawn == committed,
+        "docs/techniques.svg is stale: rerun the command in tools/README.md"
+    );
 }

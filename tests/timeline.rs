@@ -1,10 +1,14 @@
 //! The step timeline against real training steps, and its own invariants.
 //!
-//! `tests/fixtures/timeline/` holds 36 CPU training steps measured
+//! `tests/fixtures/timeline/` holds CPU training steps measured
 //! allocation by allocation with torch's profiler (`tools/measure_timeline.py`):
 //! tiny and small Llama, Qwen2 and GPT-2 shapes and SmolLM2-135M, fp32 and
 //! bf16, eager and sdpa attention, with and without gradient checkpointing,
-//! AdamW (per-tensor loop, foreach, fused) and SGD. `--platform cpu` runs
+//! AdamW (per-tensor loop, foreach, fused) and SGD; and the techniques of
+//! issue 12, each fixture naming its flags in `trainmem_flags`: torchtune's
+//! chunked loss (`--loss chunked:N`), torchtitan's per-op recomputation
+//! (`--recompute op`) and checkpointing every N-th layer
+//! (`--recompute-every N`). `--platform cpu` runs
 //! the same model trainmem runs for CUDA with the CPU's kernels and the
 //! CPU's optimizer defaults; its peak must land within 3% of the measured one.
 

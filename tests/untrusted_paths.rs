@@ -141,10 +141,14 @@ fn a_shard_linked_outside_the_model_folder_is_refused_and_not_read() {
     assert!(!stderr.contains("root"), "{stderr}");
 }
 
+/// A hub id that is neither in the (here absent) hub cache nor a preset's
+/// repository: nothing is downloaded, the message names the command that
+/// fetches the config and the preset with that architecture. (The cache
+/// itself is tested in `tests/hub_cache.rs`.)
 #[test]
 fn a_hub_id_says_nothing_is_downloaded_and_names_the_preset() {
     for (id, preset) in [
-        ("meta-llama/Llama-3.1-8B", "llama-3.1-8b"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
         ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
     ] {
         let stderr = refused(
@@ -152,6 +156,7 @@ fn a_hub_id_says_nothing_is_downloaded_and_names_the_preset() {
             &[
                 &format!("`{id}`"),
                 "does not download",
+                &format!("`huggingface-cli download {id} config.json`"),
                 &format!("`{preset}`"),
             ],
         );
@@ -159,8 +164,8 @@ fn a_hub_id_says_nothing_is_downloaded_and_names_the_preset() {
         refused(&["params", id], &["does not download"]);
     }
     refused(
-        &["params", "mistralai/Mistral-Nemo-Base-2407"],
-        &["does not download", "local config.json or model folder"],
+        &["params", "mistralai/Mistral-Nemo-Instruct-2407"],
+        &["does not download", "huggingface-cli download"],
     );
     // Something that is clearly a path keeps the plain message.
     refused(

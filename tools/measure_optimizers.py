@@ -629,6 +629,42 @@ def run_bnb(cls_name: str):
     return run
 
 
+def make_galore_8bit_run(rank: int):
+    """galore-torch's GaLoreAdamW8bit (galore_torch/adamw8bit.py): bitsandbytes'
+    Optimizer2State whose init_state runs after p.data was replaced by the
+    projected gradient, so the 8-bit states take the projected shape. Its
+    step() calls torch.cuda.synchronize() unconditionally: a no-op here (CPU)."""
+    def run(dtype):
+        from galore_torch import GaLoreAdamW8bit
+
+        named = make_params(dtype)
+        galore = [p for n, p in named if p.dim() == 2]
+        regular = [p for n, p in named if p.dim() != 2]
+        groups = [
+            {"params": regular},
+            {"params": galore, "rank": rank, "update_proj_gap": 200, "scale": 0.25, "proj_type": "std"},
+        ]
+        sync = torch.cuda.synchronize
+        torch.cuda.synchronize = lambda *a, **k: None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                opt = GaLoreAdamW8bit(groups)
+                set_random_grads(named)
+                opt.step()
+        finally:
+            torch.cuda.synchronize = sync
+        extra = [(f"name2qmap.{k}", v) for k, v in opt.name2qmap.items()]
+        notes = [
+            "As galore-adamw, the 2-D tensors form the GaLore group (rank, update_proj_gap=200, "
+            "scale=0.25, proj_type='std') and the rest a plain group (plain bitsandbytes 8-bit "
+            "state). torch.cuda.synchronize (called unconditionally by step()) was made a no-op."
+        ]
+        return Run(opt, named, global_extra=extra, notes=notes)
+
+    return run
+
+
 @contextlib.contextmanager
 def eager_torch_compile():
     """Make torch.compile(fn, ...) return fn unchanged for the duration."""
@@ -765,6 +801,27 @@ PAGED_NOTE = (
     "matrix only) come from F.get_paged (cudaMallocManaged unified memory wrapped with "
     "torch.frombuffer): same bytes, but outside PyTorch's caching allocator and evictable to "
     "host RAM; smaller tensors and absmax stay ordinary device tensors."
+)
+PAGED_32BIT_NOTE = (
+    "bitsandbytes 0.50.2 PagedAdamW (optim_bits=32, is_paged=True; Optimizer2State.init_state): "
+    "state1 and state2 fp32 of the param's shape for every tensor, whatever the param dtype "
+    "(32-bit: no absmax, no qmap); step is a python int. Paged: on CPU get_state_buffer warns "
+    "and returns torch.zeros_like; on CUDA (Optimizer8bit.get_state_buffer) state1/state2 of a "
+    "tensor with numel >= 1e5 (here matrix only) come from F.get_paged (cudaMallocManaged "
+    "unified memory wrapped with torch.frombuffer): the same bytes, outside PyTorch's caching "
+    "allocator (torch.cuda.memory_allocated does not count them) and evictable to host RAM."
+)
+GALORE_8BIT_NOTE = (
+    "galore-torch 1.0 GaLoreAdamW8bit.step: for a tensor of the GaLore group, "
+    "grad = projector.project(p.grad) (GaLoreAdamW's projection: [m, r] if m >= n else [r, n], "
+    "r = min(rank, m, n)); p.data is replaced by a zeroed clone of that projected gradient "
+    "before init_state, so bitsandbytes' 8-bit rule applies to the PROJECTED shape: uint8 "
+    "state1/state2 of the projected shape and absmax1/absmax2 fp32 [ceil(numel / 256)] if the "
+    "projected numel >= min_8bit_size (4096), else fp32 state1/state2 of the projected shape; "
+    "qmap1/qmap2 reference the optimizer-wide maps. projector.ortho_matrix as in galore-adamw "
+    "(a view pinning the whole fp32 SVD factor for fp32 params). AdamW8bit.__init__ passes "
+    "percentile_clipping (100) into Optimizer2State's max_unorm slot, so every tensor also gets "
+    "unorm_vec fp32 [1]. The rest of the params: plain 8-bit state of their own shape."
 )
 TORCHAO_NOTE = (
     "torchao rule (_AdamBase._new_buffer): a buffer is quantized only when numel >= 4096 "
@@ -937,6 +994,19 @@ SPECS: list[Spec] = [
          options=BNB_OPTIONS, notes=BNB_NOTE),
     Spec("paged-adamw-8bit", "bitsandbytes", "bitsandbytes.optim.adamw.PagedAdamW8bit",
          run_bnb("PagedAdamW8bit"), options=BNB_OPTIONS, notes=BNB_NOTE + PAGED_NOTE),
+    Spec("paged-adamw", "bitsandbytes", "bitsandbytes.optim.adamw.PagedAdamW",
+         run_bnb("PagedAdamW"), options={"optim_bits": 32, "is_paged": True},
+         notes=PAGED_32BIT_NOTE),
+    Spec("galore-adamw-8bit", "galore-torch", "galore_torch.adamw8bit.AdamW8bit",
+         make_galore_8bit_run(128),
+         options={"rank": 128, "update_proj_gap": 200, "scale": 0.25, "proj_type": "std",
+                  "optim_bits": 8, "min_8bit_size": 4096, "block_size": 256},
+         notes=GALORE_8BIT_NOTE),
+    Spec("galore-adamw-8bit", "galore-torch", "galore_torch.adamw8bit.AdamW8bit",
+         make_galore_8bit_run(4), variant="rank4",
+         options={"rank": 4, "update_proj_gap": 200, "scale": 0.25, "proj_type": "std",
+                  "optim_bits": 8, "min_8bit_size": 4096, "block_size": 256},
+         notes=GALORE_8BIT_NOTE),
     Spec("lion-8bit", "bitsandbytes", "bitsandbytes.optim.lion.Lion8bit", run_bnb("Lion8bit"),
          options=BNB_OPTIONS, notes=BNB_NOTE),
     Spec("adamw-4bit", "torchao", "torchao.optim.adam.AdamW4bit", run_torchao("AdamW4bit"),

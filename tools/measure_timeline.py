@@ -147,7 +147,89 @@ category (``saved`` activations, ``logits``, ``grad``, ``other``: anything
 else, named by op); ``alive_at_peak_by_phase`` sums them by the phase that
 allocated them; ``peak_bytes = baseline_bytes + sum(alive_at_peak_by_phase)``.
 
-Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|full>__b<B>s<S>``.
+Optimizer in backward (``__inbwd`` ids, ``--optimizer-in-backward``)
+--------------------------------------------------------------------
+torchtune's ``optimizer_in_bwd`` (``torchtune/training/memory.py``
+``register_optim_in_bwd_hooks``, ``recipes/full_finetune_distributed.py``
+``_setup_optimizer``), ported as ``OptimizerInBackward``: one optimizer of the
+spec's class per parameter, ``step()`` then ``zero_grad()`` (set_to_none) in
+``p.register_post_accumulate_grad_hook``; the loop's ``optimizer.step()`` and
+``zero_grad()`` are no-ops, so the optimizer phases are empty and the
+gradients never all exist. The fixture carries ``"optimizer_in_backward":
+true`` and ``"trainmem_flags": ["--optimizer-in-backward"]``; the optimizer's
+``implementation`` is read from the ``_foreach_`` ops seen in backward.
+``galore8bit-perlayer`` is GaLore's own per-layer mode (``torchrun_main.py
+--optimizer galore_adamw8bit_per_layer``, ``galore_per_layer``):
+GaLoreAdamW8bit (rank 64, update_proj_gap 200, scale 0.25, std) per attn/mlp
+linear weight, bitsandbytes' Adam8bit (its CPU backend) per other parameter;
+trainmem flags ``--optimizer galore-adamw-8bit --optimizer-option rank=64
+--optimizer-option adamw_embeddings=true --optimizer-in-backward``. GaLore
+replaces ``p.data`` with a clone every step, so the old storage is freed in
+the next step: step 2 is profiled too (a discarded session) so that the
+reporter, which reports the free of a block only if it saw its allocation
+while profiling, reports those frees in step 3 (``end_bytes`` then equals
+``end_live_bytes``; ``unmatched_frees`` counts them).
+
+LoRA dropout and adapter dtype (``__lora-`` ids, ``--lora-dropout``, ``--lora-dtype``)
+------------------------------------------------------------------------------------
+After ``.to(dtype)``, ``apply_lora`` wraps the model with peft's
+``get_peft_model(model, LoraConfig(r, lora_alpha=2r, target_modules,
+lora_dropout, bias="none"), autocast_adapter_dtype=...)``: True (peft's
+default) keeps the adapters in fp32 under a bf16 base, False leaves them in
+the base dtype (bf16, as torchtune and litgpt keep them); the dtype of the
+trainable parameters is asserted. Targets ``qv`` (q_proj, v_proj) or ``all``
+(all-linear). Hooks and layer marks are set on the wrapped HF model. The
+fixture carries ``"lora"`` and the matching ``"trainmem_flags"``
+(``--lora-rank --lora-targets --lora-dropout --lora-dtype``). Id suffix:
+``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``.
+
+
+Loss and recomputation techniques (issue 12; ``loss_and_recompute_specs``)
+------------------------------------------------------------------------
+Each of these fixtures carries ``trainmem_flags``, the flags that price it,
+which ``tests/timeline.rs`` appends.
+
+* ``__chunked<N>`` (``--loss chunked:N``): torchtune's step instead of the
+  Trainer's: hidden states from ``model.model(input_ids)`` (after the final
+  norm), the output projection per chunk as ``TransformerDecoder.chunked_output``
+  does (``[lm_head(c) for c in h.chunk(N, dim=1)]``), labels shifted outside
+  (``torch.hstack((ids[..., 1:], ignore_labels_cache[:B]))``), and
+  ``CEWithChunkedOutputLoss(N)`` loaded from the installed torchtune file
+  (torchtune's package ``__init__`` needs torchao pieces not installed);
+  ``del logits`` before backward. The forward phase ends at the first chunk's
+  ``lm_head``; the other chunks fall in the loss phase.
+* ``__cce-torch-compile`` (``--loss fused`` on CPU): cut-cross-entropy's
+  ``linear_cross_entropy(h, lm_head.weight, ids, shift=1,
+  impl="torch_compile")`` on the same hidden states; Liger's and CCE's own
+  kernels are Triton (CUDA only). torch.compile refuses a Python dispatch mode,
+  so step 4 runs without the cross-check tracker (``tracker_*`` fields null).
+* ``op`` recompute (``--recompute op``): HF's non-reentrant checkpointing of
+  every decoder layer with ``context_fn`` = torchtitan's per-op policy
+  (``torchtitan_op_policy``: the compute-intensive ops of
+  ``get_default_op_list()`` plus torchtitan's extra list saved, every second
+  ``mm``/``linear`` recomputed; ``aten._scaled_dot_product_flash_attention_for_cpu``
+  added to the save list since torchtitan lists only the CUDA sdpa kernels).
+* ``__every<N>`` (``--recompute-every N``): HF checkpointing turned back off
+  (``layer.gradient_checkpointing = False``) on the layers whose 1-based index
+  is not a multiple of N (torchtune's and torchtitan's layer rule).
+
+Activation offloading (``__offload`` ids)
+------------------------------------------
+torchtune's ``OffloadActivations`` (``use_streams=False``: no CUDA stream on CPU)
+as a ``saved_tensors_hooks`` context entered by forward hooks around the decoder
+(``model.model``: embeddings, layers, final norm), so the output head and the loss
+save normally, as in torchtune's recipes (``NoOpManager`` on the output head, the
+loss outside the context). Its pack rule is kept exactly (``offload_hooks``): a
+tensor of at least 1024 bytes that is not an ``nn.Parameter``/``nn.Buffer`` is
+copied, one copy per pack, into memory that numpy allocates (outside torch's CPU
+allocator, so the profiler sees only what stays "on the device"); unpack clones it
+back into torch's allocator. The fixture carries ``"trainmem_flags":
+["--offload-activations"]`` and ``offload_host_peak_bytes``, the most host bytes
+the copies held at once (checked against ``activations.offload.host_bytes`` by
+``tests/offload.rs``). Step 4's labelling pack hook is shadowed inside the decoder.
+
+Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|op|full>__b<B>s<S>``
+(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__offload``, ``__<technique>`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -215,20 +297,26 @@ MODELS = {  # id part -> (model_type, config)
     "llama-v512": ("llama", {**LLAMA, "vocab_size": 512}),
 }
 
-OPTIMIZERS = {  # id part -> (class, kwargs)
+OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_per_layer
     "adamw": ("AdamW", {"lr": 1e-4, "foreach": False}),
     "adamw-foreach": ("AdamW", {"lr": 1e-4, "foreach": True}),
     "adamw-fused": ("AdamW", {"lr": 1e-4, "fused": True}),
     "sgd": ("SGD", {"lr": 1e-3, "momentum": 0.0, "foreach": False}),
     "sgd-m0.9": ("SGD", {"lr": 1e-3, "momentum": 0.9, "foreach": False}),
     "sgd-m0.9-foreach": ("SGD", {"lr": 1e-3, "momentum": 0.9, "foreach": True}),
+    "galore8bit-perlayer": ("galore-adamw-8bit", {"lr": 1e-4}),
 }
 
 
-def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1):
+def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
+         in_bwd=False, lora=None, offload=False):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
+    sid += "__inbwd" if in_bwd else ""
+    sid += lora_id(lora) if lora else ""
+    sid += "__offload" if offload else ""
     return {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
-            "recompute": recompute, "B": B, "S": S, "threads": threads}
+            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
+            "lora": lora, "offload": offload}
 
 
 def specs() -> list[dict]:
@@ -270,7 +358,332 @@ def specs() -> list[dict]:
     s.append(spec("smollm2-135m", "fp32", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw", B=1, S=256))
     s.append(spec("smollm2-135m", "bf16", "adamw-foreach", recompute="full", B=1, S=256))
+    s.extend(specs_optimizer_in_backward())
+    s.extend(specs_lora())
+    s.extend(loss_and_recompute_specs())
+    # --offload-activations: torchtune's OffloadActivations rule, packed to numpy memory
+    for dtype in ("fp32", "bf16"):
+        for recompute in ("none", "full"):
+            s.append(spec("llama", dtype, recompute=recompute, offload=True))
+            s.append(spec("llama-v512", dtype, recompute=recompute, B=1, S=512, offload=True))
+    s.append(spec("qwen2", "bf16", B=1, S=512, offload=True))
     return s
+
+
+# -- LoRA dropout and adapter dtype (issue 12) --------------------------------------
+LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "all": "all-linear"}
+
+
+def lora_id(lora: dict) -> str:
+    """``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``."""
+    return f"__lora-{lora['targets']}-r{lora['r']}-d{lora['dropout']}-{lora['dtype']}"
+
+
+def specs_lora() -> list[dict]:
+    """peft LoRA on llama tiny (ids with ``__lora-``): dropout 0 / 0.05 / 0.1,
+    adapters in fp32 (peft's autocast_adapter_dtype=True) or in the base dtype."""
+    out = []
+    for targets, r in (("qv", 8), ("all", 16)):
+        for dropout in (0, 0.05):
+            for adapter in ("fp32", "bf16"):
+                out.append(spec("llama", "bf16", "adamw", lora={"targets": targets, "r": r,
+                                                                "dropout": dropout, "dtype": adapter}))
+    out.append(spec("llama", "bf16", "adamw", lora={"targets": "qv", "r": 8, "dropout": 0.1, "dtype": "bf16"}))
+    out.append(spec("llama", "fp32", "adamw", lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
+    out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
+                    lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
+    out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
+                    lora={"targets": "all", "r": 16, "dropout": 0, "dtype": "fp32"}))
+    return out
+
+
+def apply_lora(model, lora: dict, torch):
+    """peft's ``get_peft_model(model, LoraConfig(r, lora_alpha=2r, target_modules,
+    lora_dropout))``: ``autocast_adapter_dtype=True`` (peft's default) keeps the
+    adapters in fp32 under a bf16 base; ``False`` leaves them in the base dtype
+    (bf16, as torchtune and litgpt keep them)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=lora["r"], lora_alpha=2 * lora["r"], target_modules=LORA_TARGETS[lora["targets"]],
+                        lora_dropout=lora["dropout"], bias="none")
+    peft_model = get_peft_model(model, config, autocast_adapter_dtype=lora["dtype"] == "fp32")
+    want = {"fp32": torch.float32, "bf16": torch.bfloat16}[lora["dtype"]]
+    dtypes = {p.dtype for p in peft_model.parameters() if p.requires_grad}
+    assert dtypes == {want}, (dtypes, want)
+    return peft_model
+
+
+def lora_flags(lora: dict) -> list[str]:
+    targets = LORA_TARGETS[lora["targets"]]
+    return ["--lora-rank", str(lora["r"]), "--lora-targets",
+            targets if isinstance(targets, str) else ",".join(targets),
+            "--lora-dropout", str(lora["dropout"]), "--lora-dtype", lora["dtype"]]
+
+
+# -- --optimizer-in-backward (issue 12) ------------------------------------------
+def specs_optimizer_in_backward() -> list[dict]:
+    """torchtune's optimizer_in_bwd: one AdamW per parameter, stepped in a
+    post-accumulate-grad hook (ids ending ``__inbwd``)."""
+    return [spec("llama", "fp32", "adamw", in_bwd=True),
+            spec("llama", "bf16", "adamw", in_bwd=True),
+            # model states dominate: the gradients a standard step keeps are what goes away
+            spec("llama", "fp32", "adamw", B=1, S=16, in_bwd=True),
+            spec("llama", "bf16", "adamw", B=1, S=16, in_bwd=True),
+            spec("llama", "bf16", "adamw-foreach", B=1, S=16, in_bwd=True),
+            spec("llama-v512", "fp32", "adamw", B=1, S=64, in_bwd=True),
+            # GaLore's per-layer 8-bit GaLore (torchrun_main.py --optimizer galore_adamw8bit_per_layer)
+            spec("llama", "fp32", "galore8bit-perlayer", in_bwd=True),
+            spec("llama", "fp32", "galore8bit-perlayer", B=1, S=16, in_bwd=True)]
+
+
+GALORE_PER_LAYER = {"rank": 64, "update_proj_gap": 200, "scale": 0.25, "proj_type": "std"}
+
+
+def galore_per_layer(model, torch):
+    """GaLore's ``torchrun_main.py --optimizer galore_adamw8bit_per_layer``
+    (jiaweizzhao/GaLore): the weights of nn.Linear modules whose name holds
+    "attn" or "mlp" get ``GaLoreAdamW8bit([{'params': [p], 'rank', 'update_proj_gap',
+    'scale', 'proj_type'}])``, every other parameter ``bnb.optim.Adam8bit([p])``;
+    each is stepped and zeroed in ``p.register_post_accumulate_grad_hook``.
+    GaLoreAdamW8bit.step calls torch.cuda.synchronize() unconditionally: made
+    a no-op here (CPU)."""
+    import bitsandbytes as bnb
+    from galore_torch import GaLoreAdamW8bit
+
+    torch.cuda.synchronize = lambda *a, **k: None
+    galore = {id(m.weight) for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and ("attn" in n or "mlp" in n)}
+
+    def factory(p):
+        if id(p) in galore:
+            return GaLoreAdamW8bit([{"params": [p], **GALORE_PER_LAYER}], lr=1e-4)
+        return bnb.optim.Adam8bit([p], lr=1e-4)
+
+    return OptimizerInBackward(model, factory=factory)
+
+
+class OptimizerInBackward:
+    """torchtune's ``OptimizerInBackwardWrapper`` + ``register_optim_in_bwd_hooks``
+    (torchtune/training/memory.py, 0.6.1): ``optim_dict = {p: cls([p], **kw)}``
+    and ``p.register_post_accumulate_grad_hook(optim_step)`` where ``optim_step``
+    calls ``optim_dict[p].step()`` then ``optim_dict[p].zero_grad()``
+    (``set_to_none=True``: the gradient is freed at once). The training loop's
+    own ``step()``/``zero_grad()`` are no-ops, as in torchtune's recipes."""
+
+    def __init__(self, model, cls=None, kw=None, factory=None):
+        factory = factory or (lambda p: cls([p], **kw))
+        self.optim_dict = {p: factory(p) for p in model.parameters()}
+
+        def optim_step(param):
+            self.optim_dict[param].step()
+            self.optim_dict[param].zero_grad()
+
+        for p in model.parameters():
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(optim_step)
+
+    @property
+    def state(self):
+        return {p: s for o in self.optim_dict.values() for p, s in o.state.items()}
+
+    def step(self):
+        pass
+
+    def zero_grad(self, set_to_none=True):
+        pass
+
+
+# ---------------------------------------------------------------------------
+# Techniques (issue 12): the loss (--loss) and recomputation (--recompute op,
+# --recompute-every N). Each spec carries "trainmem_flags" for tests/timeline.rs.
+# ---------------------------------------------------------------------------
+def technique(base: dict, suffix: str, flags: list[str], **extra) -> dict:
+    out = dict(base, **extra)
+    out["id"] = base["id"] + "__" + suffix
+    out["trainmem_flags"] = flags
+    return out
+
+
+def loss_and_recompute_specs() -> list[dict]:
+    s = []
+    # torchtune's CEWithChunkedOutputLoss with the output projection per chunk
+    for dtype, B, S, n in (("bf16", 1, 512, 4), ("bf16", 1, 512, 8), ("bf16", 2, 256, 8),
+                           ("fp32", 1, 512, 8)):
+        s.append(technique(spec("llama", dtype, "adamw", B=B, S=S), f"chunked{n}",
+                           ["--loss", f"chunked:{n}"], chunked=n))
+    # Apple's cut-cross-entropy, its CPU path (impl="torch_compile")
+    for dtype in ("bf16", "fp32"):
+        s.append(technique(spec("llama", dtype, "adamw", B=1, S=512), "cce-torch-compile",
+                           ["--loss", "fused"], cce=True))
+    # torchtitan's per-op selective activation checkpointing on every layer
+    for model, dtype in (("llama", "fp32"), ("llama", "bf16"), ("llama-v512", "fp32"),
+                         ("llama-v512", "bf16")):
+        s.append(spec(model, dtype, "adamw", recompute="op", B=1, S=512))
+    # full checkpointing of every N-th layer (torchtune / torchtitan layer SAC)
+    for model, dtype, n in (("llama", "fp32", 2), ("llama", "fp32", 3), ("llama-v512", "bf16", 2),
+                            ("llama-v512", "bf16", 3)):
+        s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
+                           ["--recompute-every", str(n)], every=n))
+    return s
+
+
+def torchtitan_op_policy(torch):
+    """torchtitan's per-op SAC policy (torchtitan/distributed/activation_checkpoint.py,
+    ``_get_default_save_ops`` and ``SelectiveAC._wrap_block``'s ``wrapped_policy``,
+    commit b5bcd76): save the outputs of the compute-intensive ops
+    (``get_default_op_list().compute_intensive_ops``: mm, addmm, bmm, the sdpa
+    flash/efficient kernels...), the cudnn and math sdpa, ``aten.max``,
+    ``aten.linear`` and ``aten.topk``, except every second mm/linear (counted per
+    checkpointed call, forward and recompute separately); recompute everything
+    else. On CPU sdpa runs ``aten._scaled_dot_product_flash_attention_for_cpu``,
+    which torchtitan does not list (it lists the CUDA kernels): added here the
+    way the CUDA ones are listed."""
+    from torch._functorch.partitioners import get_default_op_list
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    aten = torch.ops.aten
+    save_ops = {op.default for op in get_default_op_list().compute_intensive_ops}
+    save_ops.update({aten._scaled_dot_product_cudnn_attention.default,
+                     aten._scaled_dot_product_attention_math.default,
+                     aten._scaled_dot_product_fused_attention_overrideable.default,
+                     aten.max.default, aten.linear.default, aten.topk.default,
+                     aten._scaled_dot_product_flash_attention_for_cpu.default})
+    mm_ops = (aten.mm.default, aten.linear.default)
+
+    def custom_policy():
+        meta = {"forward_mm_count": 0, "recompute_mm_count": 0}
+
+        def policy(ctx, func, *args, **kwargs):
+            key = ("recompute" if ctx.is_recompute else "forward") + "_mm_count"
+            if func in mm_ops:
+                meta[key] += 1
+            if func in save_ops:
+                if func in mm_ops and meta[key] % 2 == 0:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return policy
+
+    return lambda: create_selective_checkpoint_contexts(custom_policy())
+
+
+def apply_recompute(torch, model, layers, sp) -> None:
+    """``full``: HF gradient checkpointing of every decoder layer (non-reentrant);
+    with ``every`` N only the layers whose 1-based position is a multiple of N
+    (torchtune training/activations.py ``checkpoint_wrapper._count % every_x_layer
+    == 0``; torchtitan's layer SAC ``_layer_sac_count % ac_freq == 0``): the other
+    layers' ``gradient_checkpointing`` flag is turned back off. ``op``: HF's
+    checkpointing with torchtitan's per-op policy as ``context_fn``."""
+    if sp["recompute"] == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        every = sp.get("every", 1)
+        for i, layer in enumerate(layers):
+            if (i + 1) % every != 0:
+                layer.gradient_checkpointing = False
+    elif sp["recompute"] == "op":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={
+            "use_reentrant": False, "context_fn": torchtitan_op_policy(torch)})
+
+
+def chunked_loss_step(torch, model, lm_head, ids, n, ignore_cache):
+    """torchtune's step with ``num_output_chunks`` n (recipes/full_finetune_single_device.py
+    ``_loss_step``): the decoder's hidden states after the final norm, the output
+    projection per chunk (modules/transformer.py ``chunked_output``:
+    ``[self.output(chunk) for chunk in h.chunk(n, dim=1)]``), labels shifted outside
+    the model (``torch.hstack((labels[..., 1:], ignore_labels_cache[:B]))``) and
+    ``CEWithChunkedOutputLoss`` (modules/loss/ce_chunked_output_loss.py, loaded from
+    the installed torchtune file), then ``del logits``."""
+    import importlib.util
+    # torchtune's package __init__ needs torchao pieces not installed here: load the
+    # loss file itself (it imports only torch).
+    root = Path(importlib.util.find_spec("torchtune").submodule_search_locations[0])
+    path = root / "modules" / "loss" / "ce_chunked_output_loss.py"
+    spec_ = importlib.util.spec_from_file_location("ce_chunked_output_loss", path)
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    loss_fn = module.CEWithChunkedOutputLoss(num_output_chunks=n)
+
+    def step():
+        h = model.model(input_ids=ids).last_hidden_state
+        logits = [lm_head(chunk) for chunk in h.chunk(n, dim=1)]
+        del h
+        labels = torch.hstack((ids[..., 1:], ignore_cache[: ids.shape[0]]))
+        loss = loss_fn(logits, labels)
+        del logits, labels
+        return loss
+    return step
+
+
+def cce_loss_step(torch, model, lm_head, ids, enter_loss):
+    """Apple's cut-cross-entropy 25.1.1 on the decoder's hidden states
+    (cut_cross_entropy/linear_cross_entropy.py ``linear_cross_entropy(e, c,
+    targets, shift=...)``, the labels shifted inside), with
+    ``impl="torch_compile"`` (torch_compile.py: ``logits = e @ c.T`` and
+    ``F.cross_entropy(logits.float(), ...)`` under ``torch.compile``): the
+    implementation CCE names for machines without its Triton kernel ("CCE does
+    not support MacOS. Please use torch_compile"); the default ``cce`` needs CUDA.
+    ``enter_loss`` closes the forward phase when the hidden states are ready
+    (``lm_head`` itself never runs)."""
+    from cut_cross_entropy import linear_cross_entropy
+
+    def step():
+        h = model.model(input_ids=ids).last_hidden_state
+        enter_loss()
+        loss = linear_cross_entropy(h, lm_head.weight, ids, impl="torch_compile", shift=1)
+        del h
+        return loss
+    return step
+
+
+# ---------------------------------------------------------------------------
+# Activation offloading (--offload-activations)
+# ---------------------------------------------------------------------------
+MIN_OFFLOAD_SIZE = 1024  # torchtune OffloadActivations(min_offload_size=1024)
+
+
+def offload_hooks(torch, np, decoder, host):
+    """torchtune's ``OffloadActivations`` (torchtune/training/_activation_offloading.py,
+    0.6.1) without streams (``use_streams=False``: there is no CUDA stream on CPU),
+    installed the way torchtune's recipes use it: a ``saved_tensors_hooks`` context
+    around the decoder only (embeddings, layers, final norm), so the output head and
+    the loss save their tensors normally (torchtune: ``NoOpManager`` on ``model.output``
+    and the loss outside the context).
+
+    ``pack_tensor``'s rule, exactly: a saved tensor is offloaded when
+    ``element_size() * nelement() >= min_offload_size`` and it is neither an
+    ``nn.Parameter`` nor an ``nn.Buffer`` (views of parameters, ``weight.t()``, are
+    offloaded too); each pack is its own copy. The copy goes to numpy memory, which
+    torch's CPU allocator (and so the profiler) never sees: on CPU the host and the
+    device are one allocator, numpy stands for the host. ``unpack`` brings the copy
+    back with a torch allocation (``.to("cuda")`` in torchtune). ``host["bytes"]``
+    keeps the host bytes live, ``host["peak"]`` their maximum."""
+    def pack(t):
+        nbytes = t.element_size() * t.nelement()
+        if nbytes < MIN_OFFLOAD_SIZE or isinstance(t, (torch.nn.Parameter, torch.nn.Buffer)):
+            return (False, t)
+        raw = np.empty(nbytes, dtype=np.uint8)
+        copy = torch.from_numpy(raw).view(t.dtype).view(t.shape)
+        copy.copy_(t)
+        host["bytes"] += nbytes
+        host["peak"] = max(host["peak"], host["bytes"])
+        return (True, copy, nbytes)
+
+    def unpack(packed):
+        if not packed[0]:
+            return packed[1]
+        host["bytes"] -= packed[2]
+        return packed[1].clone()
+
+    ctx = {"hooks": None}
+
+    def pre(mod, args, kwargs):
+        ctx["hooks"] = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+        ctx["hooks"].__enter__()
+
+    def post(mod, args, kwargs, out):
+        ctx["hooks"].__exit__(None, None, None)
+
+    return [decoder.register_forward_pre_hook(pre, with_kwargs=True),
+            decoder.register_forward_hook(post, with_kwargs=True, always_call=True)]
 
 
 # ---------------------------------------------------------------------------
@@ -351,18 +764,32 @@ def worker(sid: str) -> dict:
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation=sp["attn"])
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
-    if sp["recompute"] == "full":
+    hf = model
+    if sp.get("lora"):
+        model = apply_lora(model, sp["lora"], torch)
+    if hasattr(hf, "model") and hasattr(hf.model, "layers"):
+        apply_recompute(torch, model, list(hf.model.layers), sp)
+    elif sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
-    optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
+    if sp["opt"] == "galore8bit-perlayer":
+        optimizer = galore_per_layer(model, torch)
+    elif sp.get("in_bwd"):
+        optimizer = OptimizerInBackward(model, getattr(torch.optim, opt_cls), opt_kw)
+    else:
+        optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+    host = {"bytes": 0, "peak": 0}
+    if sp.get("offload"):
+        import numpy as np
+        offload_hooks(torch, np, model.model if hasattr(model, "model") else model.transformer, host)
 
     names = {id(p): n for n, p in model.named_parameters()}
-    if hasattr(model, "model") and hasattr(model.model, "layers"):
-        layers = list(model.model.layers)
+    if hasattr(hf, "model") and hasattr(hf.model, "layers"):
+        layers = list(hf.model.layers)
     else:
-        layers = list(model.transformer.h)
-    lm_head = model.get_output_embeddings()
+        layers = list(hf.transformer.h)
+    lm_head = hf.get_output_embeddings()
 
     # -- instrumentation shared by steps 3 and 4 -----------------------------------
     state = {"phase": None, "rf": None, "logits_ptr": None, "labels": False}
@@ -446,11 +873,25 @@ def worker(sid: str) -> dict:
 
     handles.append(lm_head.register_forward_hook(lm_head_post))
 
+    chunked_step = None
+    if sp.get("chunked"):
+        ignore_cache = torch.full((sp["B"], 1), -100, dtype=ids.dtype)
+        chunked_step = chunked_loss_step(torch, model, lm_head, ids, sp["chunked"], ignore_cache)
+    if sp.get("cce"):
+        def enter_loss():
+            if state["phase"] == "forward":
+                phase_end()
+                phase_begin("loss")
+        chunked_step = cce_loss_step(torch, model, lm_head, ids, enter_loss)
+
     def one_step():
         phase_begin("forward")
-        outputs = model(input_ids=ids, labels=ids)
-        loss = outputs.loss
-        del outputs
+        if chunked_step is not None:
+            loss = chunked_step()
+        else:
+            outputs = model(input_ids=ids, labels=ids)
+            loss = outputs.loss
+            del outputs
         phase_end()
         phase_begin("backward")
         loss.backward()
@@ -470,8 +911,18 @@ def worker(sid: str) -> dict:
         state["phase"] = None
         return grads
 
-    for _ in range(2):
-        one_step()
+    for warm in range(2):
+        if warm == 1 and sp["opt"] == "galore8bit-perlayer":
+            # GaLoreAdamW8bit replaces p.data by a clone every step: the old
+            # storage is freed in the next step, and the profiler's reporter
+            # reports the free of a block only if it saw its allocation while
+            # profiling. Profiling step 2 too puts those clones in its table,
+            # so their frees in step 3 are seen (as frees of blocks that
+            # existed before step 3, counted in baseline_bytes).
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+                one_step()
+        else:
+            one_step()
 
     # -- baseline ------------------------------------------------------------------
     live0 = live_tensor_storages(torch)
@@ -535,8 +986,12 @@ def worker(sid: str) -> dict:
                         tr["peak"] = tr["cur"]
             return res
 
+    # torch.compile refuses to run under a Python dispatch mode: the
+    # compiled-loss fixtures (cce) go without the cross-check tracker.
+    import contextlib
+    tracking = not sp.get("cce")
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with Tracker():
+        with Tracker() if tracking else contextlib.nullcontext():
             prof4, grads4 = profiled_step()
     gc.collect()
     tracker_end = tr["cur"]
@@ -559,6 +1014,17 @@ def worker(sid: str) -> dict:
     notes = []
     if sp["model"] == "gpt2-dropout":
         notes.append("dropout 0.1 (resid, embd, attn): CPU F.dropout keeps a mask in the activation dtype")
+    if sp.get("chunked"):
+        notes.append(f"torchtune chunked output + CEWithChunkedOutputLoss({sp['chunked']}): labels shifted "
+                     "outside the model, the loss run on hidden states from model.model")
+    if sp.get("cce"):
+        notes.append("cut-cross-entropy linear_cross_entropy(h, lm_head.weight, ids, impl='torch_compile', "
+                     "shift=1) on hidden states from model.model: Inductor-compiled on CPU")
+    if sp.get("every"):
+        notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
+    if sp["recompute"] == "op":
+        notes.append("torchtitan per-op SAC (every second mm saved, sdpa saved; CPU flash sdpa op added "
+                     "to the save list), HF non-reentrant checkpoint with context_fn")
     if sp["recompute"] == "full":
         notes.append("non-reentrant checkpointing of every decoder layer; layer forward hooks re-fire "
                      "inside the backward (recompute_enter/exit marks)")
@@ -567,6 +1033,16 @@ def worker(sid: str) -> dict:
     if sp["attn"] == "sdpa" and sp["model"] == "gpt2-dropout":
         notes.append("sdpa with attention dropout: CPU math backend")
 
+    if sp.get("in_bwd"):
+        # the steps run inside backward: read the implementation from the ops there
+        impl = {o for o in a3.get("backward_ops", [])}
+        implementation = "foreach" if any("_foreach_" in o for o in impl) else "single_tensor"
+        notes.append("optimizer in backward (torchtune optimizer_in_bwd): one optimizer per "
+                     "parameter, step() and zero_grad() in a post-accumulate-grad hook")
+    if sp["opt"] == "galore8bit-perlayer":
+        notes.append("per-layer GaLore: GaLoreAdamW8bit (rank 64, update_proj_gap 200, scale 0.25, std) "
+                     "for the attn/mlp linear weights, bnb Adam8bit for the rest, one per parameter in "
+                     "post-accumulate-grad hooks; step 3 does not recompute the projection (SVD)")
     opt_info = {"name": opt_cls.lower(), "foreach": opt_kw.get("foreach"), "fused": opt_kw.get("fused"),
                 "momentum": opt_kw.get("momentum"), "lr": opt_kw["lr"], "implementation": implementation}
     params = sum(p.numel() for p in model.parameters())
@@ -583,8 +1059,8 @@ def worker(sid: str) -> dict:
                               "unmatched_frees")},
         "allocator_counter_check": a3["counter_check"],
         "end_live_bytes": end_live,
-        "tracker_peak_bytes": baseline_bytes + tr["peak"],
-        "tracker_gap_bytes": a4["peak_bytes"] - (baseline_bytes + tr["peak"]),
+        "tracker_peak_bytes": baseline_bytes + tr["peak"] if tracking else None,
+        "tracker_gap_bytes": a4["peak_bytes"] - (baseline_bytes + tr["peak"]) if tracking else None,
         "tracker_end_delta": tracker_end,
         "labelled_step_peak_bytes": a4["peak_bytes"],
         "alive_at_peak_by_phase": a3["alive_by_phase"],
@@ -595,6 +1071,24 @@ def worker(sid: str) -> dict:
         "torch": torch.__version__, "transformers": transformers.__version__,
         "notes": notes,
     }
+    if sp.get("trainmem_flags"):
+        fx["trainmem_flags"] = sp["trainmem_flags"]
+    if sp.get("lora"):
+        fx["lora"] = sp["lora"]
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + lora_flags(sp["lora"])
+    if sp["opt"] == "galore8bit-perlayer":
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + [
+            "--optimizer-option", f"rank={GALORE_PER_LAYER['rank']}",
+            "--optimizer-option", "adamw_embeddings=true"]
+    if sp.get("in_bwd"):
+        fx["optimizer_in_backward"] = True
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--optimizer-in-backward"]
+    if sp.get("offload"):
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--offload-activations"]
+        fx["offload_host_peak_bytes"] = host["peak"]
+        fx["notes"].append("torchtune OffloadActivations(use_streams=False) around the decoder; "
+                           "saved tensors of >= 1024 bytes that are not parameters or buffers are "
+                           "copied to numpy memory (the host) and cloned back in backward")
     return fx
 
 
@@ -792,6 +1286,11 @@ def analyse(prof, baseline, n_layers, grads, saved_ptrs, logits_ptr, account=Fal
            "unmatched_frees": unmatched_frees,
            "counter_check": {"offset": first_offset, "mismatches": counter_mismatch},
            "optimizer_ops": sorted(opt_ops)}
+    if "backward" in ranges:
+        a, b = ranges["backward"]
+        out["backward_ops"] = sorted({node.name for node, _ in walk_tree(roots)
+                                      if node.name.startswith("aten::_foreach_")
+                                      and a <= node.start_time_ns <= b})
 
     # gradients: the allocation holding each .grad pointer at the end of the backward
     t_bwd_end = ranges.get("backward", (0, 0))[1]
@@ -904,7 +1403,7 @@ def summary() -> int:
               f"{fx['peak_phase']:>9} {'' if lay is None else lay:>5} "
               f"{mib(bp.get('forward', 0)):>8} {mib(bp.get('loss', 0)):>8} "
               f"{mib(bp.get('backward', 0)):>8} {mib(bp.get('optimizer', 0)):>8} "
-              f"{mib(fx['tracker_peak_bytes']):>9} {mib(fx['tracker_gap_bytes']):>7}")
+              f"{mib(fx['tracker_peak_bytes'] or 0):>9} {mib(fx['tracker_gap_bytes'] or 0):>7}")
     print(f"{len(rows)} fixtures")
     return 0
 

@@ -1,7 +1,6 @@
 //! What is saved outside the decoder layers before them: the embedding's
 //! indices and dropout, the position tables the layers share.
 
-use super::Recompute;
 use super::attention::Kernel;
 use super::kernels::Kernels;
 use super::norms::FP32;
@@ -35,18 +34,19 @@ pub fn saved(rank: &Rank, dims: &Dimensions, kernels: &Kernels) -> Result<Bytes>
 /// What every stage with layers keeps once per micro-batch, shared by its
 /// layers: rotary cos and sin [1, S, width] (`MulBackward0.other` of
 /// `apply_rotary_pos_emb`), one pair per rotary table, in fp32 or the
-/// model dtype. Under full recomputation the layers' checkpoints hold
-/// them outside autograd instead (not counted), except that GPT-2's
+/// model dtype. When every layer is checkpointed (`checkpointed`: full or
+/// per-op recomputation of each layer) the checkpoints hold them outside
+/// autograd instead (not counted), except that GPT-2's
 /// blocks receive the eager 4-D mask [B, 1, S, S] positionally, which the
 /// checkpoint saves: P·B·S².
 pub fn shared_by_layers(
     rank: &Rank,
     dims: &Dimensions,
-    recompute: Recompute,
+    checkpointed: bool,
     kernel: Kernel,
 ) -> Result<Bytes> {
     let mut saved = Tally::new();
-    if recompute == Recompute::Full {
+    if checkpointed {
         saved.tensor_if(
             dims.mask_positional && kernel == Kernel::Eager,
             &[rank.element, rank.batch, rank.seq, rank.seq],

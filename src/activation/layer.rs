@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::units::Bytes;
 
 /// Norms sitting before or after a layer's two blocks, by layout.
-fn hidden_norms(layout: LayerLayout) -> u64 {
+pub(super) fn hidden_norms(layout: LayerLayout) -> u64 {
     match layout {
         LayerLayout::ParallelSharedNorm => 1,
         LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::ParallelResidual => 2,
@@ -44,7 +44,8 @@ pub struct SavedLayer {
     pub experts: Bytes,
     /// The hidden-state dropout masks.
     pub dropout: Bytes,
-    /// The LoRA adapters' `T x r` outputs of `lora_A`.
+    /// The LoRA adapters' `T x r` outputs of `lora_A`, and the inputs and
+    /// dropout masks each adapter keeps of its own (see `lora.rs`).
     pub lora: Bytes,
     /// The layer's input, P·n·h: all that full recomputation keeps.
     pub input: Bytes,
@@ -114,6 +115,28 @@ pub fn saved(
     attention_bytes.tensor_if(attention_keeps_input, &[p, n, h])?;
     let mut lora_adapters = training.adapters(&linears.attention_input)
         + training.adapters(&[linears.attention_output]);
+    // Each adapter's own input (a cast copy or its dropped input) and
+    // dropout mask, when it does not share the compute-dtype input.
+    let adapter_input = training
+        .adapter_element
+        .saturating_add(if training.dropout {
+            kernels.dropout_mask.bytes(training.adapter_element)
+        } else {
+            0
+        });
+    let mut lora = Tally::new();
+    let mut own_input = |count: u64, rows: u64, width: u64| {
+        lora.tensor_if(
+            training.own_inputs && count > 0,
+            &[count, adapter_input, rows, width],
+        )
+    };
+    own_input(training.adapters(&linears.attention_input), n, h)?;
+    own_input(
+        training.adapters(&[linears.attention_output]),
+        t,
+        attention::output_width(rank, dims),
+    )?;
     if let QkvLayout::Latent(latent) = dims.qkv {
         // kv_a_layernorm over the key/value bottleneck; in fp32 its
         // `.to(float32)` copies nothing and the saved input is a view of
@@ -128,10 +151,12 @@ pub fn saved(
             &[p, n, latent.kv_lora_rank],
         )?;
         lora_adapters += training.adapters(&["kv_b_proj"]);
+        own_input(training.adapters(&["kv_b_proj"]), n, latent.kv_lora_rank)?;
         if let Some(rank_q) = latent.q_lora_rank {
             norm_bytes.add(norm(rank_q, n)?)?;
             attention_bytes.tensor_if(training.keeps_input(&["q_b_proj"]), &[p, n, rank_q])?;
             lora_adapters += training.adapters(&["q_b_proj"]);
+            own_input(training.adapters(&["q_b_proj"]), n, rank_q)?;
         }
     }
 
@@ -161,6 +186,14 @@ pub fn saved(
     let down_keeps_input = training.keeps_input(&[linears.mlp_output]);
     let mlp_adapters =
         training.adapters(&linears.mlp_input) + training.adapters(&[linears.mlp_output]);
+    let mlp_own_inputs = |lora: &mut dyn FnMut(u64, u64, u64) -> Result<()>| -> Result<()> {
+        lora(training.adapters(&linears.mlp_input), n, h)?;
+        lora(
+            training.adapters(&[linears.mlp_output]),
+            t,
+            rank.intermediate,
+        )
+    };
     let (mut mlp_bytes, mut expert_bytes) = (Bytes::ZERO, Bytes::ZERO);
     match (&dims.experts, sparse) {
         (Some(moe), true) => {
@@ -171,6 +204,7 @@ pub fn saved(
             expert_bytes = tally.bytes();
             if moe.shared != crate::architecture::SharedExpert::None {
                 lora_adapters += mlp_adapters;
+                mlp_own_inputs(&mut own_input)?;
             }
         }
         _ => {
@@ -179,6 +213,7 @@ pub fn saved(
                 mlp::saved(rank, dims.mlp, rank.intermediate, down_keeps_input)?,
             )?;
             lora_adapters += mlp_adapters;
+            mlp_own_inputs(&mut own_input)?;
         }
     }
 
@@ -187,8 +222,7 @@ pub fn saved(
         dims.dropout.residual,
         &[2, kernels.dropout_mask.bytes(p), n, h],
     )?;
-    let mut lora = Tally::new();
-    lora.tensor(&[lora_adapters, p, n, training.rank])?;
+    lora.tensor(&[lora_adapters, training.adapter_element, n, training.rank])?;
     let mut input = Tally::new();
     input.tensor(&[p, n, h])?;
 

@@ -3,12 +3,83 @@
 //! A `Linear` saves its input only for its weight's gradient
 //! (`MmBackward0.self`); a frozen linear does not. A norm's weight-gradient
 //! operand (the normalized tensor) likewise goes with a frozen weight.
-//! peft's LoRA layer computes `base(x) + lora_B(lora_A(dropout(x))) *
-//! scaling`: with `lora_dropout = 0` (peft's default) `lora_A` saves `x`,
-//! the same storage the frozen base would have saved, and `lora_B` saves
-//! the `T x r` output of `lora_A` (peft `tuners/lora/layer.py`).
+//!
+//! peft's LoRA layer (`peft/tuners/lora/layer.py`, `Linear.forward`, peft
+//! 0.21) computes, per adapter,
+//! `x = self._cast_input_dtype(x, lora_A.weight.dtype)` then
+//! `result = result + lora_B(lora_A(dropout(x))) * scaling`, where
+//! `dropout` is `nn.Dropout(p)` for `lora_dropout > 0` and `nn.Identity`
+//! for 0 (peft's default). So:
+//! * adapters in the compute dtype without dropout: `lora_A` saves `x`
+//!   itself, the storage the frozen base would have saved, shared by every
+//!   adapter reading it;
+//! * adapters in another dtype (peft's fp32 adapters under a bf16 base,
+//!   `autocast_adapter_dtype=True`): `_cast_input_dtype` makes a copy of
+//!   `x` per adapter, and `lora_A` saves that copy (`T x in` in the
+//!   adapter's dtype); the compute-dtype `x` is saved by nobody;
+//! * with dropout: each adapter saves its own dropped input (`T x in`, in
+//!   the adapter's dtype) and the dropout mask: on the CPU, `F.dropout`
+//!   multiplies by a noise tensor in the input dtype and `MulBackward0`
+//!   saves it; on CUDA, `native_dropout` saves a 1-byte mask
+//!   (`DropoutMask`, `kernels.rs`);
+//! * `lora_B` saves `lora_A`'s `T x r` output, in the adapter's dtype.
+//!
+//! Measured on the CPU with real peft: `tests/fixtures/timeline/*__lora-*.json`.
+
+use serde::Serialize;
 
 use super::Workload;
+use crate::error::{Error, Result};
+
+/// peft's `lora_dropout`, a probability in [0, 1), kept in parts per
+/// million so that a workload stays comparable (`Eq`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoraDropout(u32);
+
+/// Parts per million in a probability of 1.
+const PER_MILLION: f64 = 1_000_000.0;
+
+impl LoraDropout {
+    /// Reads a probability such as `0.05`; 1 and above, negative or
+    /// unreadable values are refused (`nn.Dropout` accepts [0, 1], and
+    /// p = 1 zeroes every adapter).
+    pub fn parse(text: &str) -> Result<LoraDropout> {
+        let invalid = |reason: &str| Error::InvalidValue {
+            what: "--lora-dropout",
+            value: text.to_string(),
+            reason: reason.to_string(),
+        };
+        let p: f64 = text.trim().parse().map_err(|_| {
+            invalid("give a probability such as `0.05` (0: peft's default, no dropout)")
+        })?;
+        if !(0.0..1.0).contains(&p) {
+            return Err(invalid(
+                "the probability must be at least 0 and below 1 (0: peft's default, no dropout)",
+            ));
+        }
+        // In [0, 1e6): the cast cannot truncate out of range.
+        Ok(LoraDropout((p * PER_MILLION).round() as u32))
+    }
+
+    /// Whether the adapters drop their input (`nn.Dropout`, not `nn.Identity`).
+    pub fn is_active(self) -> bool {
+        self.0 > 0
+    }
+
+    /// The probability.
+    pub fn probability(self) -> f64 {
+        f64::from(self.0) / PER_MILLION
+    }
+}
+
+impl Serialize for LoraDropout {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.probability())
+    }
+}
 
 /// The trainable parts of the model, as activation memory sees them.
 #[derive(Debug, Clone, Copy)]
@@ -20,16 +91,28 @@ pub struct Training<'a> {
     pub rank: u64,
     /// Frozen quantized linears save their input anyway (bitsandbytes < 0.43.2).
     quantized_inputs_kept: bool,
+    /// Bytes per element of what the adapters compute and save.
+    pub adapter_element: u64,
+    /// Whether each adapter saves its own input (a cast copy, or its dropped
+    /// input) instead of sharing the compute-dtype input.
+    pub own_inputs: bool,
+    /// Whether the adapters drop their input (and save a mask).
+    pub dropout: bool,
 }
 
 impl<'a> Training<'a> {
     /// The training of `workload`.
     pub fn new(workload: &'a Workload) -> Training<'a> {
+        let adapter = workload.lora_dtype.unwrap_or(workload.dtype);
+        let dropout = workload.lora_dropout.is_active();
         Training {
             frozen_base: workload.frozen_base,
             adapted: &workload.adapted,
             rank: workload.lora_rank,
             quantized_inputs_kept: workload.quantized_inputs_kept,
+            adapter_element: adapter.bytes(),
+            own_inputs: dropout || adapter != workload.dtype,
+            dropout,
         }
     }
 
@@ -39,14 +122,15 @@ impl<'a> Training<'a> {
     }
 
     /// Whether linears reading one input (`q_proj`, `k_proj`, `v_proj`)
-    /// keep it: when trainable, or when any of them is adapted.
+    /// keep it in the compute dtype: when trainable, or when any of them
+    /// carries an adapter that shares it.
     ///
     /// Before bitsandbytes 0.43.2, `MatMul4Bit` saved its input whether or
     /// not the weight trained, so every quantized linear (all but the output
     /// head, which QLoRA keeps in the compute dtype) keeps it.
     pub fn keeps_input(&self, names: &[&str]) -> bool {
         !self.frozen_base
-            || names.iter().any(|name| self.is_adapted(name))
+            || (!self.own_inputs && names.iter().any(|name| self.is_adapted(name)))
             || (self.quantized_inputs_kept && !names.contains(&"lm_head"))
     }
 
@@ -59,6 +143,7 @@ impl<'a> Training<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
 
     #[test]
     fn frozen_linears_drop_inputs_unless_adapted() {
@@ -73,5 +158,36 @@ mod tests {
         assert!(training.keeps_input(&["q_proj", "k_proj", "v_proj"]));
         assert!(!training.keeps_input(&["o_proj"]));
         assert_eq!(training.adapters(&["q_proj", "k_proj", "v_proj"]), 2);
+    }
+
+    /// fp32 adapters under a bf16 base, or dropout: each adapter keeps its
+    /// own input, the shared bf16 one is kept by nobody.
+    #[test]
+    fn cast_or_dropped_inputs_are_the_adapters_own() {
+        let mut workload = Workload {
+            adapted: vec!["q_proj".to_string()],
+            lora_rank: 8,
+            frozen_base: true,
+            lora_dtype: Some(DType::Fp32),
+            ..Workload::new(1, 8)
+        };
+        let training = Training::new(&workload);
+        assert!(training.own_inputs && !training.dropout);
+        assert_eq!(training.adapter_element, 4);
+        assert!(!training.keeps_input(&["q_proj"]));
+        workload.lora_dtype = Some(DType::Bf16);
+        workload.lora_dropout = LoraDropout::parse("0.05").unwrap();
+        let training = Training::new(&workload);
+        assert!(training.own_inputs && training.dropout);
+        assert_eq!(training.adapter_element, 2);
+    }
+
+    #[test]
+    fn dropout_is_a_probability_below_one() {
+        assert_eq!(LoraDropout::parse("0.05").unwrap().probability(), 0.05);
+        assert!(!LoraDropout::parse("0").unwrap().is_active());
+        for bad in ["1", "-0.1", "x", "1.5"] {
+            assert!(LoraDropout::parse(bad).is_err(), "{bad}");
+        }
     }
 }

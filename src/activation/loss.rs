@@ -17,14 +17,47 @@ const INT64: u64 = 8;
 /// Bytes of an fp32 element.
 const FP32: u64 = 4;
 
+/// What the logits and the loss put on the timeline, whichever loss
+/// function runs (see `Schedule`'s fields of the same names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LossPhase {
+    /// The logits the model returns, alive until the loss is computed.
+    pub logits: Bytes,
+    /// The largest temporary while the loss is computed, freed before backward.
+    pub upcast: Bytes,
+    /// What the loss keeps until backward.
+    pub saved: Bytes,
+    /// The loss's backward temporaries, on top of `saved`.
+    pub backward: Bytes,
+    /// The gradient of the logits, alive while the output head runs backward.
+    pub logits_gradient: Bytes,
+}
+
+/// transformers' `ForCausalLMLoss` on the whole logits: [`logits`],
+/// [`upcast`], [`loss`], [`backward_transient`], and a logits gradient as
+/// large as the logits.
+pub fn standard(rank: &Rank) -> Result<LossPhase> {
+    let logits = logits(rank)?;
+    Ok(LossPhase {
+        logits,
+        upcast: upcast(rank)?,
+        saved: loss(rank)?,
+        backward: backward_transient(rank)?,
+        logits_gradient: logits,
+    })
+}
+
 /// The output head's saved tensors besides the logits: the final norm
-/// over n sequence tokens, `lm_head`'s input P·n·h (unless frozen), and
-/// Gemma 2's `tanh(logits / cap)` P·T·V.
+/// over n sequence tokens, `lm_head`'s input P·n·h (unless frozen, or
+/// `lm_head_saves_input` is false: a fused linear-cross-entropy computes
+/// the head's gradients in its forward), and Gemma 2's `tanh(logits / cap)`
+/// P·T·V.
 pub fn head(
     rank: &Rank,
     dims: &Dimensions,
     kernels: &Kernels,
     training: &Training,
+    lm_head_saves_input: bool,
 ) -> Result<Bytes> {
     let mut saved = Tally::new();
     saved.add(norms::saved(
@@ -38,7 +71,7 @@ pub fn head(
         kernels.layer_norm_stats,
     )?)?;
     saved.tensor_if(
-        training.keeps_input(&["lm_head"]),
+        lm_head_saves_input && training.keeps_input(&["lm_head"]),
         &[rank.element, rank.sequence_tokens, rank.hidden],
     )?;
     saved.tensor_if(

@@ -20,6 +20,13 @@
 //! * Dropout masks, when the config keeps dropout, are 1-byte (CUDA).
 //!
 //! Mixtures of experts keep the transformers formulas for the expert part.
+//!
+//! With Transformer Engine's fp8 (`--precision te-fp8`), each linear saves
+//! its input quantized (`saved_inputmat = inputmat`, column-wise fp8 data
+//! only, `transformer_engine/pytorch/module/linear.py` and
+//! `layernorm_linear.py`): the normalized outputs and fc2's input take 1
+//! byte per element, and `linear_proj` keeps an fp8 copy of the attention
+//! output, 1·T·a·d, besides the bf16 output the attention saves.
 
 use super::attention::{self, Core, CoreOptions, Kernel};
 use super::experts;
@@ -27,10 +34,13 @@ use super::kernels::{DropoutMask, Kernels};
 use super::layer::SavedLayer;
 use super::norms::FP32;
 use super::parallel::Rank;
-use super::tally::Tally;
+use super::tally::{Tally, plus};
 use crate::architecture::{Dimensions, MlpKind, NormKind};
 use crate::error::Result;
 use crate::units::Bytes;
+
+/// Bytes of an fp8 element.
+const FP8: u64 = 1;
 
 /// The flash kernels pad head sizes to a multiple of 8, as TE's do.
 const FLASH: Kernel = Kernel::Flash {
@@ -43,8 +53,11 @@ pub fn saved(
     dims: &Dimensions,
     kernels: &Kernels,
     sparse: bool,
+    fp8_inputs: bool,
 ) -> Result<SavedLayer> {
     let p = rank.element;
+    // What a linear's saved input takes per element.
+    let linear_input = if fp8_inputs { FP8 } else { p };
     let (n, t, h) = (rank.sequence_tokens, rank.tokens, rank.hidden);
     // One fused norm + linear: its input, fp32 statistics and normalized output.
     let mut one_norm = Tally::new();
@@ -55,7 +68,7 @@ pub fn saved(
     norms.add(one_norm.bytes())?;
     norms.add(one_norm.bytes())?;
     let mut normalized = Tally::new();
-    normalized.tensor(&[p, n, h])?;
+    normalized.tensor(&[linear_input, n, h])?;
 
     let core: Core = attention::core(
         rank,
@@ -88,16 +101,18 @@ pub fn saved(
             };
             mlp.add(normalized.bytes())?;
             mlp.tensor(&[fc1_outputs, p, t, rank.intermediate])?;
-            mlp.tensor(&[p, t, rank.intermediate])?;
+            mlp.tensor(&[linear_input, t, rank.intermediate])?;
         }
     }
+    let mut projection_input = Tally::new();
+    projection_input.tensor_if(fp8_inputs, &[FP8, t, attention::output_width(rank, dims)])?;
     let mut dropout = Tally::new();
     dropout.tensor_if(dims.dropout.residual, &[2, n, h])?;
     let mut input = Tally::new();
     input.tensor(&[p, n, h])?;
     Ok(SavedLayer {
         norms: norms.bytes(),
-        attention: normalized.bytes(),
+        attention: plus(normalized.bytes(), projection_input.bytes())?,
         output_input: Bytes::ZERO,
         core,
         core_inputs: attention::checkpoint_inputs(rank, dims)?,
@@ -140,6 +155,7 @@ mod tests {
             &rank,
             &dims,
             &crate::activation::Platform::Cuda.kernels(),
+            false,
             false,
         )
         .unwrap();

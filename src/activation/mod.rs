@@ -19,8 +19,12 @@
 //! `native_dropout` masks, sdpa's CUDA dispatch, which refuses no dropout).
 
 mod attention;
+mod chunked_loss;
+mod context;
 mod embeddings;
 mod experts;
+mod fp8;
+mod fused_loss;
 mod kernels;
 mod layer;
 mod lora;
@@ -28,18 +32,24 @@ mod loss;
 mod megatron;
 mod mlp;
 mod norms;
+mod offload;
 mod parallel;
 mod recompute;
 mod tally;
+mod techniques;
 
 use serde::Serialize;
 
 use self::attention::Kernel;
+pub use self::fp8::Fp8Activations;
 pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, StatsDtype};
+pub use self::lora::LoraDropout;
 use self::lora::Training;
+pub use self::offload::{MIN_OFFLOAD_SIZE, Offloaded};
 use self::parallel::{Rank, Stage, candidate_stages};
 use self::recompute::{Kept, PARTS};
 use self::tally::{Tally, plus, times};
+pub use self::techniques::notes as technique_notes;
 use crate::architecture::{Dimensions, LayerLayout, NormKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -68,8 +78,77 @@ pub enum Recompute {
     None,
     /// Attention recomputed (Korthikanti et al. 2022).
     Selective,
+    /// torchtitan's per-op selective checkpointing: every second matmul's
+    /// output and the attention kernel's are saved, the rest recomputed.
+    Op,
     /// Gradient checkpointing: each layer keeps only its input.
     Full,
+}
+
+/// The loss function: how the logits and the cross-entropy are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// transformers' `ForCausalLMLoss`: the whole logits, their fp32 copy.
+    Standard,
+    /// torchtune's `CEWithChunkedOutputLoss` with the output projection
+    /// applied per chunk: N chunks along the sequence, each upcast alone.
+    Chunked(u64),
+    /// Liger's `LigerFusedLinearCrossEntropyLoss`: the logits are never
+    /// materialized whole.
+    Fused,
+}
+
+impl Loss {
+    /// The chunks `chunked:N` allows at most (torchtune's default is 8).
+    pub const MAX_CHUNKS: u64 = 1 << 20;
+
+    /// Reads `standard`, `chunked:N` (N at least 1) or `fused`.
+    pub fn parse(name: &str) -> Result<Loss> {
+        let name = name.trim().to_ascii_lowercase();
+        let invalid = |reason: &str| Error::InvalidValue {
+            what: "--loss",
+            value: name.clone(),
+            reason: reason.to_string(),
+        };
+        match name.as_str() {
+            "standard" => Ok(Loss::Standard),
+            "fused" => Ok(Loss::Fused),
+            other => match other.strip_prefix("chunked:") {
+                Some(count) => match count.parse::<u64>() {
+                    Ok(0) => Err(invalid("chunked:N needs at least 1 chunk")),
+                    Ok(n) if n <= Loss::MAX_CHUNKS => Ok(Loss::Chunked(n)),
+                    Ok(_) => Err(invalid("chunked:N allows at most 1048576 chunks")),
+                    Err(_) => Err(invalid(
+                        "chunked:N needs a whole number of chunks N (torchtune's default is chunked:8)",
+                    )),
+                },
+                None => Err(Error::UnknownName {
+                    kind: "loss",
+                    name: other.to_string(),
+                    suggestion: (other == "chunked").then(|| "chunked:8".to_string()),
+                    accepted: "standard, chunked:N, fused".to_string(),
+                }),
+            },
+        }
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> String {
+        match self {
+            Loss::Standard => "standard".to_string(),
+            Loss::Chunked(n) => format!("chunked:{n}"),
+            Loss::Fused => "fused".to_string(),
+        }
+    }
+}
+
+impl Serialize for Loss {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
 }
 
 impl Attention {
@@ -91,9 +170,14 @@ impl Attention {
 
 impl Recompute {
     /// Every mode, in the order `trainmem fit` reports them.
-    pub const ALL: [Recompute; 3] = [Recompute::None, Recompute::Selective, Recompute::Full];
+    pub const ALL: [Recompute; 4] = [
+        Recompute::None,
+        Recompute::Selective,
+        Recompute::Op,
+        Recompute::Full,
+    ];
 
-    /// Reads `none`, `selective` or `full`.
+    /// Reads `none`, `selective`, `op` or `full`.
     pub fn parse(name: &str) -> Result<Recompute> {
         Recompute::ALL
             .into_iter()
@@ -102,7 +186,7 @@ impl Recompute {
                 kind: "recompute mode",
                 name: name.trim().to_ascii_lowercase(),
                 suggestion: None,
-                accepted: "none, selective, full".to_string(),
+                accepted: "none, selective, op, full".to_string(),
             })
     }
 
@@ -111,6 +195,7 @@ impl Recompute {
         match self {
             Recompute::None => "none",
             Recompute::Selective => "selective",
+            Recompute::Op => "op",
             Recompute::Full => "full",
         }
     }
@@ -155,8 +240,15 @@ pub struct Workload {
     pub attention: Attention,
     /// Activation recomputation.
     pub recompute: Recompute,
+    /// Recomputation applies to every N-th layer (1: all of them).
+    pub recompute_every: u64,
+    /// The loss function.
+    pub loss: Loss,
     /// The dtype activations are computed in.
     pub dtype: DType,
+    /// The dtype the weights are stored in (fp32 under autocast), which
+    /// the fused loss's weight-gradient buffer takes.
+    pub weights_dtype: DType,
     /// The kernels' platform.
     pub platform: Platform,
     /// Whether the base weights are frozen (LoRA): frozen linears save no input.
@@ -165,6 +257,11 @@ pub struct Workload {
     pub adapted: Vec<String>,
     /// The LoRA rank r (its A outputs, T × r, are saved).
     pub lora_rank: u64,
+    /// peft's `lora_dropout` before each adapter (`--lora-dropout`; 0: `nn.Identity`).
+    pub lora_dropout: LoraDropout,
+    /// The dtype the adapters compute in, when it differs from `dtype` can
+    /// (peft's fp32 adapters under a bf16 base); `None`: `dtype`.
+    pub lora_dtype: Option<DType>,
     /// Tensor-parallel degree t.
     pub tensor_parallel: u64,
     /// Whether sequence parallelism splits the non-tensor-parallel parts by t.
@@ -177,6 +274,14 @@ pub struct Workload {
     /// Megatron-core's layers with Transformer Engine's fused kernels
     /// (`--framework megatron`) instead of the transformers modules.
     pub megatron_kernels: bool,
+    /// torchtune's `OffloadActivations`: saved tensors go to host memory
+    /// (`--offload-activations`, see `offload.rs`).
+    pub offload_activations: bool,
+    /// Context-parallel degree N: ring attention splits each sequence
+    /// across N ranks (`--cp`, see `context.rs`).
+    pub context_parallel: u64,
+    /// The fp8 matmul recipe of the precision, if any (see `fp8.rs`).
+    pub fp8: Option<crate::precision::Fp8>,
 }
 
 impl Workload {
@@ -190,16 +295,24 @@ impl Workload {
             seq_len,
             attention: Attention::Sdpa,
             recompute: Recompute::None,
+            recompute_every: 1,
+            loss: Loss::Standard,
             dtype: DType::Bf16,
+            weights_dtype: DType::Bf16,
             platform: Platform::Cuda,
             frozen_base: false,
             adapted: Vec::new(),
             lora_rank: 0,
+            lora_dropout: LoraDropout::default(),
+            lora_dtype: None,
             tensor_parallel: 1,
             sequence_parallel: false,
             pipeline: 1,
             quantized_inputs_kept: false,
             megatron_kernels: false,
+            offload_activations: false,
+            context_parallel: 1,
+            fp8: None,
         }
     }
 }
@@ -235,6 +348,18 @@ pub struct Activations {
     /// drops the returned logits before backward, which frees P·T·V of
     /// `total` meanwhile; not subtracted.)
     pub backward_transient: Bytes,
+    /// The loss function priced: `standard`, `chunked:N` or `fused`.
+    pub loss_function: Loss,
+    /// The recomputation priced: `none`, `selective`, `op` or `full`.
+    pub recompute: Recompute,
+    /// Recomputation applies to every N-th layer (1: all).
+    pub recompute_every: u64,
+    /// Activation offloading, when on: what left the device, what the host holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<Offloaded>,
+    /// fp8 matmuls, when the precision has them: their casts and state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<Fp8Activations>,
     /// How figures were rounded or assumed.
     pub notes: Vec<String>,
     /// The same figures layer by layer, in the order the step allocates and
@@ -258,20 +383,32 @@ pub struct Schedule {
     pub embeddings: Bytes,
     /// Shared by the layers of a micro-batch: the rotary tables.
     pub shared: Bytes,
+    /// What persists across steps with the layers (Transformer Engine's
+    /// cached fp8 weights and scaling state), from before the first step.
+    pub resident: Bytes,
+    /// Whether `embeddings` and `shared` die at the end of the micro-batch's
+    /// forward (offloading: each use was copied to the host).
+    pub outside_forward_only: bool,
     /// Saved by the final norm and the output head (its input, Gemma 2's
     /// soft-capped logits).
     pub head: Bytes,
-    /// The logits the model returns, P·T·V.
+    /// The logits the model returns, P·T·V (0 with a fused loss).
     pub logits: Bytes,
-    /// The fp32 copy `ForCausalLMLoss` makes of half-precision logits, 4·T·V,
-    /// alive until `cross_entropy` returns (0 when the logits are fp32).
+    /// The largest temporary while the loss runs: the fp32 copy
+    /// `ForCausalLMLoss` makes of half-precision logits, 4·T·V, alive until
+    /// `cross_entropy` returns (0 when the logits are fp32); one chunk's
+    /// copy with `--loss chunked:N`; one chunk's buffers with `--loss fused`
+    /// (see `loss::LossPhase`).
     pub logits_upcast: Bytes,
-    /// The loss's saved tensors (fp32 log-softmax, targets).
+    /// The loss's saved tensors (fp32 log-softmax, targets; the fused
+    /// loss's precomputed gradients).
     pub loss: Bytes,
-    /// The loss's backward temporaries (two fp32 T x V gradients).
+    /// The loss's backward temporaries (two fp32 T x V gradients, or one
+    /// chunk's).
     pub loss_backward: Bytes,
     /// The gradient of the logits in their own dtype, P·T·V, alive while the
-    /// output head runs backward.
+    /// output head runs backward (with the chunked loss, also the output
+    /// projection's weight-gradient sums).
     pub logits_gradient: Bytes,
     /// Whether the stage holds the output head and the loss.
     pub has_head: bool,
@@ -292,6 +429,17 @@ pub struct LayerActivations {
     /// The gradients its backward holds at once besides its saved tensors:
     /// the gradient of its output and of its widest intermediate.
     pub backward: Bytes,
+    /// Offloading: what its backward brings back from the host at once.
+    pub unpacked: Bytes,
+    /// Context parallelism: the ring's key/value buffers while its attention
+    /// runs forward.
+    pub ring: Bytes,
+    /// fp8 matmuls: the widest linear's casts in forward.
+    pub fp8_casts: Bytes,
+    /// Offloading without recomputation: the layer's last node, its first
+    /// norm's backward, alive after the layer's gradients exist (the
+    /// gradient flow included).
+    pub closing: Bytes,
 }
 
 /// The activation memory of every pipeline stage that can be the most loaded
@@ -357,7 +505,11 @@ pub fn layer_bytes(
     index: u64,
 ) -> Result<Bytes> {
     let step = Step::new(dims, workload, kernels)?;
-    step.layer(dims.is_sparse(index))?.total()
+    step.layer(
+        dims.is_sparse(index),
+        recompute::checkpointed(index, workload.recompute_every),
+    )?
+    .total()
 }
 
 /// One micro-batch on one rank: everything the formulas read.
@@ -372,31 +524,72 @@ struct Step<'a> {
 
 impl<'a> Step<'a> {
     fn new(dims: &'a Dimensions, workload: &'a Workload, kernels: &'a Kernels) -> Result<Step<'a>> {
+        let kernel = Kernel::resolve(
+            workload.attention,
+            kernels,
+            dims,
+            workload.dtype,
+            dims.dropout.attention,
+        );
+        techniques::check(dims, workload, kernel)?;
         Ok(Step {
             dims,
             workload,
             kernels,
             rank: Rank::new(dims, workload)?,
             training: Training::new(workload),
-            kernel: Kernel::resolve(
-                workload.attention,
-                kernels,
-                dims,
-                workload.dtype,
-                dims.dropout.attention,
-            ),
+            kernel,
         })
     }
 
-    /// What one layer keeps.
-    fn layer(&self, sparse: bool) -> Result<Kept> {
-        recompute::kept(self.workload.recompute, &self.saved_layer(sparse)?)
+    /// What one layer keeps: under the recompute mode when `checkpointed`
+    /// (see `--recompute-every`), everything otherwise.
+    fn layer(&self, sparse: bool, checkpointed: bool) -> Result<Kept> {
+        let mode = if checkpointed {
+            self.workload.recompute
+        } else {
+            Recompute::None
+        };
+        let op = if mode == Recompute::Op {
+            self.op_saved()?
+        } else {
+            recompute::OpSaved::default()
+        };
+        recompute::kept(mode, &self.saved_layer(sparse)?, op)
+    }
+
+    /// What torchtitan's per-op policy keeps of a layer besides its input:
+    /// the odd matmuls' outputs and the sdpa kernel's output and fp32
+    /// log-sum-exp [B, a, S] (`techniques::check` refuses other layers).
+    fn op_saved(&self) -> Result<recompute::OpSaved> {
+        let rank = &self.rank;
+        let d = self.dims.head_dim;
+        let mut log_sum_exp = Tally::new();
+        log_sum_exp.tensor(&[FP32_BYTES, rank.batch, rank.heads, rank.seq])?;
+        recompute::op_saved(
+            rank.element,
+            rank.tokens,
+            recompute::OpWidths {
+                queries: rank.heads.saturating_mul(d),
+                keys_values: rank.kv_heads.saturating_mul(d),
+                hidden: rank.hidden,
+                intermediate: rank.intermediate,
+                mlp_inputs: self.dims.linears.mlp_input.len() as u64,
+            },
+            log_sum_exp.bytes(),
+        )
     }
 
     /// Everything one layer saves, before recomputation decides what stays.
     fn saved_layer(&self, sparse: bool) -> Result<layer::SavedLayer> {
         if self.workload.megatron_kernels {
-            return megatron::saved(&self.rank, self.dims, self.kernels, sparse);
+            return megatron::saved(
+                &self.rank,
+                self.dims,
+                self.kernels,
+                sparse,
+                self.workload.fp8.is_some_and(|f| f.saves_fp8_inputs),
+            );
         }
         layer::saved(
             &self.rank,
@@ -439,6 +632,11 @@ impl<'a> Step<'a> {
                 rank.seq,
             ])?;
         }
+        attention.add(context::backward(
+            rank,
+            self.dims,
+            self.workload.context_parallel,
+        )?)?;
         let d = self.dims.head_dim;
         attention.tensor(&[
             rank.element,
@@ -460,6 +658,93 @@ impl<'a> Step<'a> {
             .max(Bytes(attention.bytes().0.saturating_sub(released.0))))
     }
 
+    /// Whether every layer is checkpointed (full or per-op recomputation
+    /// on every layer): the rotary tables are then held by the checkpoints.
+    fn every_layer_checkpointed(&self) -> bool {
+        matches!(self.workload.recompute, Recompute::Full | Recompute::Op)
+            && self.workload.recompute_every <= 1
+    }
+
+    /// What offloading does to one layer that keeps `kept` (see `offload.rs`).
+    fn layer_offload(
+        &self,
+        sparse: bool,
+        checkpointed: bool,
+        kept: &Kept,
+    ) -> Result<offload::LayerOffload> {
+        let saved = self.saved_layer(sparse)?;
+        let linears = &self.dims.linears;
+        let packs = |names: &[&str]| {
+            names
+                .iter()
+                .map(|name| {
+                    u64::from(self.training.keeps_input(&[name]) && !self.training.frozen_base)
+                        + self.training.adapters(&[name])
+                })
+                .sum::<u64>()
+        };
+        offload::layer(&offload::LayerSite {
+            rank: &self.rank,
+            dims: self.dims,
+            platform: self.workload.platform,
+            recompute: if checkpointed {
+                self.workload.recompute
+            } else {
+                Recompute::None
+            },
+            kept: kept.total()?,
+            input: saved.input,
+            core: saved.core.saved,
+            output_view: if saved.core.output_shared {
+                saved.output_input
+            } else {
+                Bytes::ZERO
+            },
+            hidden_norms: layer::hidden_norms(self.dims.layout),
+            stats_bytes: self.kernels.layer_norm_stats.bytes(self.rank.element),
+            input_packs: (packs(&linears.attention_input), packs(&linears.mlp_input)),
+            rotary: embeddings::shared_by_layers(
+                &self.rank,
+                self.dims,
+                self.every_layer_checkpointed(),
+                self.kernel,
+            )?,
+        })
+    }
+
+    /// The final norm under offloading: the device bytes it no longer keeps
+    /// (none with CUDA streams: its packs are the last of forward, still in
+    /// torchtune's `fwd_stash` when backward starts) and its host copies.
+    fn final_norm_offload(&self) -> Result<(Bytes, Bytes)> {
+        let rank = &self.rank;
+        let norm = norms::saved(
+            norms::NormSite {
+                kind: self.dims.norm,
+                width: rank.hidden,
+                rows: rank.sequence_tokens,
+                element: rank.element,
+                frozen: self.training.frozen_base,
+            },
+            self.kernels.layer_norm_stats,
+        )?;
+        let mut copies = Tally::new();
+        copies.add(norm)?;
+        if self.dims.norm != NormKind::LayerNorm {
+            // The fp32 input and the rsqrt, each saved by two nodes.
+            copies.tensor(&[
+                FP32_BYTES,
+                rank.sequence_tokens,
+                rank.hidden.saturating_add(1),
+            ])?;
+        }
+        let device = if self.workload.platform == Platform::Cuda {
+            Bytes::ZERO
+        } else {
+            norm
+        };
+        Ok((device, copies.bytes()))
+    }
+
     /// P·T·w for the layer's widest intermediate w.
     fn widest_tensor(&self) -> Result<Bytes> {
         let rank = &self.rank;
@@ -476,23 +761,55 @@ impl<'a> Step<'a> {
     /// The activations a pipeline stage holds.
     fn stage(&self, stage: Stage) -> Result<Activations> {
         let end = stage.first_layer.saturating_add(stage.layers);
-        let sparse_layers = self
-            .dims
-            .sparse_layers_below(end)
-            .saturating_sub(self.dims.sparse_layers_below(stage.first_layer));
-        let dense_layers = stage.layers.saturating_sub(sparse_layers);
-        let dense = self.layer(false)?;
-        let sparse = self.layer(true)?;
+        let every = self.workload.recompute_every;
+        // The four kinds of layer: [dense, sparse] x [kept whole, checkpointed].
+        let mut kinds = [[Kept::default(); 2]; 2];
+        let mut counts = [[0u64; 2]; 2];
+        for (is_sparse, row) in kinds.iter_mut().enumerate() {
+            for (checkpointed, kind) in row.iter_mut().enumerate() {
+                *kind = self.layer(is_sparse == 1, checkpointed == 1)?;
+            }
+        }
+        for layer in stage.first_layer..end {
+            let row = usize::from(self.dims.is_sparse(layer));
+            let column = usize::from(recompute::checkpointed(layer, every));
+            counts[row][column] += 1;
+        }
         let in_flight = stage.in_flight;
+        let fp8_figures = match &self.workload.fp8 {
+            Some(recipe) => Some(fp8::figures(&self.rank, self.dims, recipe, stage.layers)?),
+            None => None,
+        };
+        // What offloading does to each of the four kinds of layer.
+        let offloads = if self.workload.offload_activations {
+            let mut all = [[offload::LayerOffload::default(); 2]; 2];
+            for (is_sparse, row) in all.iter_mut().enumerate() {
+                for (checkpointed, slot) in row.iter_mut().enumerate() {
+                    *slot = self.layer_offload(
+                        is_sparse == 1,
+                        checkpointed == 1,
+                        &kinds[is_sparse][checkpointed],
+                    )?;
+                }
+            }
+            Some(all)
+        } else {
+            None
+        };
 
         let mut layers = Vec::new();
         let mut layer_total = Tally::new();
         for (index, name) in PARTS.iter().enumerate() {
-            let bytes = plus(
-                times(dense.parts[index], dense_layers)?,
-                times(sparse.parts[index], sparse_layers)?,
-            )?;
+            let mut bytes = Bytes::ZERO;
+            for (row, counts_row) in kinds.iter().zip(counts) {
+                for (kind, count) in row.iter().zip(counts_row) {
+                    bytes = plus(bytes, times(kind.parts[index], count)?)?;
+                }
+            }
             let bytes = times(bytes, in_flight)?;
+            if offloads.is_some() {
+                continue;
+            }
             layer_total.add(bytes)?;
             if bytes > Bytes::ZERO {
                 layers.push(Part {
@@ -512,54 +829,150 @@ impl<'a> Step<'a> {
         schedule.widest_tensor = self.widest_tensor()?;
         for layer in stage.first_layer..end {
             let is_sparse = self.dims.is_sparse(layer);
-            let kind = if is_sparse { &sparse } else { &dense };
+            let column = usize::from(recompute::checkpointed(layer, every));
+            let kind = &kinds[usize::from(is_sparse)][column];
+            let offload = offloads.map(|o| o[usize::from(is_sparse)][column]);
             schedule.layers.push(LayerActivations {
                 layer,
-                kept: kind.total()?,
+                kept: offload.map_or(kind.total(), |o| Ok(o.resident))?,
                 recomputed: kind.recomputed,
-                backward: backward[usize::from(is_sparse)],
+                backward: plus(
+                    backward[usize::from(is_sparse)],
+                    fp8_figures.map_or(Bytes::ZERO, |f| f.backward_casts),
+                )?,
+                unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),
+                closing: offload.map_or(Bytes::ZERO, |o| o.closing),
+                ring: context::forward(&self.rank, self.dims, self.workload.context_parallel)?,
+                fp8_casts: fp8_figures.map_or(Bytes::ZERO, |f| f.forward_casts),
             });
         }
+        let mut host = Tally::new();
+        if let Some(offloads) = offloads {
+            let mut resident = Tally::new();
+            for (row, counts_row) in offloads.iter().zip(counts) {
+                for (kind, count) in row.iter().zip(counts_row) {
+                    resident.add(times(kind.resident, count)?)?;
+                    host.add(times(kind.host, count)?)?;
+                }
+            }
+            let resident = times(resident.bytes(), in_flight)?;
+            layer_total.add(resident)?;
+            if resident > Bytes::ZERO {
+                layers.push(Part {
+                    name: "under the offload threshold".to_string(),
+                    bytes: resident,
+                });
+            }
+        }
         let mut outside = Tally::new();
+        let mut embeddings_offloaded = Bytes::ZERO;
         if stage.embeddings {
             schedule.embeddings = embeddings::saved(&self.rank, self.dims, self.kernels)?;
+            if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
+                host.add(schedule.embeddings)?;
+                embeddings_offloaded = std::mem::take(&mut schedule.embeddings);
+            }
             outside.add(schedule.embeddings)?;
         }
         if stage.layers > 0 {
             schedule.shared = embeddings::shared_by_layers(
                 &self.rank,
                 self.dims,
-                self.workload.recompute,
+                self.every_layer_checkpointed(),
                 self.kernel,
             )?;
             outside.add(schedule.shared)?;
         }
         let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
-        if stage.head {
-            schedule.head = loss::head(&self.rank, self.dims, self.kernels, &self.training)?;
-            outside.add(schedule.head)?;
-            logits = loss::logits(&self.rank)?;
-            loss_bytes = loss::loss(&self.rank)?;
-            transient = loss::backward_transient(&self.rank)?;
-            schedule.logits = logits;
-            schedule.loss = loss_bytes;
-            schedule.loss_backward = transient;
-            schedule.logits_upcast = loss::upcast(&self.rank)?;
-            schedule.logits_gradient = logits;
-            if self.workload.megatron_kernels {
-                // The fp32 copy is the saved softmax: no separate upcast.
-                (loss_bytes, transient) = megatron::loss(&self.rank)?;
-                schedule.loss = loss_bytes;
-                schedule.loss_backward = transient;
-                schedule.logits_upcast = Bytes::ZERO;
-            }
+        schedule.outside_forward_only = offloads.is_some();
+        if let Some(figures) = &fp8_figures {
+            schedule.resident = plus(figures.weight_cache, figures.scaling_state)?;
         }
-        for (kind, count) in [(dense, dense_layers), (sparse, sparse_layers)] {
-            if count > 0 {
-                transient = transient.max(kind.recomputed);
+        let mut head_offloaded = Bytes::ZERO;
+        if stage.head {
+            // Liger's kernel computes the head's gradients in its forward;
+            // cut-cross-entropy on CPU saves a copy of the head's input.
+            let liger =
+                self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
+            schedule.head =
+                loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?;
+            if offloads.is_some() {
+                let (device, copies) = self.final_norm_offload()?;
+                head_offloaded = device;
+                host.add(copies)?;
+                schedule.head = Bytes(schedule.head.0.saturating_sub(device.0));
+            }
+            outside.add(schedule.head)?;
+            let phase = if self.workload.megatron_kernels {
+                // The fp32 copy is the saved softmax: no separate upcast.
+                let (saved, backward) = megatron::loss(&self.rank)?;
+                loss::LossPhase {
+                    upcast: Bytes::ZERO,
+                    saved,
+                    backward,
+                    ..loss::standard(&self.rank)?
+                }
+            } else {
+                match self.workload.loss {
+                    Loss::Standard => loss::standard(&self.rank)?,
+                    Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
+                    Loss::Fused => match self.workload.platform {
+                        Platform::Cuda => {
+                            fused_loss::phase(&self.rank, self.workload.weights_dtype.bytes())?
+                        }
+                        Platform::Cpu => fused_loss::torch_compile_phase(
+                            &self.rank,
+                            self.workload.weights_dtype.bytes(),
+                        )?,
+                    },
+                }
+            };
+            logits = phase.logits;
+            loss_bytes = phase.saved;
+            transient = phase.backward;
+            schedule.logits = phase.logits;
+            schedule.logits_upcast = phase.upcast;
+            schedule.loss = phase.saved;
+            schedule.loss_backward = phase.backward;
+            schedule.logits_gradient = phase.logits_gradient;
+        }
+        for (row, counts_row) in kinds.iter().zip(counts) {
+            for (kind, count) in row.iter().zip(counts_row) {
+                if count > 0 {
+                    transient = transient.max(kind.recomputed);
+                }
             }
         }
         let outside_layers = times(outside.bytes(), in_flight)?;
+        let offload = match offloads {
+            Some(_) => {
+                // What left the device: every layer's saved tensors but the
+                // residue, the embeddings, the final norm.
+                let mut saved = Tally::new();
+                for (row, counts_row) in kinds.iter().zip(counts) {
+                    for (kind, count) in row.iter().zip(counts_row) {
+                        saved.add(times(kind.total()?, count)?)?;
+                    }
+                }
+                let residue = layer_total.bytes();
+                let mut gone = Tally::new();
+                gone.add(Bytes(
+                    times(saved.bytes(), in_flight)?.0.saturating_sub(residue.0),
+                ))?;
+                gone.add(times(
+                    plus(embeddings_offloaded, head_offloaded)?,
+                    in_flight,
+                )?)?;
+                Some(Offloaded {
+                    implementation: "torchtune OffloadActivations",
+                    streams: self.workload.platform == Platform::Cuda,
+                    min_offload_size: Bytes(MIN_OFFLOAD_SIZE),
+                    device_bytes_saved: gone.bytes(),
+                    host_bytes: times(host.bytes(), in_flight)?,
+                })
+            }
+            None => None,
+        };
         let logits = times(logits, in_flight)?;
         let loss_bytes = times(loss_bytes, in_flight)?;
 
@@ -585,6 +998,11 @@ impl<'a> Step<'a> {
             logits,
             loss: loss_bytes,
             backward_transient: transient,
+            loss_function: self.workload.loss,
+            recompute: self.workload.recompute,
+            recompute_every: self.workload.recompute_every,
+            offload,
+            fp8: fp8_figures,
             notes,
             schedule,
         })
@@ -598,6 +1016,11 @@ impl<'a> Step<'a> {
             logits: Bytes::ZERO,
             loss: Bytes::ZERO,
             backward_transient: Bytes::ZERO,
+            loss_function: self.workload.loss,
+            recompute: self.workload.recompute,
+            recompute_every: self.workload.recompute_every,
+            offload: None,
+            fp8: None,
             notes: Vec::new(),
             schedule: Schedule::default(),
         }
@@ -623,14 +1046,57 @@ impl<'a> Step<'a> {
             Recompute::Selective => notes.push(
                 "selective recomputation: the attention core (probabilities, the kernel's q, k, v copies) is rebuilt in backward; its inputs q, k, v stay".to_string(),
             ),
+            Recompute::Op => notes.push(
+                "op recomputation (torchtitan's per-op policy): each layer keeps its input, the sdpa kernel's output and log-sum-exp and every second matmul's output (q, v, gate, down); norms, rotary, activations and the other matmuls are rebuilt in backward".to_string(),
+            ),
             Recompute::Full => notes.push(
                 "full recomputation: each layer keeps its input; rotary tables and cache positions held by the checkpoints outside autograd are not counted".to_string(),
+            ),
+        }
+        if workload.recompute_every > 1 {
+            notes.push(format!(
+                "recompute every {}: only layers whose 1-based index is a multiple of {} are checkpointed (torchtune, torchtitan); the others keep everything",
+                workload.recompute_every, workload.recompute_every,
+            ));
+        }
+        match workload.loss {
+            Loss::Standard => notes.push(
+                "loss: standard (transformers' ForCausalLMLoss: whole logits, their fp32 copy, fp32 log-softmax)".to_string(),
+            ),
+            Loss::Chunked(chunks) => notes.push(format!(
+                "loss: chunked:{chunks} (torchtune's CEWithChunkedOutputLoss): all {chunks} logits chunks exist; each is upcast to fp32 and its gradients computed one chunk of {} tokens at a time; every chunk's fp32 log-softmax stays until backward",
+                chunked_loss::chunk_tokens(&self.rank, chunks),
+            )),
+            Loss::Fused if workload.platform == Platform::Cuda => notes.push(format!(
+                "loss: fused (Liger's fused linear-cross-entropy, CUDA): no logits; chunks of {} tokens' logits at a time; the output projection's input gradient and weight gradient (in the weights' dtype) are kept from the forward",
+                fused_loss::chunk_tokens(self.rank.tokens, self.rank.vocab, self.rank.hidden),
+            )),
+            Loss::Fused => notes.push(
+                "loss: fused on CPU is cut-cross-entropy's torch_compile implementation (Liger's and CCE's kernels are CUDA-only): Inductor keeps the shifted logits in their own dtype, without an fp32 copy, log-softmax or T x V gradient".to_string(),
             ),
         }
         if workload.frozen_base {
             notes.push(
                 "frozen base: frozen linears and norms save no weight-gradient inputs; LoRA adapters keep their input and lora_A's T x r output; routed experts are counted as trainable".to_string(),
             );
+        }
+        if workload.lora_rank > 0 {
+            let adapter = workload.lora_dtype.unwrap_or(workload.dtype);
+            if workload.lora_dropout.is_active() {
+                notes.push(format!(
+                    "LoRA dropout {}: each adapter saves its own dropped input (T x in, {adapter}) and the dropout mask ({}) instead of sharing the layer's input (peft's nn.Dropout before lora_A)",
+                    workload.lora_dropout.probability(),
+                    match workload.platform {
+                        Platform::Cpu => "CPU: noise in the input dtype",
+                        Platform::Cuda => "CUDA: 1-byte native_dropout mask",
+                    }
+                ));
+            } else if adapter != workload.dtype {
+                notes.push(format!(
+                    "{adapter} adapters under {} compute: peft casts the input of each adapter to {adapter} (_cast_input_dtype), so each saves its own {adapter} copy of it",
+                    workload.dtype
+                ));
+            }
         }
         if workload.tensor_parallel > 1 {
             notes.push(format!(
@@ -654,8 +1120,45 @@ impl<'a> Step<'a> {
                 LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::Sandwich => {}
             }
         }
+        if workload.context_parallel > 1 {
+            notes.push(format!(
+                "context parallel {}: each rank holds {} of the {} positions of every sequence (head-and-tail load balancing), plus ring attention's key/value buffers per layer: all {} ranks' key/value shards and the fp32 merge in forward (torch context_parallel, all-gather rotation), the fp32 gradient accumulators and the dK/dV ring in backward",
+                workload.context_parallel,
+                self.rank.seq,
+                workload.seq_len,
+                workload.context_parallel,
+            ));
+        }
+        if let Some(fp8) = &workload.fp8 {
+            notes.push(if fp8.saves_fp8_inputs {
+                format!("fp8 ({}): linears save their inputs in fp8 (1 byte); each layer's four GEMM modules keep their cached fp8 weight and transpose and an fp32 amax history of {} rows, resident from the first step (dense layers; expert weights not counted)", fp8.implementation, fp8.amax_history_len)
+            } else {
+                format!("fp8 ({}): linears save their high-precision inputs (ctx.save_for_backward(input_hp, weight_hp_t)); the fp8 casts of the widest linear are a temporary of each layer's forward and backward; dynamic scaling keeps no amax history; FSDP's float8 all-gather is not modelled", fp8.implementation)
+            });
+        }
+        if workload.offload_activations {
+            notes.push(format!(
+                "activation offloading (torchtune OffloadActivations{}): saved tensors of at least {} bytes, parameters aside, are copied to host memory in forward, one copy per saved reference, and brought back node by node in backward; {}the output head's input, the logits and the loss stay on the device",
+                if workload.platform == Platform::Cuda {
+                    ", use_streams=True"
+                } else {
+                    ", use_streams=False as on CPU"
+                },
+                MIN_OFFLOAD_SIZE,
+                match (workload.recompute, workload.platform) {
+                    (Recompute::Full, _) => "with full recomputation only the checkpointed layer inputs move (DeepSpeed's cpu_checkpointing); ",
+                    (_, Platform::Cuda) => "the stream keeps the final norm's packs until backward and one more node's tensors in backward; ",
+                    (_, Platform::Cpu) => "",
+                },
+            ));
+        }
         notes.push(
-            "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer".to_string(),
+            match workload.loss {
+                Loss::Standard => "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Chunked(_) => "backward transient: one chunk's two fp32 gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Fused => "backward transient: the largest recomputed layer (the fused loss's gradients were computed in its forward)",
+            }
+            .to_string(),
         );
         notes
     }
@@ -753,6 +1256,120 @@ mod tests {
         let rebuilt = layer(&dims, &w);
         assert_eq!(e.backward_transient.0, rebuilt.max(8 * t * 32000));
         assert!(e.layers.iter().all(|p| p.name == "layer inputs"));
+    }
+
+    #[test]
+    fn op_recompute_keeps_q_v_gate_down_and_the_kernel_output_by_hand() {
+        let dims = llama_7b();
+        let (b, s, t, h, f, a, kv, d) = (1u64, 2048u64, 2048u64, 4096u64, 11008u64, 32, 32, 128);
+        let mut w = workload(b, s, Attention::Sdpa);
+        let none = layer(&dims, &w);
+        w.recompute = Recompute::Op;
+        let op = layer(&dims, &w);
+        // Input 2Th; q 2T·ad, v 2T·kv·d, gate 2Tf, down 2Th; sdpa output
+        // 2T·ad and its fp32 log-sum-exp 4·B·a·S.
+        let kept = 2 * t * h
+            + 2 * t * a * d
+            + 2 * t * kv * d
+            + 2 * t * f
+            + 2 * t * h
+            + 2 * t * a * d
+            + 4 * b * a * s;
+        assert_eq!(op, kept);
+        // Backward rebuilds the unrecomputed layer less what it shares with
+        // the kept outputs (all but down's).
+        let e = activations(&dims, &w).unwrap();
+        let rebuilt = none - (kept - 2 * t * h - 2 * t * h);
+        assert_eq!(e.backward_transient.0, rebuilt.max(8 * t * 32000));
+        assert!(e.layers.iter().any(|p| p.name == "saved op outputs"));
+        assert!(e.notes.iter().any(|n| n.contains("per-op policy")));
+        assert_eq!(e.recompute, Recompute::Op);
+    }
+
+    #[test]
+    fn every_second_layer_checkpointed_keeps_half_the_layers_whole() {
+        let dims = llama_7b();
+        let mut w = workload(1, 2048, Attention::Sdpa);
+        let none = layer(&dims, &w);
+        w.recompute = Recompute::Full;
+        let full = layer(&dims, &w);
+        let all = activations(&dims, &w).unwrap();
+        w.recompute_every = 2;
+        let half = activations(&dims, &w).unwrap();
+        // 16 of 32 layers whole; the rotary tables are saved again by the others.
+        let rotary = 2 * 2 * 2048 * 128;
+        assert_eq!(half.total.0, all.total.0 + 16 * (none - full) + rotary);
+        assert_eq!(half.recompute_every, 2);
+        assert!(half.notes.iter().any(|n| n.contains("recompute every 2")));
+        assert_eq!(
+            layer_bytes(&dims, &w, &w.platform.kernels(), 0).unwrap().0,
+            none
+        );
+        assert_eq!(
+            layer_bytes(&dims, &w, &w.platform.kernels(), 1).unwrap().0,
+            full
+        );
+        // Only full checkpointing has an every-N-th-layer form.
+        w.recompute = Recompute::Op;
+        assert!(matches!(
+            activations(&dims, &w),
+            Err(Error::InvalidValue { .. })
+        ));
+    }
+
+    #[test]
+    fn the_loss_modes_parse_and_refuse() {
+        assert_eq!(Loss::parse("standard").unwrap(), Loss::Standard);
+        assert_eq!(Loss::parse(" Chunked:8 ").unwrap(), Loss::Chunked(8));
+        assert_eq!(Loss::parse("fused").unwrap(), Loss::Fused);
+        assert_eq!(Loss::Chunked(4).name(), "chunked:4");
+        for bad in [
+            "chunked:0",
+            "chunked:x",
+            "chunked:",
+            "chunked:-1",
+            "chunked:99999999",
+        ] {
+            assert!(
+                matches!(Loss::parse(bad), Err(Error::InvalidValue { .. })),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Loss::parse("chunked"),
+            Err(Error::UnknownName {
+                suggestion: Some(_),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn chunked_and_fused_losses_shrink_the_loss_phase() {
+        let dims = llama_7b();
+        let mut w = workload(1, 4096, Attention::Sdpa);
+        let standard = activations(&dims, &w).unwrap();
+        w.loss = Loss::Chunked(8);
+        let chunked = activations(&dims, &w).unwrap();
+        let (t, v, h) = (4096u64, 32000u64, 4096u64);
+        // The same log-softmax bytes (every chunk's), targets 8T instead of
+        // the padded labels' 8(S + 1), eight total_weight scalars instead of
+        // one; an eighth of the upcast and of the backward gradients.
+        assert_eq!(chunked.total.0, standard.total.0 - 8 + 4 * 7);
+        assert_eq!(chunked.schedule.logits_upcast.0, 4 * t * v / 8);
+        assert_eq!(chunked.backward_transient.0, 8 * t * v / 8);
+        w.loss = Loss::Fused;
+        let fused = activations(&dims, &w).unwrap();
+        assert_eq!(fused.logits, Bytes::ZERO);
+        // No lm_head input saved: the head keeps only the final norm.
+        assert_eq!(standard.schedule.head.0 - fused.schedule.head.0, 2 * t * h);
+        assert_eq!(fused.loss.0, 2 * t * h + 2 * v * h + 4 * t + t);
+        assert_eq!(fused.loss_function, Loss::Fused);
+        // On CPU: cut-cross-entropy's compiled fallback keeps the shifted logits.
+        w.platform = Platform::Cpu;
+        let cpu = activations(&dims, &w).unwrap();
+        assert_eq!(cpu.loss.0, 2 * (t - 1) * v + 12 * (t - 1));
+        assert!(cpu.notes.iter().any(|n| n.contains("torch_compile")));
     }
 
     #[test]

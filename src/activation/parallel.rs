@@ -30,7 +30,8 @@ pub struct Rank {
     pub element: u64,
     /// Sequences B.
     pub batch: u64,
-    /// Sequence length S (whole: attention needs every position).
+    /// Sequence length S (whole: attention needs every position), or its
+    /// S / N positions under context parallelism over N ranks.
     pub seq: u64,
     /// B x S: the token count of tensor-parallel tensors.
     pub tokens: u64,
@@ -62,7 +63,10 @@ impl Rank {
         let t = positive(workload.tensor_parallel, "--tensor-parallel")?;
         positive(workload.pipeline, "--pipeline-parallel")?;
         let batch = workload.micro_batch;
-        let seq = workload.seq_len;
+        // Context parallelism gives each rank S / N positions of every
+        // sequence (see `context.rs`; S is checked to divide by 2N).
+        let cp = positive(workload.context_parallel, "--cp")?;
+        let seq = workload.seq_len.div_ceil(cp);
         let tokens = mul(batch, seq)?;
         let sequence_tokens = if workload.sequence_parallel {
             mul(batch, seq.div_ceil(t))?

@@ -214,6 +214,7 @@ impl Blueprint {
                 attention_output,
                 mlp_input,
                 mlp_output,
+                conv1d: false,
             },
         }
     }

@@ -259,6 +259,10 @@ pub struct Linears {
     pub mlp_input: Vec<&'static str>,
     /// The MLP output projection (`down_proj`).
     pub mlp_output: &'static str,
+    /// GPT-2's `Conv1D` (`torch.addmm(bias, x, self.weight)`): backward
+    /// saves the weight parameter itself, where `nn.Linear` saves the
+    /// transposed view `weight.t()`.
+    pub conv1d: bool,
 }
 
 impl Linears {
@@ -269,6 +273,7 @@ impl Linears {
             attention_output: "o_proj",
             mlp_input: vec!["gate_proj", "up_proj"],
             mlp_output: "down_proj",
+            conv1d: false,
         }
     }
 }

@@ -141,6 +141,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             attention_output: "c_proj",
             mlp_input: vec!["c_fc"],
             mlp_output: "c_proj",
+            conv1d: true,
         },
     })
 }

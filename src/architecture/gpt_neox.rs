@@ -150,6 +150,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             attention_output: "dense",
             mlp_input: vec!["dense_h_to_4h"],
             mlp_output: "dense_4h_to_h",
+            conv1d: false,
         },
     })
 }

@@ -39,6 +39,8 @@ MODEL is any of:
   a model folder         trainmem params path/to/Llama-2-7b-hf  (config.json and/or safetensors)
   a .safetensors file    trainmem params model.safetensors      (header only, never the data)
   a sharded index        trainmem params model.safetensors.index.json
+  a hub id               trainmem params meta-llama/Llama-3.1-8B  (the local hugging face
+                         cache, else the preset published from it; nothing is downloaded)
 
 A config.json is counted as transformers builds AutoModelForCausalLM for its model_type:
 sum(p.numel() for p in model.parameters()), tied weights once. A checkpoint is counted
@@ -100,7 +102,7 @@ pub enum Command {
     /// Serve a local web page that computes with the same engine.
     Serve(ServeArgs),
     /// List the preset models with their exact parameter counts.
-    Models(OutputArgs),
+    Models(ModelsArgs),
     /// List the optimizers and the state each keeps.
     Optimizers(CatalogueArgs),
     /// List the precision recipes and their bytes.
@@ -126,6 +128,19 @@ pub struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_name = "SHELL")]
     pub shell: String,
+}
+
+/// How `trainmem models` is written.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelsArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Add each preset's hugging face hub id, the repository its config.json
+    /// was published in (a table wider than 100 columns; json, markdown and
+    /// csv always have it).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// How a catalogue is written.
@@ -254,6 +269,15 @@ pub struct ParallelArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub ep: u64,
 
+    /// Context parallelism: ring attention splits every sequence across N
+    /// ranks (torch's context_parallel as torchtitan applies it; Megatron's
+    /// CP with Transformer Engine). Each rank holds S/N tokens of every
+    /// activation plus the ring's key/value buffers; the model states are
+    /// sharded over dp × cp. The sequence must divide by 2N (load-balanced
+    /// head-and-tail split).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
+    pub cp: u64,
+
     /// Sequence parallelism with --tp: activations outside the tensor-parallel
     /// regions are split across the tensor-parallel ranks too.
     #[arg(long)]
@@ -321,6 +345,34 @@ pub struct FineTuneArgs {
     #[arg(long, requires = "lora_rank")]
     pub lora_dora: bool,
 
+    /// peft's lora_dropout: the probability of the nn.Dropout before each
+    /// adapter's lora_A. Above 0 each adapter saves its own dropped input
+    /// (T x in) and the dropout mask instead of sharing the layer's input.
+    /// 0 is peft's default (nn.Identity); axolotl configs often use 0.05.
+    #[arg(
+        long,
+        value_name = "P",
+        default_value = "0",
+        requires = "lora_rank",
+        allow_hyphen_values = true,
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dropout: String,
+
+    /// The dtype the adapters are kept and trained in: fp32 (peft's
+    /// default, autocast_adapter_dtype=True: under a bf16 base each adapter
+    /// then saves an fp32 copy of its input), bf16 or fp16 (torchtune and
+    /// litgpt keep adapters in the base dtype). Sets the adapters' weights,
+    /// gradients and optimizer states.
+    #[arg(
+        long,
+        value_name = "DTYPE",
+        default_value = "fp32",
+        requires = "lora_rank",
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dtype: String,
+
     /// Freeze tensors whose name matches (substring, or glob with `*`), for
     /// full fine-tuning with parts frozen; repeatable.
     #[arg(long, value_name = "PATTERN")]
@@ -357,9 +409,47 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,
 
-    /// Activation recomputation: none, selective (attention) or full (gradient checkpointing).
+    /// Activation recomputation: none; selective (Megatron: the attention
+    /// core is rebuilt in backward); op (torchtitan's per-op policy: each
+    /// layer keeps its input, the sdpa output and every second matmul's
+    /// output, norms and pointwise ops are rebuilt; Llama/Mistral layers with
+    /// sdpa); full (gradient checkpointing: each layer keeps only its input).
     #[arg(long, value_name = "MODE", default_value = "none", help_heading = TECHNIQUES)]
     pub recompute: String,
+
+    /// Checkpoint only every N-th decoder layer, those whose 1-based index is
+    /// a multiple of N (torchtune's and torchtitan's layer option); the
+    /// others keep all their activations. Needs --recompute full; 1 is every
+    /// layer.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
+    pub recompute_every: u64,
+
+    /// The loss function: standard (transformers' ForCausalLMLoss: the whole
+    /// logits plus their fp32 copy); chunked:N (torchtune's
+    /// CEWithChunkedOutputLoss: the output projection in N chunks of the
+    /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
+    /// fused (Liger's fused linear-cross-entropy on CUDA: the logits are
+    /// never materialized whole; on CPU, cut-cross-entropy's torch.compile
+    /// path, which keeps them in their own dtype without an fp32 copy).
+    #[arg(long, value_name = "LOSS", default_value = "standard", help_heading = TECHNIQUES)]
+    pub loss: String,
+
+    /// Activation offloading: every saved tensor of at least 1024 bytes
+    /// (parameters aside) is copied to pinned host memory in forward and
+    /// brought back in backward, as torchtune's OffloadActivations does
+    /// around the decoder (the output head and the loss stay on the device;
+    /// on CUDA a second stream keeps the last packs and one node's tensors
+    /// a little longer). With --recompute full only the checkpointed layer
+    /// inputs move (DeepSpeed's cpu_checkpointing). Off by default.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub offload_activations: bool,
+
+    /// torch.compile: refused. Inductor's min-cut partitioner decides per
+    /// traced graph which activations to save and which to recompute, and
+    /// fuses pointwise ops; its choice cannot be predicted from the
+    /// architecture, so trainmem prices the eager step only.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub compile: bool,
 
     /// Memory lost beyond the tensors, added to the peak: CUDA context and
     /// allocator fragmentation. Default 1GiB when activations are estimated;
@@ -371,6 +461,16 @@ pub struct WorkloadArgs {
     /// the gradients then exist before each backward.
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
     pub grad_accumulation: u64,
+
+    /// Step each parameter inside backward as soon as its gradient is
+    /// produced, and free the gradient at once: torchtune's
+    /// optimizer_in_bwd (one optimizer per parameter in a
+    /// post-accumulate-grad hook), GaLore's per-layer updates with
+    /// galore-adamw or galore-adamw-8bit. No full gradient copy exists; no
+    /// gradient clipping or accumulation; single device or FSDP2 only.
+    /// Default: off (LOMO and AdaLomo always update in backward).
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub optimizer_in_backward: bool,
 
     /// Where the kernels run: cuda, or cpu (the CPU kernels the activation
     /// fixtures measure to the byte, so a prediction can be checked against
@@ -425,7 +525,8 @@ pub struct EstimateArgs {
     pub params: Option<String>,
 
     /// The model: a preset name (list: `trainmem models`), a config.json, a
-    /// model folder, a .safetensors file or a model.safetensors.index.json.
+    /// model folder, a .safetensors file, a model.safetensors.index.json or a
+    /// hub id read from the local hugging face cache (`meta-llama/Llama-3.1-8B`).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<OsString>,
 
@@ -568,7 +669,7 @@ pub struct FitArgs {
 /// `trainmem params`.
 #[derive(Debug, Args, Clone)]
 pub struct ParamsArgs {
-    /// A preset name, a config.json, a model folder, a .safetensors file or an index.
+    /// A preset name, a config.json, a model folder, a .safetensors file, an index or a hub id.
     #[arg(value_name = "MODEL")]
     pub model: Option<OsString>,
 

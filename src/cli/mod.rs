@@ -60,7 +60,7 @@ pub fn run(cli: Cli) -> Result<String> {
         Some(Command::Params(args)) => params(&args),
         Some(Command::Plot(args)) => plot::run(&args),
         Some(Command::Serve(args)) => serve::run(&args),
-        Some(Command::Models(args)) => models(resolve::format(&args)?),
+        Some(Command::Models(args)) => models(resolve::format(&args.output)?, args.verbose),
         Some(Command::Optimizers(args)) => Ok(render::optimizers(
             resolve::format(&args.output)?,
             args.verbose,
@@ -93,7 +93,7 @@ fn model_of(params: Option<&str>, model: Option<&OsStr>) -> Result<Model> {
 }
 
 /// What `--model` takes, for the messages that ask for one.
-const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder or a .safetensors file";
+const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder, a .safetensors file or a hub id such as `meta-llama/Llama-3.1-8B`";
 
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
     let (model, setup, format, units) = estimate_request(args)?;
@@ -117,7 +117,9 @@ fn estimate_request(
     if let Some(dimensions) = resolve::dimensions(&args.workload)? {
         model.dimensions = Some(dimensions);
     }
-    let model = resolve::finetune(&args.finetune)?.apply(model)?;
+    let finetune = resolve::finetune(&args.finetune)?;
+    resolve::apply_lora_dropout(&mut setup, &finetune);
+    let model = finetune.apply(model)?;
     Ok((model, setup, format, units))
 }
 
@@ -164,7 +166,9 @@ fn fit(args: &FitArgs) -> Result<String> {
     if let Some(dimensions) = resolve::dimensions(workload)? {
         model.dimensions = Some(dimensions);
     }
-    let model = resolve::finetune(&args.finetune)?.apply(model)?;
+    let finetune = resolve::finetune(&args.finetune)?;
+    resolve::apply_lora_dropout(&mut setup, &finetune);
+    let model = finetune.apply(model)?;
     if question != Question::Gpus && model.dimensions.is_none() {
         return Err(Error::Missing {
             what: "architecture",
@@ -190,7 +194,7 @@ fn params(args: &ParamsArgs) -> Result<String> {
     render::params(&load_model_os(spec)?, format, args.tensors)
 }
 
-fn models(format: Format) -> Result<String> {
+fn models(format: Format, verbose: bool) -> Result<String> {
     let listings = PRESETS
         .iter()
         .map(|preset| {
@@ -198,6 +202,7 @@ fn models(format: Format) -> Result<String> {
             let parameters = model.total_parameters()?;
             Ok(ModelListing {
                 name: preset.name,
+                hub_id: preset.hub_id,
                 model_type: model.model_type.clone(),
                 parameters,
                 tensors: model.tensors.len(),
@@ -205,7 +210,7 @@ fn models(format: Format) -> Result<String> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(render::models(&listings, format))
+    Ok(render::models(&listings, format, verbose))
 }
 
 fn compare(args: &CompareArgs) -> Result<String> {

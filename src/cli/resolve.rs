@@ -3,7 +3,7 @@
 use super::args::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
 };
-use crate::activation::{Attention, Platform, Recompute, Workload};
+use crate::activation::{Attention, LoraDropout, Loss, Platform, Recompute, Workload};
 use crate::architecture::Dimensions;
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
@@ -78,6 +78,7 @@ pub fn parallelism(args: &ParallelArgs) -> Result<Parallelism> {
         tensor: args.tp,
         pipeline: args.pp,
         expert: args.ep,
+        context: args.cp,
         framework,
         fsdp_mixed_precision: FsdpMixedPrecision::parse(&args.fsdp_mixed_precision)?,
     }
@@ -159,6 +160,8 @@ pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
                     .map(str::to_string)
                     .collect(),
                 dora: args.lora_dora,
+                dropout: LoraDropout::parse(&args.lora_dropout)?,
+                dtype: crate::finetune::adapter_dtype(&args.lora_dtype)?,
             })
         })
         .transpose()?;
@@ -171,6 +174,14 @@ pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
             .map(|kind| Quantization::parse(kind, double_quant))
             .transpose()?,
     })
+}
+
+/// Gives the setup the adapters' dropout (`--lora-dropout`): what each
+/// adapter saves depends on it, and the model inventory does not carry it.
+pub fn apply_lora_dropout(setup: &mut Setup, finetune: &FineTune) {
+    if let Some(lora) = finetune.lora.as_ref() {
+        setup.lora_dropout = lora.dropout;
+    }
 }
 
 /// The default of `--overhead` when activations are estimated.
@@ -213,6 +224,7 @@ pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions>
             expandable_segments: args.expandable_segments,
         },
         cpu: Platform::parse(&args.platform)? == Platform::Cpu,
+        optimizer_in_backward: args.optimizer_in_backward,
     })
 }
 
@@ -251,8 +263,18 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     let platform = Platform::parse(&args.platform)?;
     let quantized_inputs_kept = bitsandbytes_keeps_input(args.bitsandbytes.as_deref())?;
     let recompute = Recompute::parse(&args.recompute)?;
+    let loss = Loss::parse(&args.loss)?;
+    if args.compile {
+        return Err(compile_refused());
+    }
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
+            if args.offload_activations {
+                return Err(missing(
+                    "--micro-batch",
+                    "--offload-activations moves activations: give --micro-batch B and --seq-len S",
+                ));
+            }
             let overhead = args
                 .overhead
                 .as_deref()
@@ -284,12 +306,26 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
             });
         }
     }
+    if let Loss::Chunked(chunks) = loss
+        && chunks > seq_len
+    {
+        return Err(Error::InvalidValue {
+            what: "--loss",
+            value: loss.name(),
+            reason: format!(
+                "torchtune splits each sequence into N chunks (torch.chunk along the sequence): N is at most --seq-len {seq_len}"
+            ),
+        });
+    }
     let workload = Workload {
         attention,
         recompute,
+        recompute_every: args.recompute_every,
+        loss,
         platform,
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,
+        offload_activations: args.offload_activations,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.
@@ -299,6 +335,21 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     };
     let overhead = overhead(args.overhead.as_deref().unwrap_or(default_overhead))?;
     Ok((Some(workload), overhead))
+}
+
+/// `--compile` is refused: what torch.compile saves is decided per traced
+/// graph by AOTAutograd's partitioner
+/// (`torch/_functorch/partitioners.py`, `min_cut_rematerialization_partition`:
+/// a max-flow min-cut over the joint graph, weighted by a runtime and memory
+/// cost model, with Inductor's fusion deciding which pointwise results exist
+/// at all), so it is not a rule of the architecture that trainmem could price
+/// and check on CPU within 3%.
+fn compile_refused() -> Error {
+    Error::InvalidValue {
+        what: "flag",
+        value: "--compile".to_string(),
+        reason: "torch.compile is not priced: Inductor's min-cut partitioner chooses per traced graph which activations to save or recompute, which the architecture alone does not predict; drop --compile to price the eager step".to_string(),
+    }
 }
 
 fn overhead(text: &str) -> Result<Bytes> {

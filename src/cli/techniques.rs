@@ -24,16 +24,11 @@ struct Technique {
 /// The optimizers an 8-bit Adam replaces.
 const ADAM: [&str; 2] = ["adam", "adamw"];
 
-/// The order people reach for them: first what costs nothing in quality
-/// (recomputation costs time), then the optimizer's states, then training
-/// fewer parameters.
-const LADDER: [Technique; 4] = [
-    Technique {
-        name: "activation checkpointing",
-        flags: &["--recompute", "full"],
-        not_for: |args| (args.workload.recompute == "full").then_some("already on"),
-        apply: |args| args.workload.recompute = "full".to_string(),
-    },
+/// The order of the README's "Making it fit": the optimizer's states first
+/// (8-bit), then the activations (recomputation and the chunked loss cost
+/// time, not quality), then the gradients (stepped in backward), then
+/// training fewer parameters, and last moving activations over PCIe.
+const LADDER: [Technique; 7] = [
     Technique {
         name: "8-bit AdamW (bitsandbytes)",
         flags: &["--optimizer", "adamw-8bit"],
@@ -42,6 +37,24 @@ const LADDER: [Technique; 4] = [
             (!ADAM.contains(&name.as_str())).then_some("only replaces adam or adamw")
         },
         apply: |args| args.training.optimizer = "adamw-8bit".to_string(),
+    },
+    Technique {
+        name: "activation checkpointing",
+        flags: &["--recompute", "full"],
+        not_for: |args| (args.workload.recompute == "full").then_some("already on"),
+        apply: |args| args.workload.recompute = "full".to_string(),
+    },
+    Technique {
+        name: "chunked cross-entropy",
+        flags: &["--loss", "chunked:8"],
+        not_for: |args| (args.workload.loss != "standard").then_some("another loss is on"),
+        apply: |args| args.workload.loss = "chunked:8".to_string(),
+    },
+    Technique {
+        name: "optimizer step in backward",
+        flags: &["--optimizer-in-backward"],
+        not_for: |args| args.workload.optimizer_in_backward.then_some("already on"),
+        apply: |args| args.workload.optimizer_in_backward = true,
     },
     Technique {
         name: "LoRA r16 on every linear",
@@ -57,6 +70,12 @@ const LADDER: [Technique; 4] = [
         flags: &["--quantize", "nf4"],
         not_for: |args| args.finetune.quantize.is_some().then_some("already on"),
         apply: |args| args.finetune.quantize = Some("nf4".to_string()),
+    },
+    Technique {
+        name: "activation offloading",
+        flags: &["--offload-activations"],
+        not_for: |args| args.workload.offload_activations.then_some("already on"),
+        apply: |args| args.workload.offload_activations = true,
     },
 ];
 

@@ -27,6 +27,9 @@ pub struct DeviceMemory {
     pub memory: Memory,
     /// On the host, for the whole node (every rank's process on it).
     pub host: Memory,
+    /// The rank's optimizer states in CUDA unified memory (bitsandbytes'
+    /// paged optimizers), counted in `host.optimizer_states`.
+    pub paged_states: Bytes,
     /// Temporary memory within a step.
     pub transients: Transients,
     /// The pipeline stage reported (the most loaded one).
@@ -76,6 +79,7 @@ struct Group {
     gradients: Piece,
     states: Bytes,
     host_states: Bytes,
+    paged_states: Bytes,
     /// Trainable elements, per state dtype, whose optimizer steps on a flat partition.
     flat_states: BTreeMap<DType, u64>,
     /// With an update fused into backward, the largest gradient held at once.
@@ -157,6 +161,7 @@ impl Group {
         match state.location {
             Location::Device => add(&mut self.states, bytes),
             Location::Host => add(&mut self.host_states, bytes),
+            Location::Paged => add(&mut self.paged_states, bytes),
         }
     }
 }
@@ -245,7 +250,7 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                     degree,
                 )?;
             }
-            if setup.optimizer.fused_backward {
+            if setup.steps_in_backward() {
                 group.largest_gradient = group
                     .largest_gradient
                     .max(precision.gradients.size_of(elements)?);
@@ -284,10 +289,11 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                         shape: local_shape,
                         ..tensor.clone()
                     };
-                    for state in setup.optimizer.states(
+                    for state in setup.optimizer.states_on(
                         &local,
                         precision.optimizer_dtype(),
                         &setup.options,
+                        !setup.step.cpu,
                     )? {
                         group.add_state(&state)?;
                     }
@@ -418,6 +424,11 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
         let gradient = produced.size_of(elements)?;
         module.gradient = module.gradient.add(gradient, WHAT)?;
         module.largest_gradient = module.largest_gradient.max(gradient);
+        if setup.steps_in_backward() {
+            module.step_temporaries = module
+                .step_temporaries
+                .max(in_backward_step(setup, precision, elements)?);
+        }
         if parallelism.zero.shards_gradients() && parallelism.framework.is_fsdp() {
             module.reduce_buffer = module
                 .reduce_buffer
@@ -427,11 +438,41 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
     Ok(())
 }
 
+/// The temporaries of one parameter's own `step()` inside backward
+/// (torchtune's `optimizer_in_bwd` builds one optimizer per parameter,
+/// `torchtune/training/memory.py`): the optimizer's step over a one-tensor
+/// list, on the rank's shard under FSDP (FSDP2 runs the post-accumulate-grad
+/// hook on the sharded parameter after the reduce-scatter).
+fn in_backward_step(
+    setup: &Setup,
+    precision: &crate::precision::Precision,
+    elements: Count,
+) -> Result<Bytes> {
+    let parallelism = setup.parallelism;
+    let local = if parallelism.zero.shards_optimizer() {
+        Count(elements.0.div_ceil(parallelism.shard_degree(false)))
+    } else {
+        elements
+    };
+    let context = GlobalContext {
+        elements: local,
+        largest: local,
+        tensors: 1,
+        dtype: precision.optimizer_dtype(),
+        options: &setup.options,
+    };
+    setup
+        .optimizer
+        .step_temporaries_on(&setup.options, setup.step.cpu)
+        .bytes(&context)
+}
+
 /// Shards one stage's pieces, applies the optimizer's flat partitions,
 /// global state and offload, and adds up the stage.
 fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<DeviceMemory> {
     let parallelism = setup.parallelism;
     let state_dtype = setup.precision.optimizer_dtype();
+    let mut paged_states = Bytes::ZERO;
     let (mut weights, mut master, mut gradients, mut states, mut host_states) = (
         Bytes::ZERO,
         Bytes::ZERO,
@@ -450,7 +491,11 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
             for (dtype, elements) in flat_states {
                 let partition = elements.div_ceil(degree);
                 let flat = Tensor::new("flat partition", Shape::vector(partition), Role::Other);
-                for state in setup.optimizer.states(&flat, dtype, &setup.options)? {
+                for state in
+                    setup
+                        .optimizer
+                        .states_on(&flat, dtype, &setup.options, !setup.step.cpu)?
+                {
                     group.add_state(&state)?;
                 }
                 group.largest = group.largest.max(partition);
@@ -464,6 +509,7 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         add(&mut gradients, group.largest_gradient)?;
         add(&mut states, group.states)?;
         add(&mut host_states, group.host_states)?;
+        add(&mut paged_states, group.paged_states)?;
         add_count(&mut trainable, group.trainable)?;
         largest = largest.max(group.largest);
         tensors += group.tensors;
@@ -481,12 +527,24 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         match state.location {
             Location::Device => add(&mut states, bytes)?,
             Location::Host => add(&mut host_states, bytes)?,
+            Location::Paged => add(&mut paged_states, bytes)?,
         }
     }
+    // Stepped inside backward, each parameter's step sees a one-tensor list:
+    // the largest of them is the step's temporary.
+    let one_tensor = GlobalContext {
+        elements: Count(largest),
+        tensors: 1.min(tensors),
+        ..context
+    };
     let mut optimizer_step = setup
         .optimizer
         .step_temporaries_on(&setup.options, setup.step.cpu)
-        .bytes(&context)?;
+        .bytes(if setup.steps_in_backward() {
+            &one_tensor
+        } else {
+            &context
+        })?;
     // DeepSpeed's ZeRO optimizers wrap the optimizer DeepSpeed builds from
     // its config: FusedAdam for Adam and AdamW on the GPU
     // (`_configure_basic_optimizer` in `deepspeed/runtime/engine.py`), one
@@ -529,12 +587,13 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         per_node(host[0])?,
         per_node(host[1])?,
         per_node(host[2])?,
-        per_node(host[3].add(host_states, WHAT)?)?,
+        per_node(host[3].add(host_states, WHAT)?.add(paged_states, WHAT)?)?,
         Bytes::ZERO,
     )?;
     Ok(DeviceMemory {
         memory: Memory::new(weights, master, gradients, states, Bytes::ZERO)?,
         host,
+        paged_states,
         transients: Transients {
             optimizer_step,
             backward: Bytes::ZERO,

@@ -113,10 +113,10 @@ pub fn largest_fitting(
 /// The most work fit's searches may do for one answer, in tensor
 /// evaluations: each estimate walks the model's inventory, so an estimate
 /// of a model of T tensors costs T + 1. A fit asks up to a few hundred
-/// estimates (three recompute modes x doubling and bisection up to 2^20,
-/// then two GPU searches). The presets spend at most about 105,000
+/// estimates (four recompute modes x doubling and bisection up to 2^20,
+/// then two GPU searches). The presets spend at most about 140,000
 /// (llama-3.1-405b's 1,137 tensors, `--micro-batch 1` against 10 TB);
-/// 2^18 leaves 2.5 times that and keeps the worst case, a config.json at
+/// 2^18 leaves 1.9 times that and keeps the worst case, a config.json at
 /// the layer cap, to a few tenths of a second in a release build before it
 /// is refused. A larger inventory (a checkpoint of unfused experts) is
 /// refused past the budget rather than searched for seconds.
@@ -213,7 +213,7 @@ fn max_seq_len_within(
     })
 }
 
-/// The fewest accelerators, keeping the layout's tensor and pipeline degrees
+/// The fewest accelerators, keeping the layout's tensor, pipeline and context degrees
 /// and varying data parallelism, whose most loaded one peaks within
 /// `capacity`; `None` beyond 65,536 data-parallel ranks. The search is exact
 /// when memory does not grow with more ranks (sharded pieces shrink, the rest stay).
@@ -227,7 +227,10 @@ fn min_gpus_within(
     capacity: Bytes,
     budget: &Budget,
 ) -> Result<Option<u64>> {
-    let model_parallel = setup.parallelism.tensor * setup.parallelism.pipeline;
+    // Context-parallel ranks hold the same layers on other positions: they
+    // stay with the layout like tp and pp.
+    let model_parallel =
+        setup.parallelism.tensor * setup.parallelism.pipeline * setup.parallelism.context;
     let expert = setup.parallelism.expert;
     let fits = |data: u64| -> Result<bool> {
         let mut layout = setup.parallelism;
@@ -344,12 +347,25 @@ impl Fit {
         };
         let mut recompute_modes = Vec::new();
         if matches!(question, Question::MicroBatch | Question::SeqLen) {
+            let chosen = setup.workload.as_ref().map(|w| w.recompute);
             for recompute in Recompute::ALL {
                 let mut mode = setup.clone();
                 if let Some(workload) = mode.workload.as_mut() {
                     workload.recompute = recompute;
+                    // Every N-th layer is a choice of full checkpointing.
+                    if recompute != Recompute::Full {
+                        workload.recompute_every = 1;
+                    }
                 }
-                let largest = search(&mode)?;
+                let largest = match search(&mode) {
+                    // A mode this model's layers cannot run (per-op
+                    // recomputation outside Llama-style layers) is left out.
+                    Err(crate::error::Error::InvalidValue {
+                        what: "--recompute",
+                        ..
+                    }) if Some(recompute) != chosen => continue,
+                    other => other?,
+                };
                 recompute_modes.push(RecomputeFit {
                     recompute,
                     largest,
@@ -388,6 +404,11 @@ impl Fit {
             _ => {
                 let mut sharded = setup.clone();
                 sharded.parallelism.zero = crate::parallel::ZeroStage::Weights;
+                if setup.step.optimizer_in_backward {
+                    // Stepped in backward, full sharding is FSDP2's
+                    // (torchtune's full_finetune_distributed); DeepSpeed has none.
+                    sharded.parallelism.framework = crate::parallel::Framework::Fsdp2;
+                }
                 min_gpus_within(model, &sharded, bytes, &budget)?
             }
         };

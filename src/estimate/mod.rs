@@ -2,9 +2,11 @@
 //!
 //! Pure arithmetic on the model's inventory: no I/O, no command line.
 
+mod adapters;
 mod comparison;
 mod device;
 mod fit;
+mod in_backward;
 mod memory;
 mod plan;
 mod setup;
@@ -44,6 +46,9 @@ pub struct Estimate {
     pub model: ModelSummary,
     /// The optimizer's name.
     pub optimizer: &'static str,
+    /// Whether each parameter is stepped inside backward as its gradient is
+    /// produced (`--optimizer-in-backward`, or LOMO/AdaLomo, which only work that way).
+    pub optimizer_in_backward: bool,
     /// The optimizer's options, defaults included.
     pub options: Options,
     /// The precision recipe: the dtype of each piece.
@@ -52,6 +57,13 @@ pub struct Estimate {
     pub dtypes: PieceDtypes,
     /// Parameter counts.
     pub parameters: Parameters,
+    /// Optimizer states in CUDA unified memory on the rank (bitsandbytes'
+    /// paged optimizers): left out of `memory`, counted in
+    /// `host.optimizer_states` (times the ranks of a node).
+    pub paged_states: Bytes,
+    /// The LoRA adapters, if any: rank, dtype and dropout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<adapters::LoraSummary>,
     /// The quantized part of a frozen base (QLoRA), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantized: Option<Quantized>,
@@ -261,9 +273,10 @@ impl Elements {
         add_elements(self.slice_by_width.entry(dtype.bytes()).or_default(), n.0)
     }
 
-    /// Counts one state tensor; those on the device join the slice.
+    /// Counts one state tensor; those on the device join the slice, and so
+    /// do paged ones: values kept per parameter wherever the driver puts them.
     fn add_state(&mut self, state: &StateTensor) -> Result<()> {
-        if state.location == Location::Device {
+        if matches!(state.location, Location::Device | Location::Paged) {
             let n = state.shape.elements().0;
             add_elements(&mut self.optimizer_states, n)?;
             add_elements(
@@ -291,20 +304,21 @@ impl Elements {
             if precision.master_weights.is_some() {
                 add_elements(&mut elements.master_weights, n.0)?;
             }
-            if setup.optimizer.fused_backward {
+            if setup.steps_in_backward() {
                 largest_gradient = largest_gradient.max((n.0, precision.gradients));
             } else {
                 elements.add_gradient(n, precision.gradients)?;
             }
-            for state in
-                setup
-                    .optimizer
-                    .states(tensor, precision.optimizer_dtype(), &setup.options)?
-            {
+            for state in setup.optimizer.states_on(
+                tensor,
+                precision.optimizer_dtype(),
+                &setup.options,
+                !setup.step.cpu,
+            )? {
                 elements.add_state(&state)?;
             }
         }
-        if setup.optimizer.fused_backward {
+        if setup.steps_in_backward() {
             // The update runs inside backward: one gradient at a time, the largest.
             elements.add_gradient(Count(largest_gradient.0), largest_gradient.1)?;
         }
@@ -345,10 +359,20 @@ fn estimate_with_timeline(
     setup: &Setup,
     keep_events: bool,
 ) -> Result<(Estimate, Timeline)> {
+    in_backward::check(setup)?;
     crate::parallel::check_layout(
         model,
         &setup.parallelism,
         setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
+    )?;
+    check_fp8(setup)?;
+    crate::parallel::check_context_parallel(
+        setup.parallelism.context,
+        setup.workload.as_ref().map(|w| w.seq_len),
+        setup
+            .workload
+            .as_ref()
+            .is_some_and(|w| w.attention == activation::Attention::Eager),
     )?;
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
@@ -371,10 +395,25 @@ fn estimate_with_timeline(
     };
     let (device, activations, step) = heaviest_step(model, setup, stages, keep_events)?;
     let mut transients = device.transients;
-    let (mut memory, host) = (device.memory, device.host);
+    let (mut memory, mut host) = (device.memory, device.host);
+    let paged_states = device.paged_states;
+    let ranks_per_node = (setup.parallelism.gpus / setup.parallelism.nodes).max(1);
+    let step_counters = Bytes(
+        host.optimizer_states
+            .0
+            .saturating_sub(paged_states.times(ranks_per_node, WHAT)?.0),
+    );
     if let Some(activations) = &activations {
         memory = memory.with_activations(activations.total)?;
         transients.backward = activations.backward_transient;
+        if let Some(offload) = &activations.offload {
+            // Host memory is reported per node.
+            host = host.with_activations(
+                offload
+                    .host_bytes
+                    .times(ranks_per_node, "the host memory of a node")?,
+            )?;
+        }
     }
     memory.peak = step.peak.bytes;
     memory.reserved = step.reserved.add(setup.overhead, "the reserved memory")?;
@@ -401,13 +440,16 @@ fn estimate_with_timeline(
             checkpoint: model.checkpoint.clone(),
         },
         optimizer: setup.optimizer.name,
+        optimizer_in_backward: setup.steps_in_backward(),
         options: setup.options.clone(),
         precision: *precision,
         dtypes: PieceDtypes::of(model, setup),
         parameters,
+        lora: adapters::LoraSummary::of(model, setup),
         quantized: Quantized::of(model, precision)?,
         memory,
         host,
+        paged_states,
         transients,
         timeline: summary,
         overhead: setup.overhead,
@@ -431,11 +473,47 @@ fn estimate_with_timeline(
             .notes
             .iter()
             .cloned()
-            .chain(notes(model, setup, host.optimizer_states))
+            .chain(notes(model, setup, step_counters, paged_states))
             .chain(step_notes(model, setup))
             .collect(),
     };
     Ok((estimate, step))
+}
+
+/// Refuses an fp8 recipe where its implementation does not run: Transformer
+/// Engine's through Megatron-core's TE layers only, torchao's in the
+/// transformers/torchtitan models (Megatron uses TE for fp8), and neither on
+/// the CPU (`torch._scaled_mm` needs CUDA sm89+).
+fn check_fp8(setup: &Setup) -> Result<()> {
+    let Some(fp8) = setup.precision.fp8 else {
+        return Ok(());
+    };
+    let megatron = setup.parallelism.framework == crate::parallel::Framework::Megatron;
+    let refuse = |reason: &str| Error::InvalidValue {
+        what: "--precision",
+        value: setup.precision.name.to_string(),
+        reason: reason.to_string(),
+    };
+    if fp8.needs_megatron && !megatron {
+        return Err(refuse(
+            "Transformer Engine's fp8 is priced through Megatron-core's TE layers: add --framework megatron, or use fp8-tensorwise / fp8-rowwise (torchao)",
+        ));
+    }
+    if !fp8.needs_megatron && megatron {
+        return Err(refuse(
+            "Megatron-core runs fp8 through Transformer Engine: use --precision te-fp8 with --framework megatron",
+        ));
+    }
+    if setup
+        .workload
+        .as_ref()
+        .is_some_and(|w| w.platform == activation::Platform::Cpu)
+    {
+        return Err(refuse(
+            "fp8 matmuls (torch._scaled_mm, TE's GEMMs) need CUDA sm89+; --platform cpu has no fp8 kernel to price",
+        ));
+    }
+    Ok(())
 }
 
 /// The stage whose step peaks highest, with its activations and timeline:
@@ -535,12 +613,15 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
             crate::parallel::FsdpMixedPrecision::Autocast => "FSDP mixed precision: fp32 parameters under torch.autocast, whose half copies of the linear weights are saved for backward".to_string(),
         });
     }
-    if parallelism.framework == crate::parallel::Framework::DeepSpeed && parallelism.data() > 1 {
+    if parallelism.framework == crate::parallel::Framework::DeepSpeed
+        && parallelism.data_and_context() > 1
+    {
         notes.push(format!(
             "DeepSpeed reduces gradients through a bucket of reduce_bucket_size = {} elements (--reduce-bucket-size)",
             setup.step.reduce_bucket_size.unwrap_or(DEEPSPEED_REDUCE_BUCKET)
         ));
     }
+    notes.extend(in_backward::note(setup));
     if setup.step.grad_accumulation > 1 {
         notes.push(format!(
             "gradient accumulation over {} micro-batches: the gradients exist before each backward",
@@ -595,24 +676,49 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
         .collect();
     adapted.sort();
     adapted.dedup();
+    if workload.offload_activations
+        && setup.parallelism.framework == crate::parallel::Framework::Megatron
+    {
+        return Err(Error::InvalidValue {
+            what: "--offload-activations",
+            value: "--framework megatron".to_string(),
+            reason: "the offloading priced is torchtune's saved-tensor hooks; Megatron-core's own activation offloading is not modelled".to_string(),
+        });
+    }
     let workload = Workload {
         megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,
+        weights_dtype: setup.precision.weights,
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
+        context_parallel: setup.parallelism.context,
+        fp8: setup.precision.fp8,
         frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
         lora_rank: adapters
             .iter()
             .filter_map(|t| t.shape.dims().first().copied())
             .min()
             .unwrap_or(0),
+        // peft casts each adapter's input to the adapter's dtype; under
+        // torch.autocast the adapter's matmul runs in the compute dtype
+        // whatever its weights' dtype, priced as adapters in that dtype.
+        lora_dropout: if adapters.is_empty() {
+            activation::LoraDropout::default()
+        } else {
+            setup.lora_dropout
+        },
+        lora_dtype: if setup.precision.weights == setup.precision.activations {
+            adapters.iter().find_map(|t| t.training_dtype)
+        } else {
+            None
+        },
         adapted,
         ..workload.clone()
     };
     Ok(Some(activation::stages(dims, &workload)?))
 }
 
-fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
+fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<String> {
     let mut notes = Vec::new();
     match (&setup.workload, &model.dimensions) {
         (None, _) => notes.push(
@@ -623,7 +729,7 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
             "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
             model.name
         )),
-        (Some(_), Some(_)) => {}
+        (Some(workload), Some(_)) => notes.extend(activation::technique_notes(workload)),
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {
         notes.push(format!(
@@ -645,6 +751,13 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes) -> Vec<String> {
         ));
     }
     notes.extend(crate::parallel::layout_notes(model, parallel));
+    if paged > Bytes::ZERO {
+        notes.push(format!(
+            "{}: the states of tensors of 1e5 values or more ({} per GPU) are paged (cudaMallocManaged unified memory, bitsandbytes' get_state_buffer): the driver keeps them on the GPU while there is room and pages them to host RAM under pressure, and torch.cuda.memory_allocated() does not see them, so they are left out of the device peak and counted with host memory (host.optimizer_states)",
+            setup.optimizer.name,
+            paged.display(crate::units::UnitSystem::Decimal)
+        ));
+    }
     if host_states > Bytes::ZERO && parallel.offload == crate::parallel::Offload::None {
         notes.push(format!(
             "{}'s `step` counters ({}) are 0-d fp32 tensors that torch keeps on the host unless the optimizer is fused or capturable",

@@ -77,7 +77,7 @@ pub fn plan<'a>(
         .modules
         .iter()
         .try_fold(Bytes::ZERO, |sum, m| sum.add(m.gradient, WHAT))?;
-    let reduce_bucket = if framework == Framework::DeepSpeed && parallelism.data() > 1 {
+    let reduce_bucket = if framework == Framework::DeepSpeed && parallelism.data_and_context() > 1 {
         let elements = setup
             .step
             .reduce_bucket_size
@@ -123,12 +123,18 @@ pub fn plan<'a>(
             resident_from_start: framework == Framework::Megatron
                 || setup.step.grad_accumulation > 1,
             sharded: zero.shards_gradients(),
-            fused_update: setup.optimizer.fused_backward,
+            fused_update: setup.steps_in_backward(),
             reduce_bucket,
             freed_after_step: framework != Framework::Megatron,
         },
         optimizer: OptimizerStep {
-            temporaries: device.transients.optimizer_step,
+            // Stepped inside backward, the temporaries come with each
+            // gradient (`Module::step_temporaries`), not in the optimizer phase.
+            temporaries: if setup.steps_in_backward() {
+                Bytes::ZERO
+            } else {
+                device.transients.optimizer_step
+            },
             gradient_partition,
         },
         allocator: setup.step.allocator,

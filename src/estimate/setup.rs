@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::activation::Workload;
+use crate::activation::{LoraDropout, Workload};
 use crate::optimizer::{Optimizer, Options};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
@@ -29,6 +29,9 @@ pub struct Setup {
     /// How the step runs around the model: accumulation, initialization,
     /// reduction buckets, the allocator.
     pub step: StepOptions,
+    /// peft's `lora_dropout` of the model's adapters (`--lora-dropout`): the
+    /// inventory holds the adapters, not what runs before them.
+    pub lora_dropout: LoraDropout,
 }
 
 /// The choices of the training loop and the framework that shape the step's
@@ -47,6 +50,10 @@ pub struct StepOptions {
     /// The step runs on the CPU (`--platform cpu`): torch's optimizers loop
     /// over tensors there instead of using `foreach` lists.
     pub cpu: bool,
+    /// `--optimizer-in-backward`: each parameter is stepped, and its gradient
+    /// freed, in a post-accumulate-grad hook as soon as backward produces it
+    /// (torchtune's `optimizer_in_bwd`).
+    pub optimizer_in_backward: bool,
 }
 
 /// The memory of one accelerator, and what the user called it.
@@ -73,7 +80,15 @@ impl Setup {
                 grad_accumulation: 1,
                 ..StepOptions::default()
             },
+            lora_dropout: LoraDropout::default(),
         }
+    }
+
+    /// Whether the update runs inside backward, one parameter at a time:
+    /// `--optimizer-in-backward`, or an optimizer that only works that way
+    /// (LOMO, AdaLomo).
+    pub fn steps_in_backward(&self) -> bool {
+        self.step.optimizer_in_backward || self.optimizer.fused_backward
     }
 
     /// The same setup checked against `capacity`.

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use super::Quantization;
 use super::experts::parameter_targets;
 use super::linear::{linears, matches, module_of};
+use crate::activation::LoraDropout;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::{Model, Role, Shape, Tensor};
@@ -27,6 +28,28 @@ pub struct Lora {
     pub modules_to_save: Vec<String>,
     /// Weight-decomposed LoRA (DoRA): one magnitude per output feature.
     pub dora: bool,
+    /// peft's `lora_dropout` before each adapter (`--lora-dropout`).
+    pub dropout: LoraDropout,
+    /// The dtype the adapters are kept and trained in (`--lora-dtype`): fp32
+    /// as peft keeps them (`autocast_adapter_dtype=True`), or bf16/fp16 as
+    /// torchtune and litgpt do.
+    pub dtype: DType,
+}
+
+/// The dtypes `--lora-dtype` accepts.
+pub const ADAPTER_DTYPES: [DType; 3] = [DType::Fp32, DType::Bf16, DType::Fp16];
+
+/// Reads `--lora-dtype`: fp32, bf16 or fp16.
+pub fn adapter_dtype(text: &str) -> Result<DType> {
+    DType::from_name(text)
+        .ok()
+        .filter(|dtype| ADAPTER_DTYPES.contains(dtype))
+        .ok_or_else(|| Error::UnknownName {
+            kind: "LoRA dtype",
+            name: text.to_string(),
+            suggestion: None,
+            accepted: "fp32 (peft), bf16 (torchtune, litgpt), fp16".to_string(),
+        })
 }
 
 /// peft's `target_modules`.
@@ -170,7 +193,7 @@ impl Lora {
                     Shape::new(dims)?,
                     role,
                 );
-                tensor.training_dtype = Some(DType::Fp32);
+                tensor.training_dtype = Some(self.dtype);
                 Ok(tensor)
             };
             adapters.push(adapter(
@@ -195,7 +218,7 @@ impl Lora {
                     Shape::new(dims.clone())?,
                     Role::Experts,
                 );
-                tensor.training_dtype = Some(DType::Fp32);
+                tensor.training_dtype = Some(self.dtype);
                 adapters.push(tensor);
             }
         }
@@ -241,7 +264,7 @@ impl Lora {
         }
         model.tensors.extend(adapters);
         model.notes.push(format!(
-            "LoRA rank {} on {} linear modules{}{}: adapters in fp32 as peft keeps them; the base is frozen (weights only)",
+            "LoRA rank {} on {} linear modules{}{}: adapters in {}{}; the base is frozen (weights only)",
             self.rank,
             targeted.len(),
             if wrapped.is_empty() {
@@ -249,8 +272,20 @@ impl Lora {
             } else {
                 format!(" and {} fused MoE parameters", wrapped.len())
             },
-            if self.dora { " with DoRA magnitudes" } else { "" }
+            if self.dora { " with DoRA magnitudes" } else { "" },
+            self.dtype.name(),
+            if self.dtype == DType::Fp32 {
+                " as peft keeps them"
+            } else {
+                " as torchtune and litgpt keep them (no fp32 master copy)"
+            },
         ));
+        if self.dropout.is_active() {
+            model.notes.push(format!(
+                "lora_dropout {}: nn.Dropout before each adapter's lora_A, which then saves its own dropped input and the dropout mask",
+                self.dropout.probability()
+            ));
+        }
         if let Some(quantization) = quantize {
             model.notes.push(format!(
                 "base linear weights stored as bitsandbytes stores {}; the output head, embeddings and norms stay in the compute dtype",

@@ -13,7 +13,7 @@ mod quantization;
 
 pub use freeze::freeze;
 pub use linear::{Linear, linears};
-pub use lora::{Bias, Lora, Targets};
+pub use lora::{ADAPTER_DTYPES, Bias, Lora, Targets, adapter_dtype};
 pub use quantization::Quantization;
 
 use crate::error::{Error, Result};

@@ -7,7 +7,11 @@
 mod hub;
 mod preset;
 
-pub use preset::{PRESETS, Preset};
+pub use hub::{
+    HubSource, Snapshot, hub_cache_dir, hub_cache_dir_from, is_hub_id, resolve_hub_id,
+    resolve_hub_id_in,
+};
+pub use preset::{PRESETS, Preset, preset_with_hub_id};
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -29,7 +33,8 @@ use crate::units::{Bytes, Count};
 /// tens of megabytes where 16 MiB cost 350 MB.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// The model that `spec` names: an existing file or folder, else a preset.
+/// The model that `spec` names: an existing file or folder, else a preset,
+/// else a Hugging Face hub id ([`resolve_hub_id`]).
 pub fn load_model(spec: &str) -> Result<Model> {
     let path = Path::new(spec);
     if let Ok(metadata) = std::fs::metadata(path) {
@@ -58,10 +63,8 @@ pub fn load_model(spec: &str) -> Result<Model> {
                 ),
             })
         }
-        Err(_) => {
-            Err(hub::not_downloaded(spec)
-                .unwrap_or_else(|| file_error(path, "no such file or folder")))
-        }
+        Err(_) if is_hub_id(spec) => resolve_hub_id(spec)?.load(),
+        Err(_) => Err(file_error(path, "no such file or folder")),
     }
 }
 
@@ -94,6 +97,9 @@ pub fn load_model_os(spec: &std::ffi::OsStr) -> Result<Model> {
     }
 }
 
+/// The note a preset's model carries.
+const PRESET_NOTE: &str = "preset: the published config.json, embedded in trainmem";
+
 /// The model of an embedded preset.
 pub fn preset_model(preset: &Preset) -> Result<Model> {
     let config: Value = serde_json::from_str(preset.config).map_err(|e| Error::File {
@@ -101,9 +107,7 @@ pub fn preset_model(preset: &Preset) -> Result<Model> {
         problem: format!("invalid JSON: {e}"),
     })?;
     let mut model = from_config(&config, preset.name, format!("preset {}", preset.name))?;
-    model
-        .notes
-        .push("preset: the published config.json, embedded in trainmem".to_string());
+    model.notes.push(PRESET_NOTE.to_string());
     Ok(model)
 }
 
@@ -142,7 +146,22 @@ fn file(path: &Path) -> Result<Model> {
 /// with the checkpoint's stored size beside it; else the checkpoint alone.
 fn folder(path: &Path) -> Result<Model> {
     let config_path = path.join("config.json");
-    let config_metadata = std::fs::metadata(&config_path).ok();
+    let config_metadata = match std::fs::metadata(&config_path) {
+        Ok(metadata) => Some(metadata),
+        // A link that leads nowhere (dangling, or a loop) is an error, not
+        // a folder without a config.json: the hub cache's config.json is
+        // such a link into `blobs/`.
+        Err(error) if std::fs::symlink_metadata(&config_path).is_ok() => {
+            return Err(file_error(
+                &config_path,
+                format!(
+                    "a link that cannot be followed: {}",
+                    checkpoint::io_problem(&error)
+                ),
+            ));
+        }
+        Err(_) => None,
+    };
     if let Some(metadata) = config_metadata.as_ref().filter(|m| !m.is_file()) {
         return Err(not_regular(&config_path, metadata));
     }

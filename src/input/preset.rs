@@ -9,6 +9,9 @@ use crate::units::Count;
 pub struct Preset {
     /// The name used with `--model`: `llama-2-7b`.
     pub name: &'static str,
+    /// The Hugging Face hub repository whose config.json this is, spelled
+    /// as the hub spells it: `meta-llama/Llama-3.1-8B`.
+    pub hub_id: &'static str,
     /// The config.json text, as published.
     pub config: &'static str,
 }
@@ -146,10 +149,19 @@ fn version_distance(wanted: Option<&str>, have: Option<&str>) -> u8 {
     }
 }
 
+/// The preset published as hub repository `id`, matched without regard to
+/// case as the hub does (`meta-llama/llama-3.1-8b` is `meta-llama/Llama-3.1-8B`).
+pub fn preset_with_hub_id(id: &str) -> Option<&'static Preset> {
+    PRESETS
+        .iter()
+        .find(|preset| preset.hub_id.eq_ignore_ascii_case(id))
+}
+
 macro_rules! preset {
-    ($name:literal) => {
+    ($name:literal, $hub_id:literal) => {
         Preset {
             name: $name,
+            hub_id: $hub_id,
             config: include_str!(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/presets/",
@@ -160,62 +172,69 @@ macro_rules! preset {
     };
 }
 
-/// Every preset, by family, smallest first.
+/// Every preset, by family, smallest first, with the hub repository its
+/// config.json was published in. Base models where the family has one; the
+/// repository was matched on the file's own `torch_dtype`,
+/// `transformers_version` and context length (`Qwen/Qwen3-8B`, not
+/// `Qwen3-8B-Base`, has `max_position_embeddings` 40960).
 pub const PRESETS: &[Preset] = &[
-    preset!("gpt2"),
-    preset!("gpt2-medium"),
-    preset!("gpt2-large"),
-    preset!("gpt2-xl"),
-    preset!("pythia-160m"),
-    preset!("pythia-1b"),
-    preset!("pythia-6.9b"),
-    preset!("pythia-12b"),
-    preset!("llama-2-7b"),
-    preset!("llama-2-13b"),
-    preset!("llama-2-70b"),
-    preset!("llama-3.1-8b"),
-    preset!("llama-3.1-70b"),
-    preset!("llama-3.1-405b"),
-    preset!("llama-3.2-1b"),
-    preset!("llama-3.2-3b"),
-    preset!("tinyllama-1.1b"),
-    preset!("smollm2-135m"),
-    preset!("mistral-7b"),
-    preset!("mistral-nemo-12b"),
-    preset!("mixtral-8x7b"),
-    preset!("mixtral-8x22b"),
-    preset!("qwen2.5-0.5b"),
-    preset!("qwen2.5-1.5b"),
-    preset!("qwen2.5-3b"),
-    preset!("qwen2.5-7b"),
-    preset!("qwen2.5-14b"),
-    preset!("qwen2.5-32b"),
-    preset!("qwen2.5-72b"),
-    preset!("qwen1.5-moe-a2.7b"),
-    preset!("qwen3-0.6b"),
-    preset!("qwen3-1.7b"),
-    preset!("qwen3-4b"),
-    preset!("qwen3-8b"),
-    preset!("qwen3-14b"),
-    preset!("qwen3-32b"),
-    preset!("qwen3-30b-a3b"),
-    preset!("qwen3-235b-a22b"),
-    preset!("gemma-2b"),
-    preset!("gemma-7b"),
-    preset!("gemma-2-2b"),
-    preset!("gemma-2-9b"),
-    preset!("gemma-2-27b"),
-    preset!("gemma-3-270m"),
-    preset!("gemma-3-1b"),
-    preset!("phi-2"),
-    preset!("phi-3-mini"),
-    preset!("phi-3-medium"),
-    preset!("olmo-2-7b"),
-    preset!("olmo-2-13b"),
-    preset!("starcoder2-3b"),
-    preset!("starcoder2-7b"),
-    preset!("starcoder2-15b"),
-    preset!("deepseek-v3"),
+    preset!("gpt2", "openai-community/gpt2"),
+    preset!("gpt2-medium", "openai-community/gpt2-medium"),
+    preset!("gpt2-large", "openai-community/gpt2-large"),
+    preset!("gpt2-xl", "openai-community/gpt2-xl"),
+    preset!("pythia-160m", "EleutherAI/pythia-160m"),
+    preset!("pythia-1b", "EleutherAI/pythia-1b"),
+    preset!("pythia-6.9b", "EleutherAI/pythia-6.9b"),
+    preset!("pythia-12b", "EleutherAI/pythia-12b"),
+    preset!("llama-2-7b", "meta-llama/Llama-2-7b-hf"),
+    preset!("llama-2-13b", "meta-llama/Llama-2-13b-hf"),
+    preset!("llama-2-70b", "meta-llama/Llama-2-70b-hf"),
+    preset!("llama-3.1-8b", "meta-llama/Llama-3.1-8B"),
+    preset!("llama-3.1-70b", "meta-llama/Llama-3.1-70B"),
+    preset!("llama-3.1-405b", "meta-llama/Llama-3.1-405B"),
+    preset!("llama-3.2-1b", "meta-llama/Llama-3.2-1B"),
+    preset!("llama-3.2-3b", "meta-llama/Llama-3.2-3B"),
+    preset!(
+        "tinyllama-1.1b",
+        "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T"
+    ),
+    preset!("smollm2-135m", "HuggingFaceTB/SmolLM2-135M"),
+    preset!("mistral-7b", "mistralai/Mistral-7B-v0.1"),
+    preset!("mistral-nemo-12b", "mistralai/Mistral-Nemo-Base-2407"),
+    preset!("mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1"),
+    preset!("mixtral-8x22b", "mistralai/Mixtral-8x22B-v0.1"),
+    preset!("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B"),
+    preset!("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B"),
+    preset!("qwen2.5-3b", "Qwen/Qwen2.5-3B"),
+    preset!("qwen2.5-7b", "Qwen/Qwen2.5-7B"),
+    preset!("qwen2.5-14b", "Qwen/Qwen2.5-14B"),
+    preset!("qwen2.5-32b", "Qwen/Qwen2.5-32B"),
+    preset!("qwen2.5-72b", "Qwen/Qwen2.5-72B"),
+    preset!("qwen1.5-moe-a2.7b", "Qwen/Qwen1.5-MoE-A2.7B"),
+    preset!("qwen3-0.6b", "Qwen/Qwen3-0.6B"),
+    preset!("qwen3-1.7b", "Qwen/Qwen3-1.7B"),
+    preset!("qwen3-4b", "Qwen/Qwen3-4B"),
+    preset!("qwen3-8b", "Qwen/Qwen3-8B"),
+    preset!("qwen3-14b", "Qwen/Qwen3-14B"),
+    preset!("qwen3-32b", "Qwen/Qwen3-32B"),
+    preset!("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B"),
+    preset!("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"),
+    preset!("gemma-2b", "google/gemma-2b"),
+    preset!("gemma-7b", "google/gemma-7b"),
+    preset!("gemma-2-2b", "google/gemma-2-2b"),
+    preset!("gemma-2-9b", "google/gemma-2-9b"),
+    preset!("gemma-2-27b", "google/gemma-2-27b"),
+    preset!("gemma-3-270m", "google/gemma-3-270m"),
+    preset!("gemma-3-1b", "google/gemma-3-1b-pt"),
+    preset!("phi-2", "microsoft/phi-2"),
+    preset!("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct"),
+    preset!("phi-3-medium", "microsoft/Phi-3-medium-4k-instruct"),
+    preset!("olmo-2-7b", "allenai/OLMo-2-1124-7B"),
+    preset!("olmo-2-13b", "allenai/OLMo-2-1124-13B"),
+    preset!("starcoder2-3b", "bigcode/starcoder2-3b"),
+    preset!("starcoder2-7b", "bigcode/starcoder2-7b"),
+    preset!("starcoder2-15b", "bigcode/starcoder2-15b"),
+    preset!("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
 ];
 
 #[cfg(test)]
@@ -280,6 +299,27 @@ mod tests {
         let parts = NameParts::read("qwen3-235b-a22b");
         assert_eq!(parts.size.as_deref(), Some("235b"));
         assert_eq!(parts.version.as_deref(), Some("3"));
+    }
+
+    /// Each preset names its own hub repository, `owner/name`, once.
+    #[test]
+    fn hub_ids_are_owner_slash_name_and_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        for preset in PRESETS {
+            let (owner, name) = preset.hub_id.split_once('/').unwrap();
+            assert!(!owner.is_empty() && !name.is_empty() && !name.contains('/'));
+            assert!(
+                seen.insert(preset.hub_id.to_ascii_lowercase()),
+                "{}",
+                preset.hub_id
+            );
+            assert_eq!(preset_with_hub_id(preset.hub_id), Some(preset));
+        }
+        assert_eq!(
+            preset_with_hub_id("META-LLAMA/llama-3.1-8b").map(|p| p.name),
+            Some("llama-3.1-8b")
+        );
+        assert_eq!(preset_with_hub_id("meta-llama/Llama-3.1-8B-Instruct"), None);
     }
 
     /// Every file in presets/ is listed, and every listed name has a file.

@@ -14,13 +14,13 @@
 use super::adam_mini::{ADAM_MINI_OPTIONS, adam_mini};
 use super::factored::{BETA1, adafactor_hf, adafactor_torch, adalomo, came};
 use super::layerwise::lamb_norms;
-use super::lowrank::{GALORE_OPTIONS, galore_adamw};
+use super::lowrank::{GALORE_8BIT_OPTIONS, GALORE_OPTIONS, galore_adamw, galore_adamw_8bit};
 use super::muon::muon;
 use super::options::{ADAMW_EMBEDDINGS, CAPTURABLE, FOREACH, FUSED};
 use super::preconditioned::{SOAP_OPTIONS, shampoo, soap};
 use super::quantized::{
-    BNB_OPTIONS, TORCHAO_4BIT_OPTIONS, TORCHAO_FP8_OPTIONS, bnb_one_state, bnb_qmaps,
-    bnb_two_states, torchao_4bit, torchao_fp8, torchao_lr,
+    BNB_OPTIONS, TORCHAO_4BIT_OPTIONS, TORCHAO_FP8_OPTIONS, bnb_32bit_two_states, bnb_one_state,
+    bnb_qmaps, bnb_two_states, torchao_4bit, torchao_fp8, torchao_lr,
 };
 use super::quasi_newton::{HISTORY_SIZE_OPTION, lbfgs};
 use super::{Optimizer, OptionKind, OptionSpec, Rule, StateSpec, Temporaries};
@@ -571,6 +571,36 @@ pub const GALORE_ADAMW: Optimizer = Optimizer {
     },
 };
 
+/// GaLore-AdamW 8-bit: bitsandbytes' 8-bit moments of each projected matrix.
+pub const GALORE_ADAMW_8BIT: Optimizer = Optimizer {
+    name: "galore-adamw-8bit",
+    aliases: &[],
+    title: "GaLore-AdamW 8-bit",
+    summary: "per matrix: projector.ortho_matrix + uint8 state1, state2 of rank r (+ fp32 absmax per 256); 8-bit AdamW for the rest; unorm_vec per tensor",
+    source: "galore-torch: galore_torch/adamw8bit.py (AdamW8bit.step), galore_torch/galore_projector.py; bitsandbytes: bitsandbytes/optim/optimizer.py (Optimizer2State.init_state)",
+    options: GALORE_8BIT_OPTIONS,
+    flat_assumption: Some(
+        "one vector of N: a 1-D tensor gets bitsandbytes' 8-bit moments of its shape (GaLore projects only matrices)",
+    ),
+    rule: Rule::Custom(galore_adamw_8bit),
+    global: Some(bnb_qmaps),
+    // `AdamW8bit.step`, per tensor: `p.saved_data = p.data.clone()`, then
+    // `project_back` and its `* scale` copy (three parameter copies in the
+    // parameter dtype); every `update_proj_gap` steps the fp32 SVD of the
+    // gradient (`.float()`, U and Vh) comes first: three fp32 copies bound
+    // both. On the CPU the tensors it does not project (with
+    // `adamw_embeddings`, the embeddings and head) go through bitsandbytes'
+    // CPU backend, whose five fp32 copies of the whole tensor bound it there.
+    fused_backward: false,
+    step_temporaries: Temporaries::ByPlatform {
+        cuda: &Temporaries::LargestTensorFp32 {
+            working: 3,
+            upcast: 0,
+        },
+        cpu: &BNB_ADAM_8BIT_CPU,
+    },
+};
+
 /// Shampoo: two square preconditioners per dimension.
 pub const SHAMPOO: Optimizer = Optimizer {
     name: "shampoo",
@@ -640,9 +670,22 @@ pub const ADAMW_8BIT: Optimizer = Optimizer {
     ),
     rule: Rule::Custom(bnb_two_states),
     global: Some(bnb_qmaps),
-    // The blockwise kernels update the quantized states in place.
+    // The blockwise CUDA kernels update the quantized states in place.
     fused_backward: false,
-    step_temporaries: Temporaries::None,
+    step_temporaries: Temporaries::ByPlatform {
+        cuda: &Temporaries::None,
+        cpu: &BNB_ADAM_8BIT_CPU,
+    },
+};
+
+/// bitsandbytes' CPU backend for its two-state 8-bit optimizers
+/// (`_optimizer_update_8bit_blockwise_cpu`, bitsandbytes 0.50): `state1`
+/// and `state2` dequantized to fp32, `grad = g.float() * gnorm_scale`,
+/// `state2_fp32.sqrt()` and its quotient `denom`, live together (measured:
+/// five fp32 copies of the tensor); `p.data.float()` copies a 16-bit parameter.
+const BNB_ADAM_8BIT_CPU: Temporaries = Temporaries::LargestTensorFp32 {
+    working: 5,
+    upcast: 1,
 };
 
 /// bitsandbytes' PagedAdamW8bit: AdamW8bit's bytes, large states in paged memory.
@@ -653,6 +696,22 @@ pub const PAGED_ADAMW_8BIT: Optimizer = Optimizer {
     summary: "as adamw-8bit; state1/state2 of tensors >= 1e5 values in CUDA unified (paged) memory",
     source: "bitsandbytes: bitsandbytes/optim/optimizer.py (get_state_buffer, Optimizer2State.init_state)",
     ..ADAMW_8BIT
+};
+
+/// bitsandbytes' PagedAdamW (32-bit): fp32 moments, large ones in paged memory.
+pub const PAGED_ADAMW: Optimizer = Optimizer {
+    name: "paged-adamw",
+    aliases: &["paged-adamw-32bit"],
+    title: "Paged AdamW 32-bit (bitsandbytes)",
+    summary: "fp32 state1, state2 of every tensor's shape; those of tensors >= 1e5 values in CUDA unified (paged) memory",
+    source: "bitsandbytes: bitsandbytes/optim/adamw.py (PagedAdamW), bitsandbytes/optim/optimizer.py (get_state_buffer, Optimizer2State.init_state)",
+    options: &[],
+    flat_assumption: None,
+    rule: Rule::Custom(bnb_32bit_two_states),
+    global: None,
+    // `F.optimizer_update_32bit` updates the parameter and both states in place.
+    fused_backward: false,
+    step_temporaries: Temporaries::None,
 };
 
 /// bitsandbytes' Lion8bit: one block-wise 8-bit moment.
@@ -738,6 +797,7 @@ pub const OPTIMIZERS: &[Optimizer] = &[
     SCHEDULE_FREE_ADAMW,
     MUON,
     GALORE_ADAMW,
+    GALORE_ADAMW_8BIT,
     SHAMPOO,
     SOAP,
     LBFGS,
@@ -745,10 +805,16 @@ pub const OPTIMIZERS: &[Optimizer] = &[
     ADALOMO,
     ADAMW_8BIT,
     PAGED_ADAMW_8BIT,
+    PAGED_ADAMW,
     LION_8BIT,
     ADAMW_4BIT,
     ADAMW_FP8,
 ];
+
+/// The optimizers whose large states bitsandbytes allocates in CUDA unified
+/// memory (`Optimizer8bit.get_state_buffer`: `F.get_paged` for tensors of at
+/// least 1e5 values when `is_paged`; ordinary tensors on the CPU).
+pub const PAGED: &[&str] = &[PAGED_ADAMW.name, PAGED_ADAMW_8BIT.name];
 
 /// The four methods of the textbook comparison (seed 001).
 pub const TEXTBOOK: &[&Optimizer] = &[&SGD, &SGD_MOMENTUM, &RMSPROP, &ADAM];
@@ -758,7 +824,7 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::model::{Model, Tensor};
-    use crate::optimizer::{Location, Options};
+    use crate::optimizer::{GlobalContext, Location, Options};
     use crate::units::Count;
 
     fn device_values(optimizer: &Optimizer) -> u64 {
@@ -782,6 +848,32 @@ mod tests {
         assert_eq!(1 + device_values(&RMSPROP), 2);
         assert_eq!(1 + device_values(&ADAM), 3);
         assert_eq!(1 + device_values(&ADAMW), 3);
+    }
+
+    /// bitsandbytes' 8-bit Adam: no temporaries in its CUDA kernel; on the
+    /// CPU five fp32 copies of the tensor (six for a bf16 one, whose
+    /// `p.data.float()` copies), as measured in
+    /// `tests/fixtures/timeline/llama__fp32__galore8bit-perlayer__*`.
+    #[test]
+    fn bitsandbytes_8bit_temporaries_depend_on_the_platform() {
+        let options = ADAMW_8BIT.default_options();
+        let context = |dtype| GlobalContext {
+            elements: Count(1000),
+            largest: Count(100),
+            tensors: 10,
+            dtype,
+            options: &options,
+        };
+        let on = |cpu: bool, dtype| {
+            ADAMW_8BIT
+                .step_temporaries_on(&options, cpu)
+                .bytes(&context(dtype))
+                .unwrap()
+                .0
+        };
+        assert_eq!(on(false, DType::Fp32), 0);
+        assert_eq!(on(true, DType::Fp32), 5 * 100 * 4);
+        assert_eq!(on(true, DType::Bf16), 6 * 100 * 4);
     }
 
     #[test]

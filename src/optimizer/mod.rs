@@ -25,7 +25,7 @@ mod quantized;
 mod quasi_newton;
 mod state;
 
-pub use catalogue::{OPTIMIZERS, TEXTBOOK};
+pub use catalogue::{OPTIMIZERS, PAGED, TEXTBOOK};
 pub use options::{OptionKind, OptionSpec, Options};
 pub use state::{Location, StateContext, StateSpec, StateTensor};
 
@@ -120,6 +120,15 @@ pub enum Temporaries {
         /// `.float()` copies made only for 16-bit and 8-bit states.
         upcast: u64,
     },
+    /// Different kernels on the two platforms: bitsandbytes updates its
+    /// 8-bit states in place in one CUDA kernel, while its CPU backend
+    /// (`bitsandbytes/backends/cpu/ops.py`) dequantizes them to fp32 first.
+    ByPlatform {
+        /// On CUDA.
+        cuda: &'static Temporaries,
+        /// On the CPU (`--platform cpu`).
+        cpu: &'static Temporaries,
+    },
 }
 
 impl Temporaries {
@@ -135,10 +144,20 @@ impl Temporaries {
         }
     }
 
-    /// The bytes of these temporaries.
+    /// The temporaries on CUDA, or on the CPU when `cpu`.
+    pub fn on(self, cpu: bool) -> Temporaries {
+        match self {
+            Temporaries::ByPlatform { cpu: on_cpu, .. } if cpu => *on_cpu,
+            Temporaries::ByPlatform { cuda, .. } => *cuda,
+            other => other,
+        }
+    }
+
+    /// The bytes of these temporaries (CUDA's, for a rule by platform).
     pub fn bytes(self, context: &GlobalContext) -> Result<Bytes> {
         let (copies, elements, dtype) = match self {
             Temporaries::None => return Ok(Bytes::ZERO),
+            Temporaries::ByPlatform { cuda, .. } => return cuda.bytes(context),
             Temporaries::GroupCopies(copies) => (copies, context.elements, context.dtype),
             Temporaries::LargestTensorCopies(copies) => (copies, context.largest, context.dtype),
             Temporaries::LargestTensorFp32 { working, upcast } => {
@@ -157,6 +176,10 @@ impl Temporaries {
     }
 }
 
+/// The fewest values a parameter has for bitsandbytes to page its states
+/// (`get_state_buffer`: `A.numel() < 1e5` gets an ordinary tensor).
+const PAGED_FROM_VALUES: u64 = 100_000;
+
 impl Optimizer {
     /// The temporaries of one `step()` as it runs: none for a fused kernel
     /// (`fused=true`, measured at a few bytes), the catalogued foreach
@@ -166,11 +189,12 @@ impl Optimizer {
         if options.flag("fused") {
             return Temporaries::None;
         }
+        let temporaries = self.step_temporaries.on(cpu);
         match options.choice("foreach") {
-            Some(true) => self.step_temporaries,
-            Some(false) => self.step_temporaries.per_tensor(),
-            None if cpu => self.step_temporaries.per_tensor(),
-            None => self.step_temporaries,
+            Some(true) => temporaries,
+            Some(false) => temporaries.per_tensor(),
+            None if cpu => temporaries.per_tensor(),
+            None => temporaries,
         }
     }
 
@@ -194,6 +218,32 @@ impl Optimizer {
                 .collect(),
             Rule::Custom(rule) => rule(&context),
         }
+    }
+
+    /// [`Optimizer::states`] on CUDA or on the CPU: bitsandbytes' paged
+    /// optimizers allocate the states of the parameter's shape through
+    /// `get_state_buffer`, in unified memory (`F.get_paged`) on CUDA when the
+    /// parameter has at least 1e5 values, an ordinary tensor otherwise
+    /// (bitsandbytes 0.50 `bitsandbytes/optim/optimizer.py`).
+    pub fn states_on(
+        &self,
+        tensor: &Tensor,
+        dtype: DType,
+        options: &Options,
+        cuda: bool,
+    ) -> Result<Vec<StateTensor>> {
+        let mut states = self.states(tensor, dtype, options)?;
+        if cuda
+            && catalogue::PAGED.contains(&self.name)
+            && tensor.shape.elements().0 >= PAGED_FROM_VALUES
+        {
+            for state in &mut states {
+                if state.location == Location::Device && state.shape == tensor.shape {
+                    state.location = Location::Paged;
+                }
+            }
+        }
+        Ok(states)
     }
 
     /// The state kept once for the whole optimizer.

@@ -130,6 +130,19 @@ pub fn bnb_two_states(context: &StateContext) -> Result<Vec<StateTensor>> {
     bnb_states(context, &[("state1", "absmax1"), ("state2", "absmax2")])
 }
 
+/// bitsandbytes' 32-bit two-state optimizers (`PagedAdamW`, `optim_bits=32`):
+/// `state1` and `state2` fp32 of the parameter's shape for every tensor,
+/// whatever the parameter dtype (`Optimizer2State.init_state`: `dtype =
+/// torch.float32` when `optim_bits == 32`); no `absmax`, no quantization map;
+/// `step` is a python int. Paged or not, the bytes are the same: see
+/// `PAGED_ADAMW` in the catalogue for where they live.
+pub fn bnb_32bit_two_states(context: &StateContext) -> Result<Vec<StateTensor>> {
+    Ok(vec![
+        context.like_param_in("state1", DType::Fp32),
+        context.like_param_in("state2", DType::Fp32),
+    ])
+}
+
 /// bitsandbytes' one-state optimizers (Lion8bit): `state1` only; see `bnb_states`.
 pub fn bnb_one_state(context: &StateContext) -> Result<Vec<StateTensor>> {
     bnb_states(context, &[("state1", "absmax1")])

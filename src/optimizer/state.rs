@@ -18,6 +18,12 @@ pub enum Location {
     /// In host memory (torch keeps `step` counters on the CPU unless the
     /// optimizer is `fused` or `capturable`).
     Host,
+    /// In CUDA unified memory (`cudaMallocManaged`, bitsandbytes' paged
+    /// optimizers): on the device while there is room, paged out to the
+    /// host by the driver under pressure, and never seen by torch's
+    /// allocator. Priced with the host's memory: it cannot make a step run
+    /// out of device memory.
+    Paged,
 }
 
 /// One state tensor kept for one parameter tensor (or for the optimizer).

@@ -144,6 +144,44 @@ pub fn check_sequence_parallel(tensor: u64, sequence_parallel: bool) -> Result<(
     Ok(())
 }
 
+/// Refuses context parallelism over a sequence it cannot split, or over an
+/// attention it does not replace.
+///
+/// * The load-balanced split cuts each sequence into 2·cp chunks, rank r
+///   taking chunks r and 2·cp - 1 - r: torch's `_HeadTailLoadBalancer`
+///   (`torch/distributed/tensor/experimental/_context_parallel/_load_balancer.py`,
+///   `_generate_indices`: `if seq_length % (world_size * 2) != 0: raise
+///   AssertionError`) and Megatron-core's `get_batch_on_this_cp_rank`
+///   (`2 * cp_size` chunks of the sequence), so the sequence must be a
+///   multiple of 2·cp.
+/// * Ring attention replaces the fused attention ops (torch dispatches
+///   `_scaled_dot_product_flash_attention`, `_efficient_attention` and
+///   `_cudnn_attention` to the ring; Transformer Engine its fused
+///   attention): eager attention's matmul and softmax are not split.
+pub fn check_context_parallel(cp: u64, seq_len: Option<u64>, eager: bool) -> Result<()> {
+    if cp <= 1 {
+        return Ok(());
+    }
+    if eager {
+        return Err(invalid(
+            format!("--cp {cp} with --attention eager"),
+            "ring attention replaces the fused attention kernels (sdpa, flash); eager attention's matmul and softmax are not split over the sequence: use --attention sdpa or flash".to_string(),
+        ));
+    }
+    let chunks = cp.saturating_mul(2);
+    match seq_len {
+        Some(seq) if !seq.is_multiple_of(chunks) => Err(invalid(
+            format!("--seq-len {seq} with --cp {cp}"),
+            format!(
+                "the load-balanced ring splits each sequence into 2 × cp = {chunks} chunks (torch's _HeadTailLoadBalancer, Megatron's get_batch_on_this_cp_rank), so the sequence must be a multiple of {chunks}; nearest: {} or {}",
+                (seq / chunks).max(1) * chunks,
+                (seq / chunks + 1) * chunks
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// How a layout that frameworks accept but trainmem prices approximately
 /// is priced: tp above the key/value heads.
 pub fn notes(model: &Model, layout: &Parallelism) -> Vec<String> {
@@ -181,6 +219,19 @@ fn divisors(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_parallel_needs_a_sequence_of_2_cp_chunks_and_fused_attention() {
+        assert!(check_context_parallel(4, Some(8192), false).is_ok());
+        assert!(check_context_parallel(1, Some(8191), true).is_ok());
+        let error = check_context_parallel(4, Some(8188), false)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("multiple of 8"), "{error}");
+        assert!(error.contains("8184 or 8192"), "{error}");
+        assert!(check_context_parallel(2, Some(4096), true).is_err());
+        assert!(check_context_parallel(2, None, false).is_ok());
+    }
     use crate::architecture::Dimensions;
     use crate::units::Count;
 

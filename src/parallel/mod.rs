@@ -11,7 +11,7 @@ mod init;
 mod layout;
 mod placement;
 
-pub use constraints::{Splittable, check_sequence_parallel};
+pub use constraints::{Splittable, check_context_parallel, check_sequence_parallel};
 pub use init::Init;
 pub use layout::{Layout, is_token_embedding, layer_of};
 pub use placement::{Placement, place};
@@ -46,6 +46,10 @@ pub struct Parallelism {
     pub pipeline: u64,
     /// Expert-parallel degree (MoE experts split across ranks).
     pub expert: u64,
+    /// Context-parallel degree: ring attention splits each sequence across
+    /// this many ranks, which also shard the model states with the
+    /// data-parallel ranks (torchtitan's `dp_shard_cp` mesh).
+    pub context: u64,
     /// Whose bookkeeping: DeepSpeed, Megatron, FSDP2 or FSDP1.
     pub framework: Framework,
     /// How FSDP runs mixed precision (ignored by the other frameworks).
@@ -278,6 +282,7 @@ impl Parallelism {
         tensor: 1,
         pipeline: 1,
         expert: 1,
+        context: 1,
         framework: Framework::DeepSpeed,
         fsdp_mixed_precision: FsdpMixedPrecision::Policy,
     };
@@ -296,6 +301,7 @@ impl Parallelism {
             ("--tp", self.tensor),
             ("--pp", self.pipeline),
             ("--ep", self.expert),
+            ("--cp", self.context),
         ] {
             if degree == 0 {
                 return Err(invalid(format!("{name} 0"), "must be at least 1"));
@@ -309,14 +315,17 @@ impl Parallelism {
                 ),
             ));
         }
-        let model_parallel = self.tensor.saturating_mul(self.pipeline);
+        let model_parallel = self
+            .tensor
+            .saturating_mul(self.pipeline)
+            .saturating_mul(self.context);
         if !self.gpus.is_multiple_of(model_parallel) {
             return Err(invalid(
                 format!(
-                    "--gpus {} with --tp {} --pp {}",
-                    self.gpus, self.tensor, self.pipeline
+                    "--gpus {} with --tp {} --pp {} --cp {}",
+                    self.gpus, self.tensor, self.pipeline, self.context
                 ),
-                "the GPU count must be a multiple of tp × pp (data parallelism takes the rest)",
+                "the GPU count must be a multiple of tp × pp × cp (data parallelism takes the rest)",
             ));
         }
         if !self.gpus.is_multiple_of(self.nodes) {
@@ -325,14 +334,14 @@ impl Parallelism {
                 "the GPU count must be a multiple of the node count",
             ));
         }
-        if !self.data().is_multiple_of(self.expert) {
+        if !self.data_and_context().is_multiple_of(self.expert) {
             return Err(invalid(
                 format!(
-                    "--ep {} with {} data-parallel ranks",
+                    "--ep {} with {} data- and context-parallel ranks",
                     self.expert,
-                    self.data()
+                    self.data_and_context()
                 ),
-                "experts are split across data-parallel ranks: the data-parallel degree must be a multiple of ep",
+                "experts are split across the data- and context-parallel ranks (torchtitan borrows ep from dp_shard × cp): their product must be a multiple of ep",
             ));
         }
         if self.offload == Offload::OptimizerAndParams && self.zero != ZeroStage::Weights {
@@ -344,19 +353,29 @@ impl Parallelism {
         Ok(self)
     }
 
-    /// Data-parallel degree: gpus / (tp × pp).
+    /// Data-parallel degree: gpus / (tp × pp × cp).
     pub fn data(&self) -> u64 {
-        self.gpus / (self.tensor * self.pipeline).max(1)
+        self.gpus / (self.tensor * self.pipeline * self.context).max(1)
     }
 
-    /// Ranks a piece is sharded over: the data-parallel ranks (within one
-    /// node for hybrid sharding), divided by ep for expert weights, which are
-    /// already split across the expert-parallel ranks.
+    /// The data- and context-parallel ranks together, dp × cp: the ranks
+    /// that hold the same layers and so shard their states.
+    pub fn data_and_context(&self) -> u64 {
+        self.data().saturating_mul(self.context)
+    }
+
+    /// Ranks a piece is sharded over: the data- and context-parallel ranks
+    /// (torchtitan shards with FSDP over the flattened `dp_shard_cp` mesh,
+    /// `parallelize_llama`: `dp_mesh_dim_names = ("dp_shard_cp",)`;
+    /// Megatron's distributed optimizer over the data-parallel group with
+    /// context parallelism, `get_data_parallel_group(with_context_parallel=True)`),
+    /// within one node for hybrid sharding, divided by ep for expert
+    /// weights, which are already split across the expert-parallel ranks.
     pub fn shard_degree(&self, experts: bool) -> u64 {
         let data = if self.hybrid {
             (self.gpus / self.nodes / (self.tensor * self.pipeline)).max(1)
         } else {
-            self.data()
+            self.data_and_context()
         };
         if experts {
             (data / self.expert).max(1)
@@ -393,6 +412,26 @@ mod tests {
         assert!(layout(8, 1, 1, 3).is_err());
         assert!(layout(0, 1, 1, 1).is_err());
         assert_eq!(layout(16, 2, 1, 4).unwrap().shard_degree(true), 2);
+    }
+
+    #[test]
+    fn context_parallel_ranks_shard_with_the_data_parallel_ones() {
+        let cp = Parallelism {
+            gpus: 16,
+            tensor: 2,
+            context: 4,
+            ..Parallelism::SINGLE
+        }
+        .validated()
+        .unwrap();
+        assert_eq!(cp.data(), 2);
+        assert_eq!(cp.shard_degree(false), 8);
+        let bad = Parallelism {
+            gpus: 12,
+            context: 8,
+            ..Parallelism::SINGLE
+        };
+        assert!(bad.validated().is_err());
     }
 
     #[test]

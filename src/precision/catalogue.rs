@@ -1,6 +1,7 @@
 //! Every precision recipe trainmem knows, as data.
 
 use super::Precision;
+use super::fp8::{TE_DELAYED, TORCHAO_ROWWISE, TORCHAO_TENSORWISE};
 use crate::dtype::DType::{Bf16, Fp16, Fp32};
 
 /// The recipes, in the order `trainmem precisions` lists them.
@@ -14,6 +15,7 @@ pub const PRECISIONS: &[Precision] = &[
         master_weights: None,
         optimizer_states: None,
         activations: Fp32,
+        fp8: None,
     },
     Precision {
         name: "bf16",
@@ -24,6 +26,7 @@ pub const PRECISIONS: &[Precision] = &[
         master_weights: None,
         optimizer_states: None,
         activations: Bf16,
+        fp8: None,
     },
     Precision {
         name: "fp16",
@@ -34,6 +37,7 @@ pub const PRECISIONS: &[Precision] = &[
         master_weights: None,
         optimizer_states: None,
         activations: Fp16,
+        fp8: None,
     },
     Precision {
         name: "mixed-bf16",
@@ -44,6 +48,7 @@ pub const PRECISIONS: &[Precision] = &[
         master_weights: Some(Fp32),
         optimizer_states: None,
         activations: Bf16,
+        fp8: None,
     },
     Precision {
         name: "mixed-fp16",
@@ -54,6 +59,7 @@ pub const PRECISIONS: &[Precision] = &[
         master_weights: Some(Fp32),
         optimizer_states: None,
         activations: Fp16,
+        fp8: None,
     },
     Precision {
         name: "amp-bf16",
@@ -64,6 +70,7 @@ pub const PRECISIONS: &[Precision] = &[
         master_weights: None,
         optimizer_states: None,
         activations: Bf16,
+        fp8: None,
     },
     Precision {
         name: "amp-fp16",
@@ -74,6 +81,40 @@ pub const PRECISIONS: &[Precision] = &[
         master_weights: None,
         optimizer_states: None,
         activations: Fp16,
+        fp8: None,
+    },
+    Precision {
+        name: "fp8-tensorwise",
+        aliases: &["float8", "float8-tensorwise", "torchao-fp8"],
+        summary: "mixed-bf16 with torchao float8 linears, tensorwise dynamic scaling: bf16 saved inputs, per-linear fp8 casts (torchao/float8/float8_linear.py)",
+        weights: Bf16,
+        gradients: Bf16,
+        master_weights: Some(Fp32),
+        optimizer_states: None,
+        activations: Bf16,
+        fp8: Some(TORCHAO_TENSORWISE),
+    },
+    Precision {
+        name: "fp8-rowwise",
+        aliases: &["float8-rowwise"],
+        summary: "mixed-bf16 with torchao float8 linears, rowwise dynamic scaling (fp32 scale per row): bf16 saved inputs, per-linear fp8 casts (torchao/float8/config.py)",
+        weights: Bf16,
+        gradients: Bf16,
+        master_weights: Some(Fp32),
+        optimizer_states: None,
+        activations: Bf16,
+        fp8: Some(TORCHAO_ROWWISE),
+    },
+    Precision {
+        name: "te-fp8",
+        aliases: &["te-fp8-delayed", "transformer-engine-fp8"],
+        summary: "mixed-bf16 with Transformer Engine fp8 (DelayedScaling, amax history 1024) through --framework megatron: fp8 saved linear inputs, cached fp8 weights, fp32 scaling state per module",
+        weights: Bf16,
+        gradients: Bf16,
+        master_weights: Some(Fp32),
+        optimizer_states: None,
+        activations: Bf16,
+        fp8: Some(TE_DELAYED),
     },
 ];
 

@@ -1,8 +1,10 @@
 //! Precision recipes: which dtype each piece of the model state is kept in.
 
 mod catalogue;
+mod fp8;
 
 pub use catalogue::PRECISIONS;
+pub use fp8::{Fp8, Scaling, TE_AMAX_HISTORY, te_scaling_state_bytes};
 
 use serde::Serialize;
 
@@ -32,6 +34,9 @@ pub struct Precision {
     /// The dtype of optimizer states when it is not that of the updated copy
     /// (`--state-dtype`); `None` in every catalogue recipe.
     pub optimizer_states: Option<DType>,
+    /// The fp8 matmul recipe, when the linears run in float8 (see `fp8.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<Fp8>,
 }
 
 impl Precision {

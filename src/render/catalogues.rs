@@ -167,6 +167,26 @@ pub fn precisions(format: Format, verbose: bool) -> String {
         if !p.aliases.is_empty() {
             fields.insert(0, ("aliases", p.aliases.join(", ")));
         }
+        if let Some(fp8) = &p.fp8 {
+            fields.push((
+                "fp8",
+                format!(
+                    "{}, {} scaling{}; source: {}",
+                    fp8.implementation,
+                    match fp8.scaling {
+                        crate::precision::Scaling::Tensorwise => "tensorwise dynamic",
+                        crate::precision::Scaling::Rowwise => "rowwise dynamic",
+                        crate::precision::Scaling::Delayed => "delayed",
+                    },
+                    if fp8.needs_megatron {
+                        " (with --framework megatron)"
+                    } else {
+                        ""
+                    },
+                    fp8.source
+                ),
+            ));
+        }
         catalogue.details.entry(p.name, fields);
     }
     catalogue.write(format, verbose, || json(PRECISIONS))

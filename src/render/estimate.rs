@@ -70,8 +70,13 @@ pub(super) fn layout(e: &Estimate) -> Option<String> {
     } else {
         String::new()
     };
+    let context = if p.context > 1 {
+        format!(" × context {}", p.context)
+    } else {
+        String::new()
+    };
     Some(format!(
-        "{} GPU{} on {} node{}: data {} × tensor {} × pipeline {}{experts}, {zero}{offload} ({:?})",
+        "{} GPU{} on {} node{}: data {} × tensor {} × pipeline {}{context}{experts}, {zero}{offload} ({:?})",
         p.gpus,
         if p.gpus == 1 { "" } else { "s" },
         p.nodes,
@@ -242,12 +247,48 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
         ));
     }
     let processes = (e.parallelism.layout.gpus / e.parallelism.layout.nodes).max(1);
+    if let Some(offload) = e.activations.as_ref().and_then(|a| a.offload.as_ref()) {
+        lines.push(format!(
+            "activations offloaded to the host ({}): {} per node ({} per process), {} less on the device",
+            offload.implementation,
+            e.host.activations.display(units),
+            offload.host_bytes.display(units),
+            offload.device_bytes_saved.display(units),
+        ));
+    }
+    if let Some(fp8) = e.activations.as_ref().and_then(|a| a.fp8.as_ref()) {
+        lines.push(if fp8.saves_fp8_inputs {
+            format!(
+                "fp8 ({}, {:?} scaling): linears save fp8 inputs; cached fp8 weights {} and scaling state {} per accelerator",
+                fp8.implementation,
+                fp8.scaling,
+                fp8.weight_cache.display(units),
+                fp8.scaling_state.display(units),
+            )
+        } else {
+            format!(
+                "fp8 ({}, {:?} scaling): linears save their bf16 inputs; the widest linear's fp8 casts are {} in forward, {} in backward",
+                fp8.implementation,
+                fp8.scaling,
+                fp8.forward_casts.display(units),
+                fp8.backward_casts.display(units),
+            )
+        }
+        .replace("Tensorwise", "tensorwise")
+        .replace("Rowwise", "rowwise")
+        .replace("Delayed", "delayed"));
+    }
     if e.parallelism.layout.offload != Offload::None {
         lines.push(format!("host memory is per node ({processes} processes)"));
-    } else if e.host.total > Bytes::ZERO {
+    } else if e.host.total > e.host.activations {
+        let what = if e.paged_states > Bytes::ZERO {
+            "paged optimizer states and step counters"
+        } else {
+            "optimizer step counters"
+        };
         lines.push(format!(
-            "host memory: {} per node (optimizer step counters)",
-            e.host.total.display(units)
+            "host memory: {} per node ({what})",
+            Bytes(e.host.total.0 - e.host.activations.0).display(units)
         ));
     }
     lines.push(peak_line(e, units));

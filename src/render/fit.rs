@@ -45,9 +45,15 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
         "max micro-batch"
     };
     let mut table = Table::new(&["recompute", &format!(">{searched}")]);
+    // --recompute-every N applies to the full row (the only mode it goes with).
+    let every = e.activations.as_ref().map_or(1, |a| a.recompute_every);
     for m in &fit.recompute_modes {
         table.row([
-            m.recompute.name().to_string(),
+            if m.recompute == crate::activation::Recompute::Full && every > 1 {
+                format!("full, every {every}")
+            } else {
+                m.recompute.name().to_string()
+            },
             match m.largest {
                 None => "none fits".to_string(),
                 Some(v) if m.at_search_limit => format!("at least {v} (search limit)"),

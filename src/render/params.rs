@@ -156,6 +156,8 @@ fn checkpoint_line(checkpoint: &CheckpointSummary) -> String {
 pub struct ModelListing {
     /// The preset name.
     pub name: &'static str,
+    /// The hub repository its config.json was published in.
+    pub hub_id: &'static str,
     /// Its `model_type`.
     pub model_type: Option<String>,
     /// Its exact parameter count.
@@ -166,28 +168,38 @@ pub struct ModelListing {
     pub bf16_weights: Bytes,
 }
 
-/// `trainmem models`.
-pub fn models(listings: &[ModelListing], format: Format) -> String {
-    let mut table = Table::new(&[
-        "name",
-        "model_type",
-        ">parameters",
-        ">tensors",
-        ">bf16 weights",
-    ]);
+/// `trainmem models`. The hub ids (up to 51 characters) make the table
+/// wider than a 100-column terminal, so the plain table has them only when
+/// `verbose`; JSON, Markdown and CSV always do.
+pub fn models(listings: &[ModelListing], format: Format, verbose: bool) -> String {
+    let with_hub_id = verbose || format != Format::Table;
+    let mut headers = vec!["name"];
+    if with_hub_id {
+        headers.push("hub id");
+    }
+    headers.extend(["model_type", ">parameters", ">tensors", ">bf16 weights"]);
+    let mut table = Table::new(&headers);
     for listing in listings {
-        table.row([
-            listing.name.to_string(),
+        let mut row = vec![listing.name.to_string()];
+        if with_hub_id {
+            row.push(listing.hub_id.to_string());
+        }
+        row.extend([
             listing.model_type.clone().unwrap_or_default(),
             listing.parameters.grouped(),
             listing.tensors.to_string(),
             listing.bf16_weights.display(UnitSystem::Decimal),
         ]);
+        table.row(row);
     }
     match format {
         Format::Json => json(listings),
         Format::Csv => table.csv(),
         Format::Markdown => table.markdown(),
-        Format::Table => table.text(),
+        Format::Table if verbose => table.text(),
+        Format::Table => format!(
+            "{}\n  hub ids: `trainmem models --verbose`, or --format json|markdown|csv\n",
+            table.text()
+        ),
     }
 }

@@ -4,7 +4,9 @@ use super::{Format, Table, json};
 use crate::estimate::{Comparison, Estimate, Textbook};
 use crate::model::Model;
 use crate::optimizer::Location;
-use crate::units::{ByteUnit, Count, UnitSystem, format_float, format_percent, format_ratio};
+use crate::units::{
+    ByteUnit, Bytes, Count, UnitSystem, format_float, format_percent, format_ratio,
+};
 
 /// One titled part of the report.
 struct Section {
@@ -141,11 +143,19 @@ fn copies(book: &Textbook) -> Section {
 
 /// Step 2: every method priced at every size.
 fn priced(comparison: &Comparison, units: UnitSystem) -> Section {
-    let lines = comparison
+    let mut lines: Vec<String> = comparison
         .skipped
         .iter()
         .map(|s| format!("left out: {}: {}", s.optimizer, s.reason))
         .collect();
+    for row in &comparison.rows {
+        if row.estimates.iter().any(|e| e.paged_states > Bytes::ZERO) {
+            lines.push(format!(
+                "{}: the states of tensors of 1e5 values or more live in CUDA unified memory, paged to the host under pressure: left out of the accelerator's memory",
+                row.optimizer.title
+            ));
+        }
+    }
     Section {
         title: format!(
             "Step 2 - priced: weights + gradients + optimizer states, {}",

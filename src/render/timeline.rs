@@ -31,6 +31,8 @@ struct TimelineReport<'a> {
     load_peak: Bytes,
     reserved: Bytes,
     memory: &'a crate::estimate::Memory,
+    /// Host memory per node (offloaded activations, optimizer step counters).
+    host: &'a crate::estimate::Memory,
     capacity: &'a Option<Capacity>,
     fits: Option<bool>,
     notes: &'a [String],
@@ -55,6 +57,7 @@ pub fn timeline(
             load_peak: timeline.load_peak,
             reserved: timeline.reserved,
             memory: &e.memory,
+            host: &e.host,
             capacity: &e.capacity,
             fits: e.fits,
             notes: &e.notes,
@@ -157,6 +160,12 @@ fn summary(e: &Estimate, timeline: &Timeline, units: UnitSystem) -> Vec<String> 
             timeline.reserved.display(units)
         ),
     ];
+    if e.host.activations > Bytes::ZERO {
+        lines.push(format!(
+            "host memory: {} per node of offloaded activations (outside this timeline, which is the device's)",
+            e.host.activations.display(units)
+        ));
+    }
     if let Some(capacity) = &e.capacity {
         lines.push(format!(
             "capacity: {}",

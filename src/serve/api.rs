@@ -531,7 +531,7 @@ fn config_setup(arguments: &[String], stand_in: &Value) -> Result<Setup, Failure
     Ok(setup)
 }
 
-/// `GET /api/presets`: every preset with its exact parameter count.
+/// `GET /api/presets`: every preset with its hub id and exact parameter count.
 pub async fn presets(State(pool): State<Arc<Pool>>) -> Response {
     static LISTING: OnceLock<Result<String, String>> = OnceLock::new();
     isolated(&pool, Weight::Light, || {
@@ -543,6 +543,7 @@ pub async fn presets(State(pool): State<Arc<Pool>>) -> Response {
                         let model = preset_model(preset)?;
                         Ok(json!({
                             "name": preset.name,
+                            "hub_id": preset.hub_id,
                             "model_type": model.model_type,
                             "parameters": model.total_parameters()?,
                         }))

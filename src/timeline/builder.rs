@@ -333,6 +333,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
         "optimizer states",
         residents.optimizer_states,
     )?;
+    b.alloc(
+        Kind::Weights,
+        "fp8 weight caches and scaling state (Transformer Engine)",
+        activations.map_or(Bytes::ZERO, |a| a.resident),
+    )?;
     let mut gradient_blocks = Vec::new();
     if plan.gradients.resident_from_start {
         gradient_blocks.push(b.alloc(
@@ -377,7 +382,18 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
             }
             if activations.is_some() {
                 let layer = match unit.activations {
-                    Some(layer) => b.alloc(Kind::Activations, "saved activations", layer.kept)?,
+                    Some(layer) => {
+                        let kept = b.alloc(Kind::Activations, "saved activations", layer.kept)?;
+                        // Context parallelism: the ring's key/value buffers,
+                        // counted with the layer's saved tensors all present.
+                        b.transient(
+                            Kind::Temporaries,
+                            "ring attention key/value buffers",
+                            layer.ring,
+                        )?;
+                        b.transient(Kind::Temporaries, "fp8 casts of a linear", layer.fp8_casts)?;
+                        kept
+                    }
                     None => None,
                 };
                 let autocast = match unit.module {
@@ -399,6 +415,14 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
             if let Some(slot) = gathered.get_mut(index) {
                 b.free(slot.take())?;
             }
+        }
+        // Offloading: every use of the rotary tables was copied to the host,
+        // so the device's tables die with the forward.
+        if activations.is_some_and(|a| a.outside_forward_only)
+            && let Some(block) = outside.last_mut()
+        {
+            b.at(None);
+            b.free(block.take())?;
         }
     }
     if count == 0
@@ -457,8 +481,13 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                 index,
                 index.checked_sub(1),
             )?;
-            let (recomputed, flow) = match unit.activations {
+            let (unpacked, recomputed, flow) = match unit.activations {
                 Some(layer) if activations.is_some() => (
+                    b.alloc(
+                        Kind::Activations,
+                        "activations brought back from the host",
+                        layer.unpacked,
+                    )?,
                     b.alloc(
                         Kind::Activations,
                         "recomputed activations",
@@ -466,8 +495,20 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                     )?,
                     b.alloc(Kind::Temporaries, "activation gradients", layer.backward)?,
                 ),
-                _ => (None, None),
+                _ => (None, None, None),
             };
+            // Offloading without recomputation: the tensors brought back die
+            // with their node, and the widest node (the MLP's product) runs
+            // before the layer's other linears produce their weight gradients.
+            // Under recomputation the input brought back stays in the rebuilt
+            // layer until its backward ends.
+            let mut unpacked = unpacked;
+            if unit
+                .activations
+                .is_some_and(|layer| layer.recomputed == Bytes::ZERO)
+            {
+                b.free(unpacked.take())?;
+            }
             if let Some(module) = unit.module {
                 b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
                 gradients(
@@ -485,7 +526,15 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
                 gradient_blocks.push(b.alloc(Kind::Gradients, "gradients", unit.gradient_share)?);
             }
             b.free(recomputed)?;
+            b.free(unpacked)?;
             b.free(flow)?;
+            if let Some(layer) = unit.activations {
+                b.transient(
+                    Kind::Temporaries,
+                    "the layer's first norm brought back and its gradients",
+                    layer.closing,
+                )?;
+            }
             if let Some((layer, autocast)) = saved.get(index) {
                 b.free(*layer)?;
                 b.free(*autocast)?;
@@ -589,13 +638,30 @@ fn gradients(
 ) -> Result<()> {
     let policy = plan.gradients;
     if policy.fused_update {
+        if policy.sharded {
+            // FSDP2 reduce-scatters the module's gradients first and runs the
+            // post-accumulate-grad hooks on the sharded parameters.
+            let whole = b.alloc(Kind::Gradients, "unsharded gradient", module.gradient)?;
+            b.transient(
+                Kind::Temporaries,
+                "reduce-scatter buffer",
+                module.reduce_buffer,
+            )?;
+            b.free(whole)?;
+        }
         // The update is applied as each gradient is produced: one tensor's
-        // gradient at a time.
-        return b.transient(
+        // gradient at a time, with its own step's temporaries.
+        let gradient = b.alloc(
             Kind::Gradients,
             "gradient (applied at once)",
             module.largest_gradient,
-        );
+        )?;
+        b.transient(
+            Kind::Temporaries,
+            "optimizer step temporaries (in backward)",
+            module.step_temporaries,
+        )?;
+        return b.free(gradient);
     }
     if policy.resident_from_start || !first_backward {
         // Accumulated into buffers that already exist: the new gradient is a temporary.

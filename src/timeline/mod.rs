@@ -235,6 +235,9 @@ pub struct Module {
     /// Its largest single parameter gradient (an update fused into backward
     /// frees each gradient as soon as it is applied).
     pub largest_gradient: Bytes,
+    /// An optimizer stepped inside backward: the largest temporaries of one
+    /// of its parameters' steps, alive while that parameter's gradient is.
+    pub step_temporaries: Bytes,
     /// FSDP: the reduce-scatter input its gradient is copied into, in the reduce dtype.
     pub reduce_buffer: Bytes,
     /// torch.autocast's half-precision copies of its linear weights, saved for backward.
@@ -275,7 +278,10 @@ pub struct Gradients {
     pub resident_from_start: bool,
     /// ZeRO-2/3: each module's gradient is reduce-scattered and only a shard stays.
     pub sharded: bool,
-    /// The update is applied inside backward and each gradient freed at once.
+    /// The update is applied inside backward, one parameter at a time, and
+    /// each gradient freed at once (LOMO, `--optimizer-in-backward`): the
+    /// step's temporaries then come with each gradient and the optimizer
+    /// phase has none.
     pub fused_update: bool,
     /// DeepSpeed's gradient-reduction bucket (`reduce_bucket_size`), alive through backward.
     pub reduce_bucket: Bytes,

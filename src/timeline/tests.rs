@@ -52,6 +52,7 @@ fn schedule(layers: u64, kept: u64) -> Schedule {
                 kept: Bytes(kept),
                 recomputed: Bytes::ZERO,
                 backward: Bytes::ZERO,
+                ..LayerActivations::default()
             })
             .collect(),
         has_head: true,

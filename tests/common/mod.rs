@@ -6,13 +6,43 @@
 use assert_cmd::Command;
 use serde_json::Value;
 
-/// Runs `trainmem args`: its exit code, stdout and stderr.
+/// The variables that say where the Hugging Face hub cache is
+/// (huggingface_hub's `constants.py`).
+pub const HUB_CACHE_VARIABLES: [&str; 5] = [
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "HF_HOME",
+    "XDG_CACHE_HOME",
+    "HOME",
+];
+
+/// A hub cache folder that does not exist, so that no test reads the hub
+/// cache of the machine it runs on.
+pub fn no_hub_cache() -> std::path::PathBuf {
+    std::env::temp_dir().join("trainmem-tests-no-hub-cache")
+}
+
+/// Runs `trainmem args`: its exit code, stdout and stderr. The hub cache is
+/// one that does not exist.
 pub fn run(args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("trainmem")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
+    run_with_env(args, &[("HF_HUB_CACHE", Some(no_hub_cache().as_os_str()))])
+}
+
+/// Runs `trainmem args` with environment variables set (`Some`) or removed
+/// (`None`): its exit code, stdout and stderr.
+pub fn run_with_env(
+    args: &[&str],
+    env: &[(&str, Option<&std::ffi::OsStr>)],
+) -> (i32, String, String) {
+    let mut command = Command::cargo_bin("trainmem").unwrap();
+    command.args(args);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let output = command.output().unwrap();
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8(output.stdout).unwrap(),
@@ -41,11 +71,23 @@ pub fn run_within(
     args: &[&str],
     deadline: std::time::Duration,
 ) -> (i32, String, String, std::time::Duration) {
+    run_within_env(args, &[], deadline)
+}
+
+/// [`run_within`] with environment variables set; the hub cache is one that
+/// does not exist unless `env` names another.
+pub fn run_within_env(
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    deadline: std::time::Duration,
+) -> (i32, String, String, std::time::Duration) {
     use std::io::Read;
     use std::process::Stdio;
     let start = std::time::Instant::now();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainmem"))
         .args(args)
+        .env("HF_HUB_CACHE", no_hub_cache())
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

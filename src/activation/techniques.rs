@@ -1,0 +1,183 @@
+//! Which loss and recomputation settings can be priced for a model, and
+//! why the others are refused: the frameworks' own limits, or what the
+//! formulas do not cover.
+
+use super::attention::Kernel;
+use super::{Attention, Loss, Recompute, Workload};
+use crate::architecture::{Dimensions, LayerLayout, QkNormKind, QkvLayout};
+use crate::error::{Error, Result};
+
+/// Model types whose decoder layers have bias-free q, k, v, o and MLP
+/// projections by default (`attention_bias` and `mlp_bias` false): each
+/// projection is one `aten.mm`, which torchtitan's policy counts.
+const BIAS_FREE: [&str; 2] = ["llama", "mistral"];
+
+fn refuse(what: &'static str, value: String, reason: impl Into<String>) -> Error {
+    Error::InvalidValue {
+        what,
+        value,
+        reason: reason.into(),
+    }
+}
+
+/// One line per loss or recomputation setting that is not the default,
+/// for the report's notes (the activation notes say how each is priced).
+pub fn notes(workload: &Workload) -> Vec<String> {
+    let mut notes = Vec::new();
+    let every = match workload.recompute_every {
+        0 | 1 => String::new(),
+        n => format!(
+            ", only on layers {n}, {}, ... (counting from 1)",
+            n.saturating_mul(2)
+        ),
+    };
+    match workload.recompute {
+        Recompute::None => {}
+        Recompute::Selective => notes.push(format!(
+            "recompute: selective (Megatron: the attention core){every}"
+        )),
+        Recompute::Op => notes.push(format!(
+            "recompute: op (torchtitan's per-op policy: input, sdpa output and every second matmul kept){every}"
+        )),
+        Recompute::Full => notes.push(format!(
+            "recompute: full (gradient checkpointing of each layer's input){every}"
+        )),
+    }
+    match workload.loss {
+        Loss::Standard => {}
+        Loss::Chunked(n) => notes.push(format!(
+            "loss: chunked:{n} (torchtune's CEWithChunkedOutputLoss: the output projection and the fp32 upcast chunk by chunk)"
+        )),
+        Loss::Fused => notes.push(
+            match workload.platform {
+                super::Platform::Cuda => "loss: fused (Liger's fused linear-cross-entropy: no logits)",
+                super::Platform::Cpu => "loss: fused (cut-cross-entropy's torch_compile path on CPU: the logits kept in their own dtype, nothing in fp32)",
+            }
+            .to_string(),
+        ),
+    }
+    notes
+}
+
+/// Refuses what cannot be priced: see each message.
+pub fn check(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    check_recompute(dims, workload, kernel)?;
+    check_loss(dims, workload)
+}
+
+fn check_recompute(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    let every = workload.recompute_every;
+    let value = || every.to_string();
+    if every == 0 {
+        return Err(refuse("--recompute-every", value(), "must be at least 1"));
+    }
+    if every > 1 {
+        match workload.recompute {
+            Recompute::Full => {}
+            Recompute::None => {
+                return Err(refuse(
+                    "--recompute-every",
+                    value(),
+                    "it chooses which layers --recompute full checkpoints; give --recompute full",
+                ));
+            }
+            Recompute::Selective => {
+                return Err(refuse(
+                    "--recompute-every",
+                    value(),
+                    "Megatron's selective recomputation covers every layer; every N-th layer is full checkpointing (--recompute full)",
+                ));
+            }
+            Recompute::Op => {
+                return Err(refuse(
+                    "--recompute-every",
+                    value(),
+                    "torchtitan and torchtune apply per-op checkpointing to every layer; their every-N-th-layer option checkpoints whole layers (--recompute full)",
+                ));
+            }
+        }
+        if every > dims.layers {
+            return Err(refuse(
+                "--recompute-every",
+                value(),
+                format!(
+                    "the model has {} layers: no layer would be checkpointed",
+                    dims.layers
+                ),
+            ));
+        }
+    }
+    if workload.recompute == Recompute::Op {
+        let op = || "op".to_string();
+        if workload.megatron_kernels {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                "torchtitan's per-op policy wraps transformers-style layers, not Megatron-core's",
+            ));
+        }
+        if workload.attention != Attention::Sdpa
+            || !matches!(kernel, Kernel::Flash { .. } | Kernel::MemoryEfficient)
+        {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                "the per-op policy is priced with sdpa's flash or memory-efficient kernel, whose outputs it saves (--attention sdpa, no attention dropout)",
+            ));
+        }
+        let plain_layer = BIAS_FREE.contains(&dims.model_type.as_str())
+            && dims.qkv == QkvLayout::Separate
+            && dims.linears.attention_input.len() == 3
+            && dims.experts.is_none()
+            && dims.layout == LayerLayout::PreNorm
+            && dims.qk_norm == QkNormKind::None;
+        if !plain_layer {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                format!(
+                    "per-op recomputation is priced for Llama and Mistral layers (separate bias-free q, k, v projections, a dense MLP), not `{}`",
+                    dims.model_type
+                ),
+            ));
+        }
+        if workload.frozen_base || !workload.adapted.is_empty() {
+            return Err(refuse(
+                "--recompute",
+                op(),
+                "LoRA adds matmuls that shift the policy's every-second-matmul count; not priced",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_loss(dims: &Dimensions, workload: &Workload) -> Result<()> {
+    let loss = workload.loss;
+    if loss == Loss::Standard {
+        return Ok(());
+    }
+    let value = || loss.name();
+    if workload.megatron_kernels {
+        return Err(refuse(
+            "--loss",
+            value(),
+            "Megatron-core computes its own vocabulary-parallel cross-entropy (--framework megatron)",
+        ));
+    }
+    match loss {
+        Loss::Standard => Ok(()),
+        Loss::Chunked(_) => Ok(()),
+        Loss::Fused if workload.tensor_parallel > 1 => Err(refuse(
+            "--loss",
+            value(),
+            "Liger's fused linear-cross-entropy needs the whole output projection; a vocabulary-parallel head (--tp) is not priced",
+        )),
+        Loss::Fused if dims.softcap.logits => Err(refuse(
+            "--loss",
+            value(),
+            "logit soft-capping inside the fused kernel is not priced",
+        )),
+        Loss::Fused => Ok(()),
+    }
+}

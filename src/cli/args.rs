@@ -581,10 +581,10 @@ Exit status: 0 fits, 1 does not fit (or unknown with --strict), 2 bad input.
 
 When it does not fit, the single changes that make it fit are listed, cheapest first:
 cheapest means what costs the run least, in this order: a smaller micro-batch with more
-accumulation (the same global batch), full recomputation (about a third more compute),
-a higher ZeRO stage or FSDP full sharding (communication; more than one GPU), the
-optimizer states in host memory, 8-bit AdamW, LoRA r16, QLoRA. Each names the key to
-change in your own file.
+accumulation (the same global batch), Liger's fused loss, full recomputation (about a
+third more compute), activations offloaded to the host, a higher ZeRO stage or FSDP full
+sharding (communication; more than one GPU), the optimizer states in host memory, 8-bit
+AdamW, LoRA r16, QLoRA. Each names the key to change in your own file.
 
 Examples:
   trainmem check axolotl.yaml --device h100-80gb && accelerate launch -m axolotl.cli.train axolotl.yaml

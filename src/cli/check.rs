@@ -380,8 +380,9 @@ struct Candidate {
 }
 
 /// Each change tried, in the order they cost the run least: first those that
-/// keep the same maths (a smaller micro-batch with more accumulation, then
-/// recomputation, which costs about a third more compute), then sharding
+/// keep the same maths (a smaller micro-batch with more accumulation, a
+/// fused loss, recomputation, which costs about a third more compute,
+/// activations offloaded over PCIe), then sharding
 /// (more communication, with more than one GPU), then offloading the
 /// optimizer (host memory and PCIe time), then changes to what is trained
 /// (8-bit optimizer states, LoRA, QLoRA).
@@ -419,11 +420,25 @@ fn candidates(flags: &Flags) -> Vec<Candidate> {
             ],
         ));
     }
+    if flags.get("--loss").as_deref() != Some("fused") {
+        out.push(candidate(
+            Change::FusedLoss,
+            "Liger's fused linear cross-entropy (no whole logits)".to_string(),
+            &[("--loss", "fused")],
+        ));
+    }
     if flags.get("--recompute").as_deref() != Some("full") {
         out.push(candidate(
             Change::Recompute,
             "activation checkpointing (full recomputation)".to_string(),
             &[("--recompute", "full")],
+        ));
+    }
+    if !flags.has("--offload-activations") {
+        out.push(candidate(
+            Change::OffloadActivations,
+            "activations offloaded to host memory".to_string(),
+            &[("--offload-activations", "")],
         ));
     }
     if number("--gpus", 1) > 1 {
@@ -541,7 +556,13 @@ fn spelled(
     let as_flags = || {
         changes
             .iter()
-            .map(|(f, v)| format!("{f} {v}"))
+            .map(|(f, v)| {
+                if v.is_empty() {
+                    f.to_string()
+                } else {
+                    format!("{f} {v}")
+                }
+            })
             .collect::<Vec<_>>()
             .join(" ")
     };

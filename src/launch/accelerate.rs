@@ -99,9 +99,27 @@ fn mixed_precision(value: &Value, document: &Map<String, Value>) -> Result<Effec
             },
             why,
         ),
-        "fp8" => Effect::NotModelled("fp8 training (issue 12's fp8 recipes)".to_string()),
+        "fp8" => fp8(document),
         _ => return Err("accepted: no, bf16, fp16, fp8".to_string()),
     })
+}
+
+/// `mixed_precision: fp8`, by `fp8_config.backend`: Transformer Engine's
+/// recipe or torchao's tensorwise float8.
+fn fp8(document: &Map<String, Value>) -> Effect {
+    let backend = document
+        .get("fp8_config")
+        .and_then(|c| c.get("backend"))
+        .and_then(name_of)
+        .map(|b| b.to_ascii_uppercase());
+    match backend.as_deref() {
+        Some("TE") => set(&[("--precision", "te-fp8")]),
+        Some("AO") => set(&[("--precision", "fp8-tensorwise")]),
+        Some(other) => Effect::NotModelled(format!("the fp8 backend {other}")),
+        None => Effect::NotModelled(
+            "fp8 without fp8_config.backend (TE or AO): the recipe is unknown".to_string(),
+        ),
+    }
 }
 
 /// `deepspeed_config.offload_optimizer_device`, with `offload_param_device`.

@@ -153,14 +153,27 @@ fn with_adapter(_: &Value, document: &Map<String, Value>) -> Result<Effect, Stri
     ))
 }
 
-/// `gradient_checkpointing`: true, or axolotl's offloading variants.
+/// `gradient_checkpointing`: true, or axolotl's offloading variants, which
+/// keep each checkpointed layer input in host memory.
 fn checkpointing(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
     if let Value::String(mode) = value {
         let mode = mode.trim().to_ascii_lowercase();
-        if mode == "offload" || mode == "unsloth" || mode == "offload_disk" {
-            return Ok(Effect::NotModelled(format!(
-                "checkpoints offloaded to the host ({mode}); issue 12's --offload-activations"
-            )));
+        if mode == "offload" || mode == "unsloth" {
+            return Ok(Effect::Set(vec![
+                Setting {
+                    flag: "--recompute",
+                    value: Some("full".to_string()),
+                },
+                Setting {
+                    flag: "--offload-activations",
+                    value: None,
+                },
+            ]));
+        }
+        if mode == "offload_disk" {
+            return Ok(Effect::NotModelled(
+                "checkpoints offloaded to disk".to_string(),
+            ));
         }
     }
     Ok(if truth(value)? {
@@ -168,6 +181,15 @@ fn checkpointing(value: &Value, _: &Map<String, Value>) -> Result<Effect, String
             flag: "--recompute",
             value: Some("full".to_string()),
         }])
+    } else {
+        Effect::Nothing("off".to_string())
+    })
+}
+
+/// A switch that sets flags when on.
+fn when_on(value: &Value, flags: &[(&'static str, &'static str)]) -> Result<Effect, String> {
+    Ok(if truth(value)? {
+        Effect::flags(flags)
     } else {
         Effect::Nothing("off".to_string())
     })
@@ -317,12 +339,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "activation_offloading",
-        rule: Rule::Read(|v, _| {
-            not_modelled_on(
-                v,
-                "activations offloaded to the host (issue 12's --offload-activations)",
-            )
-        }),
+        rule: Rule::Read(|v, _| when_on(v, &[("--offload-activations", "")])),
     },
     Key {
         name: "optimizer",
@@ -350,7 +367,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "fp8",
-        rule: Rule::Read(|v, _| not_modelled_on(v, "fp8 training (issue 12's fp8 recipes)")),
+        rule: Rule::Read(|v, _| when_on(v, &[("--precision", "fp8-tensorwise")])),
     },
     Key {
         name: "flash_attention",
@@ -504,7 +521,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "cut_cross_entropy",
-        rule: Rule::Read(|v, _| not_modelled_on(v, "Cut Cross-Entropy (issue 12's --loss fused)")),
+        rule: Rule::Read(|v, _| when_on(v, &[("--loss", "fused")])),
     },
     Key {
         name: "plugins",
@@ -528,11 +545,11 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "context_parallel_size",
-        rule: Rule::NotModelled("context parallelism (issue 12's --cp)"),
+        rule: Rule::Count("--cp"),
     },
     Key {
         name: "sequence_parallel_degree",
-        rule: Rule::NotModelled("context parallelism (issue 12's --cp)"),
+        rule: Rule::Count("--cp"),
     },
     // Keys that do not change the training step's memory.
     Key {
@@ -810,7 +827,9 @@ pub fn spell(change: &Change) -> Option<Vec<(String, String)>> {
             ("micro_batch_size", micro_batch.to_string()),
             ("gradient_accumulation_steps", accumulation.to_string()),
         ],
+        Change::FusedLoss => vec![("liger_fused_linear_cross_entropy", "true".to_string())],
         Change::Recompute => vec![("gradient_checkpointing", "true".to_string())],
+        Change::OffloadActivations => vec![("activation_offloading", "true".to_string())],
         Change::Zero(stage) => vec![("deepspeed", format!("deepspeed_configs/zero{stage}.json"))],
         Change::FullShard => vec![
             ("fsdp_version", "2".to_string()),

@@ -230,8 +230,12 @@ const MAX_FILES: usize = 16;
 pub enum Change {
     /// A smaller micro-batch and more accumulation: the same global batch.
     MicroBatch { micro_batch: u64, accumulation: u64 },
+    /// A loss that never materializes the logits (Liger's fused linear cross-entropy).
+    FusedLoss,
     /// Full activation recomputation (gradient checkpointing).
     Recompute,
+    /// The saved activations in host memory.
+    OffloadActivations,
     /// This ZeRO stage.
     Zero(u8),
     /// FSDP full sharding.
@@ -251,7 +255,9 @@ impl Change {
     pub fn flags(&self) -> &'static [&'static str] {
         match self {
             Change::MicroBatch { .. } => &["--micro-batch", "--grad-accumulation"],
+            Change::FusedLoss => &["--loss"],
             Change::Recompute => &["--recompute"],
+            Change::OffloadActivations => &["--offload-activations"],
             Change::Zero(_) => &["--zero"],
             Change::FullShard => &["--fsdp"],
             Change::OffloadOptimizer => &["--offload"],

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::Change;
-use super::key::{Absent, Choice, Effect, Key, Rule, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, name_of, truth};
 
 /// Every optimizer name transformers accepts for `optim`
 /// (`OptimizerNames` in `training_args.py`) and the trainmem optimizer it is.
@@ -60,7 +60,7 @@ pub const OPTIM: &[(&str, Choice)] = &[
     ("lion_8bit", Choice::Set(&[("--optimizer", "lion-8bit")])),
     (
         "paged_adamw_32bit",
-        Choice::NotModelled("paged 32-bit AdamW (issue 12's paged-adamw)"),
+        Choice::Set(&[("--optimizer", "paged-adamw")]),
     ),
     (
         "paged_adamw_8bit",
@@ -84,7 +84,7 @@ pub const OPTIM: &[(&str, Choice)] = &[
     ),
     (
         "galore_adamw_8bit",
-        Choice::NotModelled("8-bit GaLore AdamW (issue 12's galore-adamw-8bit)"),
+        Choice::Set(&[("--optimizer", "galore-adamw-8bit")]),
     ),
     ("galore_adafactor", Choice::NotModelled("GaLore Adafactor")),
     (
@@ -456,6 +456,10 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "torch_compile_mode",
         rule: Rule::NoMemory,
+    },
+    Key {
+        name: "activation_offloading",
+        rule: Rule::Switch(&[("--offload-activations", "")]),
     },
     Key {
         name: "use_liger_kernel",
@@ -859,30 +863,38 @@ pub fn compile(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> 
     })
 }
 
-/// `use_liger_kernel: true`: Liger's fused linear cross-entropy and kernels.
+/// `use_liger_kernel: true`: Liger's fused linear cross-entropy, which
+/// never materializes the logits (`--loss fused`); its RMSNorm, SwiGLU and
+/// RoPE kernels are priced as PyTorch's.
 pub fn liger(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
     Ok(if truth(value)? {
-        Effect::NotModelled(
-            "Liger's fused linear cross-entropy (issue 12's --loss fused) and its kernels"
-                .to_string(),
-        )
+        Effect::Set(vec![super::Setting {
+            flag: "--loss",
+            value: Some("fused".to_string()),
+        }])
     } else {
         Effect::Nothing("off".to_string())
     })
 }
 
-/// `lora_dropout` above 0 keeps a dropped copy of each adapter's input.
-pub fn lora_dropout(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
+/// `lora_dropout`: each adapter keeps its own dropped input above 0. Read
+/// only where LoRA is on (`adapter` in axolotl, `use_peft` in TRL).
+pub fn lora_dropout(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
     let p = value
         .as_f64()
+        .filter(|p| (0.0..1.0).contains(p))
         .ok_or("expected a probability such as 0.05")?;
-    Ok(if p > 0.0 {
-        Effect::NotModelled(
-            "the dropped copy of each adapter's input (issue 12's --lora-dropout)".to_string(),
-        )
-    } else {
-        Effect::Nothing("0: no dropout".to_string())
-    })
+    let adapter = document
+        .get("adapter")
+        .and_then(Value::as_str)
+        .is_some_and(|a| !a.trim().is_empty());
+    if !adapter && !peft(document)? {
+        return Ok(Effect::Nothing("unused without LoRA".to_string()));
+    }
+    Ok(Effect::Set(vec![super::Setting {
+        flag: "--lora-dropout",
+        value: Some(name_of(value).unwrap_or_else(|| p.to_string())),
+    }]))
 }
 
 /// A change in these keys.
@@ -895,7 +907,9 @@ pub fn spell(change: &Change) -> Option<Vec<(String, String)>> {
             ("per_device_train_batch_size", micro_batch.to_string()),
             ("gradient_accumulation_steps", accumulation.to_string()),
         ],
+        Change::FusedLoss => vec![("use_liger_kernel", "true".to_string())],
         Change::Recompute => vec![("gradient_checkpointing", "true".to_string())],
+        Change::OffloadActivations => vec![("activation_offloading", "true".to_string())],
         Change::FullShard => vec![("fsdp", "full_shard auto_wrap".to_string())],
         Change::Optimizer8bit => vec![("optim", "adamw_bnb_8bit".to_string())],
         Change::Lora => vec![

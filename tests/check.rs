@@ -233,6 +233,83 @@ const CASES: &[Case] = &[
         ],
         verdict: "does-not-fit",
     },
+    // torchtune
+    Case {
+        files: &["torchtune-llama3_1-8b-lora.yaml"],
+        extra: "--device rtx-4090-24gb",
+        flags: "--device rtx-4090-24gb --model llama-3.1-8b --lora-rank 8 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --precision bf16 --micro-batch 2 --grad-accumulation 8 --recompute full --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 2048",
+        lines: &[
+            "model._component_ = torchtune.models.llama3_1.lora_llama3_1_8b -> --model llama-3.1-8b --lora-rank 8 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16",
+            "loss._component_ = torchtune.modules.loss.CEWithChunkedOutputLoss -> --loss chunked:8",
+            "enable_activation_checkpointing = true -> --recompute full",
+            "enable_activation_offloading = false -> off",
+            "tokenizer.max_seq_len = 2048 -> --seq-len 2048",
+            "dtype = bf16 -> --precision bf16",
+            "optimizer.fused = true -> --optimizer-option fused=true",
+            "batch_size = 2 -> --micro-batch 2",
+        ],
+        verdict: "fits",
+    },
+    Case {
+        files: &["torchtune-llama3_1-8b-full-low-memory.yaml"],
+        extra: "--seq-len 2048 --device rtx-4090-24gb",
+        flags: "--seq-len 2048 --device rtx-4090-24gb --model llama-3.1-8b --precision bf16 --micro-batch 2 --grad-accumulation 1 --recompute full --loss chunked:8 --optimizer paged-adamw-8bit --optimizer-in-backward",
+        lines: &[
+            "optimizer_in_bwd = true -> --optimizer-in-backward",
+            "optimizer._component_ = bitsandbytes.optim.PagedAdamW8bit -> --optimizer paged-adamw-8bit",
+            "tokenizer.max_seq_len = null -> null: each batch as long as its longest sample; give --seq-len",
+            "model._component_ = torchtune.models.llama3_1.llama3_1_8b -> --model llama-3.1-8b",
+        ],
+        verdict: "fits",
+    },
+    Case {
+        files: &["torchtune-llama3_2-3b-qlora.yaml"],
+        extra: "--device rtx-4090-24gb",
+        flags: "--device rtx-4090-24gb --model llama-3.2-3b --lora-rank 64 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --quantize nf4 --double-quant on --precision bf16 --micro-batch 4 --grad-accumulation 4 --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 4096",
+        lines: &[
+            "model._component_ = torchtune.models.llama3_2.qlora_llama3_2_3b -> --model llama-3.2-3b --lora-rank 64",
+            "dataset.packed = true -> priced at max_seq_len tokens per sequence",
+            "enable_activation_checkpointing = false -> off",
+        ],
+        verdict: "does-not-fit",
+    },
+    // LLaMA-Factory
+    Case {
+        files: &["llama-factory-llama3-lora.yaml"],
+        extra: "--model llama-3.1-8b --device a100-40gb",
+        flags: "--model llama-3.1-8b --device a100-40gb --precision bf16 --lora-rank 8 --lora-targets all-linear --micro-batch 1 --grad-accumulation 8 --seq-len 2048 --recompute full --optimizer adamw",
+        lines: &[
+            "finetuning_type = lora -> --precision bf16 --lora-rank 8 --lora-targets all-linear",
+            "cutoff_len = 2048 -> --seq-len 2048",
+            "disable_gradient_checkpointing = false (the default) -> --recompute full",
+            "optim = adamw_torch (the default) -> --optimizer adamw",
+            "stage = sft -> supervised fine-tuning",
+        ],
+        verdict: "fits",
+    },
+    Case {
+        files: &["llama-factory-llama3-qlora.yaml"],
+        extra: "--model llama-3.1-8b --device rtx-4090-24gb",
+        flags: "--model llama-3.1-8b --device rtx-4090-24gb --precision bf16 --lora-rank 8 --lora-targets all-linear --quantize nf4 --double-quant on --attention flash --loss fused --micro-batch 4 --grad-accumulation 8 --seq-len 4096 --recompute full --optimizer adamw",
+        lines: &[
+            "finetuning_type = lora -> --precision bf16 --lora-rank 8 --lora-targets all-linear --quantize nf4 --double-quant on",
+            "quantization_bit = 4 -> read with finetuning_type",
+            "enable_liger_kernel = true -> --loss fused",
+            "flash_attn = fa2 -> --attention flash",
+        ],
+        verdict: "fits",
+    },
+    Case {
+        files: &["llama-factory-llama3-full-ds3.yaml"],
+        extra: "--model llama-3.1-8b --gpus 8 --device a100-80gb",
+        flags: "--model llama-3.1-8b --gpus 8 --device a100-80gb --precision mixed-bf16 --micro-batch 4 --grad-accumulation 2 --seq-len 2048 --recompute full --optimizer adamw --zero 3 --reduce-bucket-size 16777216",
+        lines: &[
+            "finetuning_type = full -> --precision amp-bf16",
+            "deepspeed = ds_z3_config.json -> reads",
+            "bf16.enabled = auto -> auto: on, as the TrainingArguments ask -> --precision mixed-bf16",
+        ],
+        verdict: "fits",
+    },
 ];
 
 fn args_of(case: &Case, extra: &[&str]) -> Vec<String> {
@@ -424,7 +501,7 @@ fn applying_the_first_suggestion_makes_it_fit() {
             })
             .collect();
         // Companions named inside the files travel too.
-        for companion in ["ds-zero3-auto.json", "zero3_bf16.json"] {
+        for companion in ["ds-zero3-auto.json", "zero3_bf16.json", "ds_z3_config.json"] {
             std::fs::copy(fixture(companion), dir.path().join(companion)).unwrap();
         }
         let mut args: Vec<String> = vec!["check".to_string()];
@@ -652,4 +729,62 @@ fn check_answers_quickly_in_release() {
             case.files
         );
     }
+}
+
+/// `check` with the Hugging Face cache pointed at an empty folder.
+fn run_without_cache(args: &[&str]) -> (i32, String, String) {
+    let cache = tempfile::tempdir().unwrap();
+    let output = assert_cmd::Command::cargo_bin("trainmem")
+        .unwrap()
+        .env("HF_HUB_CACHE", cache.path())
+        .env("HF_HOME", cache.path())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn hub_ids_in_the_files_resolve_as_model_does() {
+    // meta-llama/Llama-3.1-8B is a preset's published config: the same model as --model.
+    let file = fixture("sft-llama-qlora.json");
+    let (code, stdout, stderr) = run_without_cache(&[
+        "check",
+        &file,
+        "--device",
+        "rtx-4090-24gb",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let checked: Value = serde_json::from_str(&stdout).unwrap();
+    let (_, stdout, _) = run_without_cache(&[
+        "estimate",
+        "--model",
+        "meta-llama/Llama-3.1-8B",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "8",
+        "--format",
+        "json",
+    ]);
+    let estimated: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(checked["model"]["source"], estimated["model"]["source"]);
+    assert_eq!(checked["model"]["name"], estimated["model"]["name"]);
+    // An id neither cached nor a preset: bad input, said with the file and the key.
+    let file = fixture("axolotl-llama3-qlora.yaml");
+    let (code, _, stderr) = run_without_cache(&["check", &file, "--device", "rtx-4090-24gb"]);
+    assert_eq!(code, 2);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("axolotl-llama3-qlora.yaml"), "{stderr}");
+    assert!(
+        stderr.contains("key `base_model` = `NousResearch/Meta-Llama-3-8B`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("huggingface-cli download"), "{stderr}");
 }

@@ -83,8 +83,9 @@ pub enum Command {
     /// each step (recomputation, 8-bit states, LoRA, QLoRA, ...).
     #[command(after_help = TECHNIQUES_HELP)]
     Techniques(TechniquesArgs),
-    /// Read launch configs (HF TrainingArguments, DeepSpeed, accelerate, axolotl)
-    /// and say whether the run fits: exit 0 fits, 1 does not fit, 2 bad input.
+    /// Read launch configs (HF TrainingArguments, DeepSpeed, accelerate, axolotl,
+    /// torchtune, LLaMA-Factory) and say whether the run fits: exit 0 fits, 1 does
+    /// not fit, 2 bad input.
     #[command(after_help = CHECK_HELP)]
     Check(CheckArgs),
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
@@ -573,8 +574,8 @@ pub struct TechniquesArgs {
 const CHECK_HELP: &str = "\
 Formats, detected from their keys: HF TrainingArguments / TRL SFTConfig (JSON or YAML),
 DeepSpeed JSON (`\"auto\"` filled from the TrainingArguments as the HF integration does),
-accelerate config YAML and axolotl YAML. A DeepSpeed config named by another file is read
-too. Every key is listed with what it set; a key that changes memory in a way trainmem
+accelerate config YAML, axolotl YAML, torchtune recipe configs and LLaMA-Factory YAML.
+A DeepSpeed config named by another file is read too. Every key is listed with what it set; a key that changes memory in a way trainmem
 does not model makes the verdict `unknown`. Flags given here complete or override the files.
 
 Exit status: 0 fits, 1 does not fit (or unknown with --strict), 2 bad input.
@@ -590,12 +591,14 @@ Examples:
   trainmem check axolotl.yaml --device h100-80gb && accelerate launch -m axolotl.cli.train axolotl.yaml
   trainmem check accelerate.yaml sft.yaml --model llama-3.1-8b --device a100-80gb
   trainmem check train_args.json ds_zero3.json --gpus 8 --device h100 --format json
+  trainmem check llama3_1/8B_lora_single_device.yaml --device rtx-4090-24gb
   trainmem check axolotl.yaml --device rtx-4090-24gb --strict     unknown is a failure too";
 
 /// `trainmem check`: launch configs, and any `estimate` flag to complete or override them.
 #[derive(Debug, Args, Clone)]
 pub struct CheckArgs {
-    /// Launch configs: TrainingArguments/SFTConfig, DeepSpeed, accelerate or axolotl files.
+    /// Launch configs: TrainingArguments/SFTConfig, DeepSpeed, accelerate, axolotl,
+    /// torchtune or LLaMA-Factory files.
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
 

@@ -232,7 +232,7 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         }
     }
     let (_, units) = super::resolve::report(&parsed.report, parsed.capacity.capacity.as_deref())?;
-    let first = price(&flags)?;
+    let first = price(&flags).map_err(|error| blame(error, &launch, &typed))?;
     let unknown = launch.unknown();
     let verdict = match (unknown, first.fits) {
         (true, _) => Verdict::Unknown,
@@ -278,6 +278,37 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         warnings,
         exit,
     })
+}
+
+/// An error about a value a file set, said with the file and the key: the
+/// value the message names in backticks is matched to the setting that
+/// gave it (the command line's own values are left as they are).
+fn blame(error: Error, launch: &Launch, typed: &[(String, Option<OsString>)]) -> Error {
+    let text = error.to_string();
+    let culprit = launch.settings.iter().rev().find(|sourced| {
+        let typed_here = typed.iter().any(|(flag, _)| flag == sourced.setting.flag);
+        !typed_here
+            && sourced
+                .setting
+                .value
+                .as_ref()
+                .is_some_and(|value| text.contains(&format!("`{value}`")))
+    });
+    match culprit {
+        Some(sourced) => {
+            let key = &launch.keys[sourced.key];
+            Error::File {
+                path: key.file.clone(),
+                problem: format!(
+                    "key `{}` = `{}` ({}): {text}",
+                    key.key,
+                    key.value,
+                    sourced.setting.spelled()
+                ),
+            }
+        }
+        None => error,
+    }
 }
 
 fn row(key: &launch::KeyRecord) -> KeyRow {

@@ -803,7 +803,7 @@ pub const KEYS: &[Key] = &[
 ];
 
 /// axolotl's defaults: `micro_batch_size` 1 and `sequence_len` 512
-/// (`utils/schemas/config.py`).
+/// (`utils/schemas/config.py`), and the Trainer's adamw_torch.
 pub const DEFAULTS: &[Absent] = &[
     Absent {
         key: "micro_batch_size",
@@ -814,6 +814,11 @@ pub const DEFAULTS: &[Absent] = &[
         key: "sequence_len",
         value: "512",
         flags: &[("--seq-len", "512")],
+    },
+    Absent {
+        key: "optimizer",
+        value: "adamw_torch",
+        flags: &[("--optimizer", "adamw")],
     },
 ];
 

@@ -16,6 +16,8 @@ pub mod axolotl;
 pub mod deepspeed;
 mod document;
 pub mod key;
+pub mod llama_factory;
+pub mod torchtune;
 pub mod training_arguments;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +41,10 @@ pub enum Format {
     Accelerate,
     /// An axolotl config YAML.
     Axolotl,
+    /// A torchtune recipe config YAML.
+    Torchtune,
+    /// A LLaMA-Factory training YAML.
+    LlamaFactory,
 }
 
 impl Format {
@@ -49,6 +55,8 @@ impl Format {
             Format::DeepSpeed => "DeepSpeed",
             Format::Accelerate => "accelerate",
             Format::Axolotl => "axolotl",
+            Format::Torchtune => "torchtune",
+            Format::LlamaFactory => "LLaMA-Factory",
         }
     }
 
@@ -59,6 +67,8 @@ impl Format {
             Format::DeepSpeed => deepspeed::KEYS,
             Format::Accelerate => accelerate::KEYS,
             Format::Axolotl => axolotl::KEYS,
+            Format::Torchtune => torchtune::KEYS,
+            Format::LlamaFactory => llama_factory::KEYS,
         }
     }
 
@@ -68,7 +78,8 @@ impl Format {
         match self {
             Format::TrainingArguments => training_arguments::DEFAULTS,
             Format::Axolotl => axolotl::DEFAULTS,
-            Format::DeepSpeed | Format::Accelerate => &[],
+            Format::LlamaFactory => llama_factory::DEFAULTS,
+            Format::DeepSpeed | Format::Accelerate | Format::Torchtune => &[],
         }
     }
 
@@ -79,13 +90,26 @@ impl Format {
             Format::DeepSpeed => deepspeed::spell(change),
             Format::Accelerate => accelerate::spell(change),
             Format::Axolotl => axolotl::spell(change),
+            Format::Torchtune => torchtune::spell(change),
+            Format::LlamaFactory => llama_factory::spell(change),
         }
     }
 
     /// Which format a document is, from keys only that format has.
     fn detect(document: &Map<String, Value>) -> Option<Format> {
         let has = |key: &str| document.contains_key(key);
-        if has("distributed_type") || has("compute_environment") {
+        let component = |key: &str| {
+            document
+                .get(key)
+                .is_some_and(|v| v.get("_component_").is_some())
+        };
+        if component("model") || component("tokenizer") || component("checkpointer") {
+            Some(Format::Torchtune)
+        } else if has("model_name_or_path")
+            && (has("finetuning_type") || has("stage") || has("cutoff_len") || has("template"))
+        {
+            Some(Format::LlamaFactory)
+        } else if has("distributed_type") || has("compute_environment") {
             Some(Format::Accelerate)
         } else if has("zero_optimization")
             || has("train_micro_batch_size_per_gpu")
@@ -110,7 +134,10 @@ impl Format {
     /// when it runs.
     fn precedence(self) -> u8 {
         match self {
-            Format::TrainingArguments | Format::Axolotl => 0,
+            Format::TrainingArguments
+            | Format::Axolotl
+            | Format::Torchtune
+            | Format::LlamaFactory => 0,
             Format::Accelerate => 1,
             Format::DeepSpeed => 2,
         }
@@ -320,7 +347,7 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
             None => {
                 return Err(Error::File {
                     path: label,
-                    problem: "not a launch config trainmem reads: expected HF TrainingArguments / TRL SFTConfig (per_device_train_batch_size, optim, ...), a DeepSpeed config (zero_optimization, train_micro_batch_size_per_gpu), an accelerate config (distributed_type) or an axolotl config (base_model, micro_batch_size, sequence_len)".to_string(),
+                    problem: "not a launch config trainmem reads: expected HF TrainingArguments / TRL SFTConfig (per_device_train_batch_size, optim, ...), a DeepSpeed config (zero_optimization, train_micro_batch_size_per_gpu), an accelerate config (distributed_type), an axolotl config (base_model, micro_batch_size, sequence_len), a torchtune recipe config (model._component_) or a LLaMA-Factory YAML (model_name_or_path with finetuning_type)".to_string(),
                 });
             }
         };
@@ -524,6 +551,14 @@ fn walk<'a>(
             format!("{prefix}.{name}")
         };
         if let Some(key) = table.iter().find(|k| k.name == path) {
+            found.push((path, value, Some(key)));
+            continue;
+        }
+        // `section.*`: every other key of a known section.
+        let rest_of_section = format!("{prefix}.*");
+        if !prefix.is_empty()
+            && let Some(key) = table.iter().find(|k| k.name == rest_of_section)
+        {
             found.push((path, value, Some(key)));
             continue;
         }

@@ -837,7 +837,7 @@ pub const KEYS: &[Key] = &[
 ];
 
 /// What the Trainer does when a key is absent: `per_device_train_batch_size`
-/// is 8, and TRL's `SFTConfig.max_length` is 1024.
+/// is 8, `optim` is adamw_torch, and TRL's `SFTConfig.max_length` is 1024.
 pub const DEFAULTS: &[Absent] = &[
     Absent {
         key: "per_device_train_batch_size",
@@ -848,6 +848,11 @@ pub const DEFAULTS: &[Absent] = &[
         key: "max_length",
         value: "1024",
         flags: &[("--seq-len", "1024")],
+    },
+    Absent {
+        key: "optim",
+        value: "adamw_torch",
+        flags: &[("--optimizer", "adamw")],
     },
 ];
 

@@ -575,8 +575,9 @@ const CHECK_HELP: &str = "\
 Formats, detected from their keys: HF TrainingArguments / TRL SFTConfig (JSON or YAML),
 DeepSpeed JSON (`\"auto\"` filled from the TrainingArguments as the HF integration does),
 accelerate config YAML, axolotl YAML, torchtune recipe configs and LLaMA-Factory YAML.
-A DeepSpeed config named by another file is read too. Every key is listed with what it set; a key that changes memory in a way trainmem
-does not model makes the verdict `unknown`. Flags given here complete or override the files.
+A DeepSpeed config named by another file is read too. Every key is listed with what it
+set; a key that changes memory in a way trainmem does not model makes the verdict
+`unknown`. Flags given here complete or override the files.
 
 Exit status: 0 fits, 1 does not fit (or unknown with --strict), 2 bad input.
 
@@ -588,7 +589,7 @@ sharding (communication; more than one GPU), the optimizer states in host memory
 AdamW, LoRA r16, QLoRA. Each names the key to change in your own file.
 
 Examples:
-  trainmem check axolotl.yaml --device h100-80gb && accelerate launch -m axolotl.cli.train axolotl.yaml
+  trainmem check axolotl.yaml --device h100-80gb && axolotl train axolotl.yaml
   trainmem check accelerate.yaml sft.yaml --model llama-3.1-8b --device a100-80gb
   trainmem check train_args.json ds_zero3.json --gpus 8 --device h100 --format json
   trainmem check llama3_1/8B_lora_single_device.yaml --device rtx-4090-24gb

@@ -535,44 +535,62 @@ fn candidates(flags: &Flags) -> Vec<Candidate> {
 
 /// The changes that make the run fit, cheapest first, each re-priced. Of
 /// the steps of one kind (smaller micro-batches, ZeRO stages) only the
-/// first that fits is kept.
+/// first that fits is kept. Each kind is priced on its own thread: the
+/// estimates are pure, and `check` must answer within 20 ms.
 fn suggestions(
     flags: &Flags,
     launch: &Launch,
     typed: &[(String, Option<OsString>)],
 ) -> Vec<Suggestion> {
-    let mut out: Vec<Suggestion> = Vec::new();
-    let mut kinds_done: Vec<std::mem::Discriminant<Change>> = Vec::new();
-    for Candidate {
-        change,
-        words,
-        flags: settings,
-    } in candidates(flags)
-    {
-        let kind = std::mem::discriminant(&change);
-        if kinds_done.contains(&kind) {
-            continue;
+    // The candidates grouped by kind, in the order of the first of each.
+    let mut kinds: Vec<Vec<Candidate>> = Vec::new();
+    for candidate in candidates(flags) {
+        let kind = std::mem::discriminant(&candidate.change);
+        match kinds
+            .iter_mut()
+            .find(|group| std::mem::discriminant(&group[0].change) == kind)
+        {
+            Some(group) => group.push(candidate),
+            None => kinds.push(vec![candidate]),
         }
-        let changes: Vec<(&str, &str)> = settings
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = kinds
+            .iter()
+            .map(|group| scope.spawn(move || first_fitting(group, flags, launch, typed)))
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|handle| handle.join().ok().flatten())
+            .collect()
+    })
+}
+
+/// The first candidate of a kind that fits, as a suggestion.
+fn first_fitting(
+    group: &[Candidate],
+    flags: &Flags,
+    launch: &Launch,
+    typed: &[(String, Option<OsString>)],
+) -> Option<Suggestion> {
+    group.iter().find_map(|candidate| {
+        let changes: Vec<(&str, &str)> = candidate
+            .flags
             .iter()
             .map(|(f, v)| (f.as_str(), v.as_str()))
             .collect();
-        let Ok(priced) = price(&flags.with(&changes)) else {
-            continue;
-        };
+        let priced = price(&flags.with(&changes)).ok()?;
         if priced.fits != Some(true) {
-            continue;
+            return None;
         }
-        kinds_done.push(kind);
-        let (file, key) = spelled(&change, launch, typed, &changes);
-        out.push(Suggestion {
-            change: words,
+        let (file, key) = spelled(&candidate.change, launch, typed, &changes);
+        Some(Suggestion {
+            change: candidate.words.clone(),
             key,
             file,
             peak: priced.memory.peak,
-        });
-    }
-    out
+        })
+    })
 }
 
 /// The file and keys a change is made in: the file whose keys set the

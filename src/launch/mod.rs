@@ -595,3 +595,93 @@ fn shown(value: &Value) -> String {
 
 /// The longest value shown in full.
 const SHOWN_CHARS: usize = 60;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const FORMATS: [Format; 6] = [
+        Format::TrainingArguments,
+        Format::DeepSpeed,
+        Format::Accelerate,
+        Format::Axolotl,
+        Format::Torchtune,
+        Format::LlamaFactory,
+    ];
+
+    /// Values of every JSON kind, and the edge cases of each.
+    fn samples() -> Vec<Value> {
+        serde_json::from_str(
+            r#"[null, true, false, 0, 1, -1, 1.5, 1e30, -1e30, 18446744073709551615,
+                "", "auto", "AUTO", "x", "true", "4", "-3", "1e9", "nf4", "cpu", "FSDP",
+                "torchtune.models.llama3_1.lora_llama3_1_8b", "qlora_nothing_like_it",
+                [], [1], ["q_proj"], [null], {}, {"a": 1}, {"_component_": 3}]"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn every_key_of_every_table_reads_any_value_without_panicking() {
+        for format in FORMATS {
+            for key in format.keys() {
+                for value in samples() {
+                    // The key alone, and beside every other key of the table
+                    // holding the same value (the rules that read the whole document).
+                    let mut alone = Map::new();
+                    alone.insert(key.name.to_string(), value.clone());
+                    let _ = key.rule.read(&value, &alone);
+                    let crowded: Map<String, Value> = format
+                        .keys()
+                        .iter()
+                        .map(|k| (k.name.to_string(), value.clone()))
+                        .chain([
+                            ("model".to_string(), serde_json::json!({"lora_rank": value.clone(), "lora_attn_modules": value.clone()})),
+                            ("fsdp_config".to_string(), serde_json::json!({"fsdp_version": value.clone()})),
+                            ("zero_optimization".to_string(), serde_json::json!({"offload_param": {"device": value.clone()}})),
+                        ])
+                        .collect();
+                    let _ = key.rule.read(&value, &crowded);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_table_names_each_key_once() {
+        for format in FORMATS {
+            let keys = format.keys();
+            for (i, key) in keys.iter().enumerate() {
+                assert!(
+                    keys[i + 1..].iter().all(|k| k.name != key.name),
+                    "{} names `{}` twice",
+                    format.name(),
+                    key.name
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_is_parsed_or_refused_without_panicking(text in "\\PC{0,200}") {
+            let _ = document::parse(&text, Path::new("a.yaml"));
+            let _ = document::parse(&text, Path::new("a.json"));
+        }
+
+        #[test]
+        fn yaml_like_text_is_parsed_or_refused(text in "([a-z_]{1,8}: ?(\\[|\\{|&a |\\*a|-|[0-9]{1,3}|true|auto|\\]|\\}|, )*\n){0,12}") {
+            if let Ok(Value::Object(map)) = document::parse(&text, Path::new("a.yaml")) {
+                let mut found = Vec::new();
+                for format in FORMATS {
+                    walk(format.keys(), "", &map, &mut found);
+                    for (_, value, key) in found.drain(..) {
+                        if let Some(key) = key {
+                            let _ = key.rule.read(value, &map);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

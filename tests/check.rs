@@ -788,3 +788,35 @@ fn hub_ids_in_the_files_resolve_as_model_does() {
     );
     assert!(stderr.contains("huggingface-cli download"), "{stderr}");
 }
+
+#[test]
+fn lora_flags_on_the_command_line_take_the_rank_from_the_files() {
+    let file = fixture("axolotl-llama3-qlora.yaml");
+    let json = common::json_of(&[
+        "check",
+        &file,
+        "--model",
+        "llama-3.1-8b",
+        "--device",
+        "h100-80gb",
+        "--lora-dtype",
+        "bf16",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(json["verdict"], "fits");
+    let file = fixture("sft-qwen-full.yaml");
+    let (code, _, stderr) = run(&[
+        "check",
+        &file,
+        "--model",
+        "qwen2.5-0.5b",
+        "--device",
+        "h100-80gb",
+        "--lora-dtype",
+        "bf16",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--lora-rank"), "{stderr}");
+}

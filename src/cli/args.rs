@@ -86,7 +86,18 @@ pub enum Command {
     /// Read launch configs (HF TrainingArguments, DeepSpeed, accelerate, axolotl,
     /// torchtune, LLaMA-Factory) and say whether the run fits: exit 0 fits, 1 does
     /// not fit, 2 bad input.
-    #[command(after_help = CHECK_HELP)]
+    ///
+    /// The LoRA flags need --lora-rank from the command line or from a file:
+    /// the assembled `estimate` command line checks that, not this one.
+    #[command(
+        after_help = CHECK_HELP,
+        mut_arg("lora_targets", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_bias", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_modules_to_save", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_dora", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_dropout", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_dtype", |a| a.requires(clap::builder::Resettable::Reset))
+    )]
     Check(CheckArgs),
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
     #[command(after_help = EXAMPLES)]

@@ -124,11 +124,17 @@ impl Flags {
         EstimateCommand::try_parse_from(self.arguments())
             .map(|c| c.estimate)
             .map_err(|error| {
+                // clap's message up to its usage lines, as one line.
                 let text = error.to_string();
                 let first = text
                     .lines()
-                    .next()
-                    .unwrap_or("")
+                    .map(str::trim)
+                    .take_while(|l| {
+                        !l.starts_with("Usage:") && !l.starts_with("For more information")
+                    })
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
                     .trim_start_matches("error: ")
                     .to_string();
                 Error::InvalidValue {

@@ -820,3 +820,50 @@ fn lora_flags_on_the_command_line_take_the_rank_from_the_files() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--lora-rank"), "{stderr}");
 }
+
+#[test]
+fn the_order_of_keys_in_a_file_does_not_change_the_estimate() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.yaml");
+    let last = dir.path().join("last.yaml");
+    let body = "fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_version: 1\n";
+    let top = "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 4\n";
+    std::fs::write(&first, format!("{top}{body}")).unwrap();
+    std::fs::write(&last, format!("{body}{top}")).unwrap();
+    let run_one = |path: &Path| {
+        common::json_of(&[
+            "check",
+            path.to_str().unwrap(),
+            "--model",
+            "llama-3.2-1b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+            "--device",
+            "h100-80gb",
+            "--format",
+            "json",
+        ])
+    };
+    let (a, b) = (run_one(&first), run_one(&last));
+    assert_eq!(a["memory"], b["memory"]);
+    assert_eq!(a["parallelism"], b["parallelism"]);
+    let (_, table, _) = run(&[
+        "check",
+        last.to_str().unwrap(),
+        "--model",
+        "llama-3.2-1b",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "1024",
+        "--device",
+        "h100-80gb",
+    ]);
+    assert!(table.contains("--fsdp shard-grad-op"), "{table}");
+    // The report lists the keys in the file's order.
+    let sharding = table.find("fsdp_config.fsdp_sharding_strategy").unwrap();
+    let distributed = table.find("distributed_type").unwrap();
+    assert!(sharding < distributed, "{table}");
+}

@@ -46,6 +46,20 @@ fn distributed_type(value: &Value, document: &Map<String, Value>) -> Result<Effe
                 .and_then(name_of)
                 .unwrap_or_else(|| "1".to_string());
             let framework = if version == "2" { "fsdp2" } else { "fsdp1" };
+            // The strategy key itself when given (it sets the same), so the
+            // order of the keys in the file does not matter.
+            if let Some(strategy) = config.and_then(|c| c.get("fsdp_sharding_strategy")) {
+                let Effect::Set(mut flags) = super::key::choose(strategy, SHARDING)? else {
+                    return Ok(Effect::NotModelled(
+                        "hybrid sharding with ZeRO-2 inside a node".to_string(),
+                    ));
+                };
+                flags.push(Setting {
+                    flag: "--framework",
+                    value: Some(framework.to_string()),
+                });
+                return Ok(Effect::Set(flags));
+            }
             let strategy = match config.and_then(|c| c.get("fsdp_reshard_after_forward")) {
                 Some(reshard) if version == "2" => {
                     if truth(reshard)? {

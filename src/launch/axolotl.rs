@@ -21,7 +21,11 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
             None => Ok(false),
         }
     };
-    let recipe = if on("bf16")? || on("bfloat16")? {
+    let fp8 = document.get("fp8").map(truth).transpose()?.unwrap_or(false);
+    let recipe = if fp8 {
+        // `fp8` decides, whichever key comes first in the file.
+        "fp8-tensorwise"
+    } else if on("bf16")? || on("bfloat16")? {
         "bf16"
     } else if on("fp16")? || on("float16")? {
         "fp16"

@@ -316,7 +316,7 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
         }
         let (source, expected) = queue[index].clone();
         index += 1;
-        let (label, document) = match &source {
+        let (label, document, text) = match &source {
             Source::Path(path) => {
                 let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
                 if read_paths.contains(&canonical) {
@@ -332,9 +332,9 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
                     path: label.clone(),
                     problem,
                 })?;
-                (label, document)
+                (label, document, text)
             }
-            Source::Inline(label, value) => (label.clone(), value.clone()),
+            Source::Inline(label, value) => (label.clone(), value.clone(), String::new()),
         };
         let Value::Object(map) = &document else {
             return Err(Error::File {
@@ -361,6 +361,7 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
             &label,
             format,
             map,
+            &text,
             base.as_deref(),
             &mut queue,
         )?;
@@ -438,11 +439,14 @@ fn read_document(
     label: &str,
     format: Format,
     document: &Map<String, Value>,
+    text: &str,
     base: Option<&Path>,
     queue: &mut Vec<(Source, Option<Format>)>,
 ) -> Result<Vec<Sourced>> {
     let mut found = Vec::new();
     walk(format.keys(), "", document, &mut found);
+    // The keys in the order the file writes them (the parsed mapping is sorted).
+    found.sort_by_key(|(path, _, _)| position(text, path));
     let mut settings = Vec::new();
     for (path, value, key) in found {
         let shown = shown(value);
@@ -570,6 +574,24 @@ fn walk<'a>(
             _ => found.push((path, value, None)),
         }
     }
+}
+
+/// Where `path` (`a.b.c`) is written in `text`: each part searched after
+/// the one before, as a key (`c:` in YAML, `"c"` in JSON); the end when
+/// not found. Only for the order of the report.
+fn position(text: &str, path: &str) -> usize {
+    let mut at = 0;
+    for part in path.split('.') {
+        let found = [format!("\"{part}\""), format!("{part}:")]
+            .iter()
+            .filter_map(|needle| text.get(at..).and_then(|rest| rest.find(needle.as_str())))
+            .min();
+        match found {
+            Some(offset) => at += offset + part.len(),
+            None => return usize::MAX,
+        }
+    }
+    at
 }
 
 /// A section the table knows, left empty (`fsdp_config:` with nothing under it).

@@ -258,11 +258,22 @@ fn when_on(value: &Value, flags: &[(&'static str, &'static str)]) -> Result<Effe
 
 /// `fsdp_cpu_offload`: a distributed recipe (FSDP2, full sharding), with
 /// parameters, gradients and optimizer states on the CPU when true.
-fn fsdp_cpu_offload(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
+fn fsdp_cpu_offload(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
+    // With fsdp_reshard_after_forward, which sets the same, in any order.
+    let reshard = document
+        .get("fsdp_reshard_after_forward")
+        .map(truth)
+        .transpose()?
+        .unwrap_or(true);
+    let strategy = if reshard {
+        "full-shard"
+    } else {
+        "shard-grad-op"
+    };
     let mut flags = vec![
         Setting {
             flag: "--fsdp",
-            value: Some("full-shard".to_string()),
+            value: Some(strategy.to_string()),
         },
         Setting {
             flag: "--framework",

@@ -217,6 +217,13 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         }
         flags.set(flag, value.clone());
     }
+    let sharded = flags.has("--fsdp") || flags.get("--zero").is_some_and(|z| z != "0");
+    if sharded && !flags.has("--gpus") {
+        notes.push(
+            "no file says how many GPUs run it (the launcher decides): priced on 1; give --gpus N"
+                .to_string(),
+        );
+    }
     let parsed = flags.parse()?;
     if parsed.capacity.capacity.is_none() && parsed.capacity.device.is_none() {
         return Err(Error::Missing {

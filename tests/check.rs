@@ -867,3 +867,43 @@ fn the_order_of_keys_in_a_file_does_not_change_the_estimate() {
     let distributed = table.find("distributed_type").unwrap();
     assert!(sharding < distributed, "{table}");
 }
+
+/// The whole report, reviewed as a snapshot: run from the fixtures folder
+/// so that the files are named as a user would name them.
+#[test]
+fn the_report_reads_as_reviewed() {
+    for (name, args) in [
+        (
+            "check_deepspeed_does_not_fit",
+            vec![
+                "check",
+                "training-args-zero3.json",
+                "--model",
+                "llama-3.1-8b",
+                "--gpus",
+                "8",
+                "--device",
+                "h100-80gb",
+            ],
+        ),
+        (
+            "check_axolotl_qlora_fits",
+            vec![
+                "check",
+                "axolotl-llama3-qlora.yaml",
+                "--model",
+                "llama-3.1-8b",
+                "--device",
+                "rtx-4090-24gb",
+            ],
+        ),
+    ] {
+        let output = assert_cmd::Command::cargo_bin("trainmem")
+            .unwrap()
+            .current_dir(FIXTURES)
+            .args(&args)
+            .output()
+            .unwrap();
+        insta::assert_snapshot!(name, String::from_utf8(output.stdout).unwrap());
+    }
+}

@@ -1,7 +1,8 @@
 //! Launch configs in, `estimate` flags out: the readers behind `trainmem check`.
 //!
-//! Each format (HF `TrainingArguments`, DeepSpeed, accelerate, axolotl) is
-//! one module holding one table of its documented keys, each key with the
+//! Each format (HF `TrainingArguments`, DeepSpeed, accelerate, axolotl,
+//! torchtune, LLaMA-Factory) is one module holding one table of its
+//! documented keys, each key with the
 //! `estimate` flags it sets ([`key::Rule`]). Reading a file records every key
 //! as `{file, key, value, set}`: what it set, that it does not change memory,
 //! that it changes memory in a way trainmem does not model, or that trainmem

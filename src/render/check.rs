@@ -85,6 +85,36 @@ fn json(report: &CheckReport) -> String {
     super::json(&value)
 }
 
+/// The widest line of a wrapped list.
+const COLUMNS: usize = 100;
+
+/// `head` and the names, comma-separated, wrapped within [`COLUMNS`] with
+/// the continuation lines indented.
+fn wrapped(head: &str, names: &[String]) -> String {
+    let mut out = String::new();
+    let mut line = head.to_string();
+    for (i, name) in names.iter().enumerate() {
+        let piece = if i + 1 < names.len() {
+            format!("{name},")
+        } else {
+            name.clone()
+        };
+        let width = line.chars().count();
+        if width > 4 && width + 1 + piece.chars().count() > COLUMNS && line != head {
+            out += line.trim_end();
+            out += "\n";
+            line = "      ".to_string();
+        }
+        if !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line += &piece;
+    }
+    out += line.trim_end();
+    out += "\n";
+    out
+}
+
 fn table(report: &CheckReport, units: UnitSystem) -> String {
     let files: Vec<String> = report
         .files
@@ -126,7 +156,7 @@ fn table(report: &CheckReport, units: UnitSystem) -> String {
             .map(|k| escape(&k.key).into_owned())
             .collect();
         if !names.is_empty() {
-            out += &format!("  {label}: {}\n", names.join(", "));
+            out += &wrapped(&format!("  {label}: "), &names);
         }
     }
     for note in &report.notes {

@@ -655,6 +655,19 @@ fn missing_pieces_are_bad_input() {
     assert!(stderr.contains("--seq-len"), "{stderr}");
     let (code, _, _) = run(&["check"]);
     assert_eq!(code, 2, "no file");
+    let file = fixture("axolotl-llama3-qlora.yaml");
+    let (code, _, stderr) = run(&[
+        "check",
+        &file,
+        "--model",
+        "llama-3.1-8b",
+        "--device",
+        "h100",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("check writes table or json"), "{stderr}");
     let (code, _, stderr) = run(&["check", "/no/such/file.yaml", "--device", "h100"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("does not exist"), "{stderr}");
@@ -905,5 +918,64 @@ fn the_report_reads_as_reviewed() {
             .output()
             .unwrap();
         insta::assert_snapshot!(name, String::from_utf8(output.stdout).unwrap());
+    }
+}
+
+#[test]
+fn each_suggestion_applied_alone_makes_it_fit() {
+    // DeepSpeed alone: ZeRO stage and offload are changed in the JSON (nested
+    // keys), what DeepSpeed has no key for on the command line.
+    let extra = [
+        "--model",
+        "llama-3.1-8b",
+        "--gpus",
+        "8",
+        "--seq-len",
+        "4096",
+        "--capacity",
+        "70GB",
+    ];
+    let source = fixture("ds-zero1.json");
+    let mut args = vec!["check", source.as_str()];
+    args.extend(extra);
+    let (code, stdout, stderr) = run(&[&args[..], &["--format", "json"]].concat());
+    assert_eq!(code, 1, "{stderr}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    let suggestions = json["suggestions"].as_array().unwrap().clone();
+    let files: Vec<&str> = suggestions
+        .iter()
+        .map(|s| s["file"].as_str().unwrap())
+        .collect();
+    assert!(
+        files.contains(&source.as_str()) && files.contains(&"command line"),
+        "{files:?}"
+    );
+    for suggestion in &suggestions {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("ds-zero1.json");
+        std::fs::copy(&source, &copy).unwrap();
+        let key = suggestion["key"].as_str().unwrap();
+        let mut args: Vec<String> = vec!["check".into(), copy.display().to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        if suggestion["file"] == "command line" {
+            args.extend(key.split_whitespace().map(str::to_string));
+        } else {
+            apply(&copy, key);
+        }
+        let (code, stdout, stderr) = run_strings(&args);
+        assert_eq!(code, 0, "after `{key}`:\n{stdout}\n{stderr}");
+        let peak = suggestion["peak"].as_u64().unwrap();
+        let rerun = common::json_of(
+            &[
+                args.iter().map(String::as_str).collect::<Vec<_>>(),
+                vec!["--format", "json"],
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            rerun["memory"]["peak"].as_u64().unwrap(),
+            peak,
+            "the peak said is the peak"
+        );
     }
 }

@@ -224,7 +224,9 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
                 .to_string(),
         );
     }
-    let parsed = flags.parse()?;
+    let parsed = flags
+        .parse()
+        .map_err(|error| blame(error, &launch, &typed))?;
     if parsed.capacity.capacity.is_none() && parsed.capacity.device.is_none() {
         return Err(Error::Missing {
             what: "accelerator",
@@ -301,11 +303,10 @@ fn blame(error: Error, launch: &Launch, typed: &[(String, Option<OsString>)]) ->
     let culprit = launch.settings.iter().rev().find(|sourced| {
         let typed_here = typed.iter().any(|(flag, _)| flag == sourced.setting.flag);
         !typed_here
-            && sourced
-                .setting
-                .value
-                .as_ref()
-                .is_some_and(|value| text.contains(&format!("`{value}`")))
+            && sourced.setting.value.as_ref().is_some_and(|value| {
+                // Values are quoted `so` in trainmem's messages, 'so' in clap's.
+                text.contains(&format!("`{value}`")) || text.contains(&format!("'{value}'"))
+            })
     });
     match culprit {
         Some(sourced) => {

@@ -253,7 +253,9 @@ fn load_in_4bit(value: &Value, document: &Map<String, Value>) -> Result<Effect, 
 }
 
 /// `fsdp`: `"full_shard auto_wrap"`, a list of the same options, or false.
-pub fn fsdp(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
+/// The framework is FSDP1, transformers' default, unless the version keys
+/// say 2 (read here too, so that their order in the file does not matter).
+pub fn fsdp(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
     let words: Vec<String> = match value {
         Value::Bool(false) | Value::Null => Vec::new(),
         Value::String(text) => text
@@ -290,6 +292,23 @@ pub fn fsdp(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
     if flags.is_empty() {
         return Ok(Effect::Nothing("no FSDP".to_string()));
     }
+    let config = document.get("fsdp_config");
+    let version = document
+        .get("fsdp_version")
+        .or_else(|| config.and_then(|c| c.get("fsdp_version")))
+        .or_else(|| config.and_then(|c| c.get("version")))
+        .and_then(name_of);
+    flags.push(super::Setting {
+        flag: "--framework",
+        value: Some(
+            if version.as_deref() == Some("2") {
+                "fsdp2"
+            } else {
+                "fsdp1"
+            }
+            .to_string(),
+        ),
+    });
     Ok(Effect::Set(flags))
 }
 

@@ -979,3 +979,43 @@ fn each_suggestion_applied_alone_makes_it_fit() {
         );
     }
 }
+
+#[test]
+fn a_deepspeed_config_given_inline_is_read_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("args.json");
+    std::fs::write(
+        &path,
+        r#"{"per_device_train_batch_size": 2, "max_seq_length": 1024, "bf16": true,
+            "deepspeed": {"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"},
+                          "train_micro_batch_size_per_gpu": "auto"}}"#,
+    )
+    .unwrap();
+    let path = path.to_str().unwrap();
+    let args = [
+        "check",
+        path,
+        "--model",
+        "llama-3.2-1b",
+        "--gpus",
+        "2",
+        "--device",
+        "h100",
+    ];
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!("{path}#deepspeed (DeepSpeed)")),
+        "{stdout}"
+    );
+    let lines = squeezed(&stdout);
+    for wanted in [
+        "zero_optimization.stage = 2 -> --zero 2",
+        "bf16.enabled = auto -> auto: on, as the TrainingArguments ask -> --precision mixed-bf16",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(wanted)),
+            "{wanted}: {stdout}"
+        );
+    }
+}

@@ -580,30 +580,52 @@ fn suggestions(
     })
 }
 
-/// The first candidate of a kind that fits, as a suggestion.
+/// The first candidate of a kind that fits, as a suggestion. A kind's
+/// candidates go from the mildest to the strongest (micro-batches from the
+/// largest down, ZeRO stages up), and the peak only falls along them, so
+/// the first that fits is found by bisection: a few estimates, not one each.
 fn first_fitting(
     group: &[Candidate],
     flags: &Flags,
     launch: &Launch,
     typed: &[(String, Option<OsString>)],
 ) -> Option<Suggestion> {
-    group.iter().find_map(|candidate| {
-        let changes: Vec<(&str, &str)> = candidate
+    let fitting = |index: usize| -> Option<Estimate> {
+        let changes: Vec<(&str, &str)> = group[index]
             .flags
             .iter()
             .map(|(f, v)| (f.as_str(), v.as_str()))
             .collect();
-        let priced = price(&flags.with(&changes)).ok()?;
-        if priced.fits != Some(true) {
-            return None;
+        price(&flags.with(&changes))
+            .ok()
+            .filter(|priced| priced.fits == Some(true))
+    };
+    // The answer lies in low..=high, high == len meaning none fits.
+    let (mut low, mut high) = (0, group.len());
+    let mut found = None;
+    while low < high {
+        let middle = low + (high - low) / 2;
+        match fitting(middle) {
+            Some(priced) => {
+                found = Some((middle, priced));
+                high = middle;
+            }
+            None => low = middle + 1,
         }
-        let (file, key) = spelled(&candidate.change, launch, typed, &changes);
-        Some(Suggestion {
-            change: candidate.words.clone(),
-            key,
-            file,
-            peak: priced.memory.peak,
-        })
+    }
+    let (index, priced) = found?;
+    let candidate = &group[index];
+    let changes: Vec<(&str, &str)> = candidate
+        .flags
+        .iter()
+        .map(|(f, v)| (f.as_str(), v.as_str()))
+        .collect();
+    let (file, key) = spelled(&candidate.change, launch, typed, &changes);
+    Some(Suggestion {
+        change: candidate.words.clone(),
+        key,
+        file,
+        peak: priced.memory.peak,
     })
 }
 

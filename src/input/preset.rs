@@ -235,6 +235,8 @@ pub const PRESETS: &[Preset] = &[
     preset!("starcoder2-7b", "bigcode/starcoder2-7b"),
     preset!("starcoder2-15b", "bigcode/starcoder2-15b"),
     preset!("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
+    preset!("bert-base-uncased", "google-bert/bert-base-uncased"),
+    preset!("roberta-large", "FacebookAI/roberta-large"),
 ];
 
 #[cfg(test)]

@@ -344,3 +344,81 @@ fn malformed_checkpoints_exit_two() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("missing.safetensors"), "{stderr}");
 }
+
+/// `--task` builds the head of its auto class: bert-base-uncased's totals
+/// are those of `tests/fixtures/params/bert__defaults__*.json` (the same
+/// sizes as the published config), the report names the task.
+#[test]
+fn task_picks_the_head_and_is_reported() {
+    let total_for = |task: &str| {
+        json_of(&[
+            "params",
+            "bert-base-uncased",
+            "--task",
+            task,
+            "--format",
+            "json",
+        ])["parameters"]["total"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(total("bert-base-uncased"), 109_514_298);
+    assert_eq!(total_for("masked-lm"), 109_514_298);
+    assert_eq!(total_for("seq-cls:3"), 109_484_547);
+    assert_eq!(total_for("token-cls:5"), 108_895_493);
+    assert_eq!(total_for("embedding"), 109_482_240);
+    let params = json_of(&["params", "roberta-large", "--format", "json"]);
+    assert_eq!(params["task"], "masked-lm");
+    assert_eq!(
+        json_of(&["params", "gpt2", "--format", "json"])["task"],
+        "causal-lm"
+    );
+    let estimate = json_of(&[
+        "estimate",
+        "--model",
+        "bert-base-uncased",
+        "--task",
+        "seq-cls:2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(estimate["model"]["task"], "seq-cls:2");
+    let (code, stdout, _) = run(&["params", "roberta-large", "--task", "token-cls:9"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.starts_with(
+            "trainmem params: roberta-large (preset roberta-large, model_type roberta, task token-cls:9)"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn tasks_a_model_cannot_do_exit_two_with_one_line() {
+    for (args, expected) in [
+        (
+            &["params", "bert-base-uncased", "--task", "seq2seq"][..],
+            "error: invalid --task `seq2seq`: `bert` is an encoder without a decoder",
+        ),
+        (
+            &["params", "llama-3.2-1b", "--task", "seq-cls:2"][..],
+            "error: invalid --task `seq-cls:2`: trainmem prices the decoder `llama` as AutoModelForCausalLM only",
+        ),
+        (
+            &["estimate", "--params", "7B", "--task", "masked-lm"][..],
+            "error: invalid --task `masked-lm`: the head of a task is read from a config.json",
+        ),
+        (
+            &["estimate", "--model", "gpt2", "--task", "classify"][..],
+            "error: invalid --task `classify`: accepted: causal-lm, masked-lm",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let (code, _, _) = run(&["estimate", "--params", "7B", "--task", "causal-lm"]);
+    assert_eq!(code, 0);
+}

@@ -401,6 +401,14 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "S", value_parser = at_least_one, allow_negative_numbers = true)]
     pub seq_len: Option<u64>,
 
+    /// What the model is trained for, and so the head transformers puts on
+    /// it: causal-lm (AutoModelForCausalLM, the decoders' default),
+    /// masked-lm (AutoModelForMaskedLM, the encoders' default), seq-cls:N
+    /// and token-cls:N (sequence and token classification over N labels),
+    /// seq2seq, or embedding (the bare AutoModel).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,
@@ -635,6 +643,11 @@ pub struct ParamsArgs {
     /// List every tensor: name, shape, role, parameters.
     #[arg(long)]
     pub tensors: bool,
+
+    /// The task whose head to count: causal-lm, masked-lm, seq-cls:N,
+    /// token-cls:N, seq2seq or embedding (default: the model type's own).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
 
     #[command(flatten)]
     pub output: OutputArgs,

@@ -4,7 +4,7 @@ use super::args::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
 };
 use crate::activation::{Attention, LoraDropout, Loss, Platform, Recompute, Workload};
-use crate::architecture::Dimensions;
+use crate::architecture::{Dimensions, Task};
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -546,4 +546,9 @@ fn spaced(size: &str) -> String {
         (number, "") => number.to_string(),
         (number, unit) => format!("{number} {unit}"),
     }
+}
+
+/// The `--task` asked for, if any.
+pub fn task(text: Option<&str>) -> Result<Option<Task>> {
+    text.map(Task::parse).transpose()
 }

@@ -216,6 +216,9 @@ pub struct ModelSummary {
     pub tensors: usize,
     /// The HuggingFace `model_type`, when read from a config.json.
     pub model_type: Option<String>,
+    /// The task whose head the inventory holds (`causal-lm`, `masked-lm`,
+    /// `seq-cls:N`, ...), when read from a config.json.
+    pub task: Option<crate::architecture::Task>,
     /// The checkpoint on disk, when read from one: what loading it costs.
     pub checkpoint: Option<CheckpointSummary>,
 }
@@ -437,6 +440,7 @@ fn estimate_with_timeline(
             shapes_known: model.shapes_known,
             tensors: model.tensors.len(),
             model_type: model.model_type.clone(),
+            task: model.task,
             checkpoint: model.checkpoint.clone(),
         },
         optimizer: setup.optimizer.name,

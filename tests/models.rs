@@ -422,3 +422,67 @@ fn tasks_a_model_cannot_do_exit_two_with_one_line() {
     let (code, _, _) = run(&["estimate", "--params", "7B", "--task", "causal-lm"]);
     assert_eq!(code, 0);
 }
+
+/// An encoder's activations: its own head and loss, priced on one rank;
+/// the causal-LM techniques are refused, the bare embedding model says why
+/// it has no activations.
+#[test]
+fn encoder_activations_follow_the_task() {
+    let activations = |task: &str| {
+        json_of(&[
+            "estimate",
+            "--model",
+            "bert-base-uncased",
+            "--task",
+            task,
+            "--micro-batch",
+            "8",
+            "--seq-len",
+            "128",
+            "--platform",
+            "cpu",
+            "--format",
+            "json",
+        ])["activations"]
+            .clone()
+    };
+    let masked = activations("masked-lm");
+    // Logits over the vocabulary, fp32 (no --precision): 4·8·128·30522.
+    assert_eq!(masked["logits"], 4 * 8 * 128 * 30522u64);
+    let classified = activations("seq-cls:2");
+    assert_eq!(classified["logits"], 4 * 8 * 2u64);
+    assert!(classified["total"].as_u64() < masked["total"].as_u64());
+    let (code, _, stderr) = run(&[
+        "estimate",
+        "--model",
+        "roberta-large",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "64",
+        "--loss",
+        "chunked:8",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr
+            .starts_with("error: invalid --loss `chunked:8`: not priced for the encoder `roberta`"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        "bert-base-uncased",
+        "--task",
+        "embedding",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "64",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("the embedding task is the bare AutoModel"),
+        "{stdout}"
+    );
+}

@@ -22,6 +22,7 @@ mod attention;
 mod chunked_loss;
 mod context;
 mod embeddings;
+mod encoder_head;
 mod experts;
 mod fp8;
 mod fused_loss;
@@ -867,7 +868,12 @@ impl<'a> Step<'a> {
         let mut outside = Tally::new();
         let mut embeddings_offloaded = Bytes::ZERO;
         if stage.embeddings {
-            schedule.embeddings = embeddings::saved(&self.rank, self.dims, self.kernels)?;
+            schedule.embeddings = match &self.dims.encoder {
+                Some(encoder) => {
+                    encoder_head::embeddings(&self.rank, self.dims, encoder, self.kernels)?
+                }
+                None => embeddings::saved(&self.rank, self.dims, self.kernels)?,
+            };
             if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
                 host.add(schedule.embeddings)?;
                 embeddings_offloaded = std::mem::take(&mut schedule.embeddings);
@@ -894,8 +900,10 @@ impl<'a> Step<'a> {
             // cut-cross-entropy on CPU saves a copy of the head's input.
             let liger =
                 self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
-            schedule.head =
-                loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?;
+            schedule.head = match &self.dims.encoder {
+                Some(encoder) => encoder_head::head(&self.rank, encoder, self.kernels)?,
+                None => loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?,
+            };
             if offloads.is_some() {
                 let (device, copies) = self.final_norm_offload()?;
                 head_offloaded = device;
@@ -903,7 +911,9 @@ impl<'a> Step<'a> {
                 schedule.head = Bytes(schedule.head.0.saturating_sub(device.0));
             }
             outside.add(schedule.head)?;
-            let phase = if self.workload.megatron_kernels {
+            let phase = if let Some(encoder) = &self.dims.encoder {
+                encoder_head::phase(&self.rank, encoder)?
+            } else if self.workload.megatron_kernels {
                 // The fp32 copy is the saved softmax: no separate upcast.
                 let (saved, backward) = megatron::loss(&self.rank)?;
                 loss::LossPhase {

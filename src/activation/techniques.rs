@@ -61,8 +61,49 @@ pub fn notes(workload: &Workload) -> Vec<String> {
 
 /// Refuses what cannot be priced: see each message.
 pub fn check(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    check_encoder(dims, workload)?;
     check_recompute(dims, workload, kernel)?;
     check_loss(dims, workload)
+}
+
+/// A BERT-style encoder is priced as transformers trains it on one rank:
+/// its head computes its own cross-entropy, and the techniques built
+/// around causal-LM decoders (torchtune's losses and activation
+/// offloading, Megatron's kernels, tensor and context parallelism, fp8)
+/// are not priced for it.
+fn check_encoder(dims: &Dimensions, workload: &Workload) -> Result<()> {
+    if dims.encoder.is_none() {
+        return Ok(());
+    }
+    let model_type = &dims.model_type;
+    let unpriced = |what: &'static str, value: String| {
+        refuse(
+            what,
+            value,
+            format!(
+                "not priced for the encoder `{model_type}`; accepted: the standard loss, one tensor and context rank, no activation offloading, no fp8"
+            ),
+        )
+    };
+    if workload.loss != Loss::Standard {
+        return Err(unpriced("--loss", workload.loss.name()));
+    }
+    if workload.megatron_kernels {
+        return Err(unpriced("--framework", "megatron".to_string()));
+    }
+    if workload.tensor_parallel > 1 {
+        return Err(unpriced("--tp", workload.tensor_parallel.to_string()));
+    }
+    if workload.context_parallel > 1 {
+        return Err(unpriced("--cp", workload.context_parallel.to_string()));
+    }
+    if workload.offload_activations {
+        return Err(unpriced("--offload-activations", "on".to_string()));
+    }
+    if workload.fp8.is_some() {
+        return Err(unpriced("--precision", "fp8".to_string()));
+    }
+    Ok(())
 }
 
 fn check_recompute(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {

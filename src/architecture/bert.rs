@@ -22,6 +22,7 @@ const NAMING: Naming = Naming {
         dense: "transform.dense",
         norm: "transform.LayerNorm",
     },
+    head_follows_hidden_act: true,
     sequence_head: SequenceHead::Pooled,
 };
 

@@ -13,6 +13,10 @@
 
 use super::config::{Config, exact_ratio};
 use super::decoder::{Decoder, Layers};
+use super::dimensions::{
+    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LayerLayout, Linears, MlpKind,
+    NormKind, Positions, QkNormKind, QkvLayout, Softcap,
+};
 use super::params::{Norm, Params};
 use super::task::Task;
 use crate::error::{Error, Result};
@@ -34,6 +38,10 @@ pub struct Naming {
     pub masked_lm: MaskedLmHead,
     /// The sequence-classification head.
     pub sequence_head: SequenceHead,
+    /// Whether the masked-LM transform's activation is `hidden_act`
+    /// (`BertPredictionHeadTransform`) rather than always `gelu`
+    /// (`RobertaLMHead`).
+    pub head_follows_hidden_act: bool,
 }
 
 /// The masked-LM head's names: BERT's `cls.predictions` with
@@ -83,6 +91,11 @@ pub struct Encoder {
     pub tied: bool,
 }
 
+/// The `hidden_act` values whose saved tensors are modelled, and how:
+/// `gelu` is `GELUActivation` (one kernel, `GeluBackward0` saves its
+/// input), `gelu_new` GPT-2's `NewGELUActivation` in Python.
+const ACTIVATIONS: &[(&str, MlpKind)] = &[("gelu", MlpKind::Gelu), ("gelu_new", MlpKind::NewGelu)];
+
 /// The task an encoder trains for when `--task` is not given.
 pub const DEFAULT_TASK: Task = Task::MaskedLm;
 
@@ -123,6 +136,107 @@ impl Encoder {
             positions: config.size("max_position_embeddings", 512)?,
             token_types: config.size("type_vocab_size", 2)?,
             tied: config.flag("tie_word_embeddings", true)?,
+        })
+    }
+
+    /// The sizes and kinds activation memory needs for `task`: post-norm
+    /// layers (`BertSelfOutput` and `BertOutput` apply their LayerNorm to
+    /// the residual sum), separate q/k/v, eager attention's softmax in the
+    /// model dtype, the `hidden_act` MLP, and the dropouts of
+    /// `attention_probs_dropout_prob` (on the probabilities) and
+    /// `hidden_dropout_prob` (embeddings, both block outputs; the
+    /// classifiers' too unless `classifier_dropout` is set), all 0.1 by
+    /// default. The bare `embedding` task has no loss of transformers'
+    /// own, and so no activation model.
+    pub fn dimensions(&self, config: &Config, task: Task) -> Result<Dimensions> {
+        let naming = &self.naming;
+        let heads = config.size("num_attention_heads", 12)?;
+        let head_dim = exact_ratio(self.hidden, heads, "num_attention_heads")?;
+        let activation = config.string("hidden_act", Some("gelu"))?.unwrap_or("gelu");
+        let mlp = ACTIVATIONS
+            .iter()
+            .find(|(name, _)| *name == activation)
+            .map(|(_, kind)| *kind)
+            .ok_or_else(|| Error::InvalidConfig {
+                key: "hidden_act".to_string(),
+                problem: format!(
+                    "`{activation}` is not modelled for activation memory; accepted: gelu, gelu_new"
+                ),
+            })?;
+        let hidden_dropout = config.fraction("hidden_dropout_prob", 0.1)? > 0.0;
+        let classifier_dropout = match config.optional_number("classifier_dropout", None)? {
+            Some(probability) => probability > 0.0,
+            None => hidden_dropout,
+        };
+        let head = match task {
+            Task::MaskedLm => EncoderHead::MaskedLm,
+            Task::SequenceClassification { labels } => match naming.sequence_head {
+                SequenceHead::Pooled => EncoderHead::PooledClassifier {
+                    labels,
+                    dropout: classifier_dropout,
+                },
+                SequenceHead::DenseOnFirstToken => EncoderHead::DenseClassifier {
+                    labels,
+                    dropout: classifier_dropout,
+                },
+            },
+            Task::TokenClassification { labels } => EncoderHead::TokenClassifier {
+                labels,
+                dropout: classifier_dropout,
+            },
+            Task::Embedding | Task::CausalLm | Task::Seq2Seq => {
+                return Err(Error::InvalidValue {
+                    what: "--task",
+                    value: task.to_string(),
+                    reason: format!(
+                        "activations of `{}` are modelled for masked-lm, seq-cls:N and token-cls:N, whose loss transformers computes",
+                        naming.model_type
+                    ),
+                });
+            }
+        };
+        Ok(Dimensions {
+            model_type: naming.model_type.to_string(),
+            layers: self.layers,
+            hidden: self.hidden,
+            intermediate: self.intermediate,
+            heads,
+            kv_heads: heads,
+            head_dim,
+            vocab: self.vocab,
+            tied_embeddings: self.tied,
+            norm: NormKind::LayerNorm,
+            layout: LayerLayout::PostNorm,
+            qkv: QkvLayout::Separate,
+            qk_norm: QkNormKind::None,
+            softmax: EagerSoftmax::ModelDtype,
+            mlp,
+            experts: None,
+            positions: Positions::Learned,
+            dropout: Dropout {
+                attention: config.fraction("attention_probs_dropout_prob", 0.1)? > 0.0,
+                residual: hidden_dropout,
+                embedding: hidden_dropout,
+            },
+            softcap: Softcap::default(),
+            mask_positional: false,
+            linears: Linears {
+                attention_input: vec!["query", "key", "value"],
+                attention_output: "attention.output.dense",
+                mlp_input: vec!["intermediate.dense"],
+                mlp_output: "output.dense",
+                conv1d: false,
+            },
+            encoder: Some(EncoderParts {
+                token_types_per_token: naming.positions_after_norm,
+                positions_from_ids: naming.positions_after_norm,
+                head_activation: if naming.head_follows_hidden_act {
+                    mlp
+                } else {
+                    MlpKind::Gelu
+                },
+                head,
+            }),
         })
     }
 

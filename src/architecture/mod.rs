@@ -61,9 +61,9 @@ mod stablelm;
 mod starcoder2;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind,
-    NormKind, Placement, Positions, QkNormKind, QkvLayout, Router, SharedExpert, Softcap,
-    dimensions, supported_for_activations,
+    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
+    MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind, QkvLayout, Router,
+    SharedExpert, Softcap, dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
@@ -174,6 +174,19 @@ pub fn supported() -> Vec<&'static str> {
 /// [`tensors_for_task`]).
 pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
     tensors_for_task(config, None).map(|(_, tensors)| tensors)
+}
+
+/// The activation dimensions of `config` trained for `task` (the model
+/// type's default when `None`). Decoders are modelled as causal LMs only.
+pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensions> {
+    let parsed = Config::new(config)?;
+    let model_type = parsed.model_type()?.unwrap_or("");
+    match ENCODERS.iter().find(|(known, _)| *known == model_type) {
+        Some((_, read)) => {
+            read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
+        }
+        None => dimensions(config),
+    }
 }
 
 /// The task a `model_type` trains for when none is asked: causal-lm for the

@@ -25,6 +25,7 @@ const NAMING: Naming = Naming {
         dense: "dense",
         norm: "layer_norm",
     },
+    head_follows_hidden_act: false,
     sequence_head: SequenceHead::DenseOnFirstToken,
 };
 

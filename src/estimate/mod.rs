@@ -729,6 +729,10 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
             "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); the peak is the model states and the step's temporaries"
                 .to_string(),
         ),
+        (Some(_), None) if model.task == Some(crate::architecture::Task::Embedding) => notes.push(
+            "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task masked-lm, seq-cls:N or token-cls:N for transformers' heads"
+                .to_string(),
+        ),
         (Some(_), None) => notes.push(format!(
             "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
             model.name

@@ -303,7 +303,7 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
 }
 
 /// `model` built for `task`: its config.json read again with the head of
-/// that task's auto class. A model known only by its parameter count or
+/// that task's auto class, and the activation sizes of that head. A model known only by its parameter count or
 /// its checkpoint has no head to change: it is accepted as a causal LM,
 /// the only task its inventory can stand for, and any other task is refused.
 pub fn with_task(mut model: Model, task: Task) -> Result<Model> {
@@ -324,6 +324,7 @@ pub fn with_task(mut model: Model, task: Task) -> Result<Model> {
         };
     };
     let (task, tensors) = architecture::tensors_for_task(config, Some(task))?;
+    model.dimensions = architecture::dimensions_for_task(config, Some(task)).ok();
     model.tensors = tensors;
     model.task = Some(task);
     Ok(model)

@@ -287,6 +287,11 @@ SMOLLM2_135M = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layer
                 "max_position_embeddings": 8192, "tie_word_embeddings": True,
                 "rope_theta": 100000.0, "rms_norm_eps": 1e-5, "hidden_act": "silu"}
 
+# google/bert_uncased_L-2_H-128_A-2 ("bert-tiny"): BertConfig's defaults otherwise
+# (dropout 0.1 on the hidden states and attention probabilities)
+BERT_TINY = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "vocab_size": 30522, "max_position_embeddings": 512}
+
 MODELS = {  # id part -> (model_type, config)
     "llama": ("llama", LLAMA),
     "qwen2": ("qwen2", QWEN2),
@@ -295,6 +300,13 @@ MODELS = {  # id part -> (model_type, config)
     "smollm2-135m": ("llama", SMOLLM2_135M),
     # small vocabulary: the loss buffers no longer dominate, the peak moves into the layers
     "llama-v512": ("llama", {**LLAMA, "vocab_size": 512}),
+    "bert-tiny": ("bert", BERT_TINY),
+    "roberta-tiny": ("roberta", {**BERT_TINY, "vocab_size": 50265, "max_position_embeddings": 514,
+                                 "pad_token_id": 1, "type_vocab_size": 1}),
+    # small vocabulary: the classifiers' peak moves from the optimizer into the layers
+    "bert-tiny-v512": ("bert", {**BERT_TINY, "vocab_size": 512}),
+    "roberta-tiny-v512": ("roberta", {**BERT_TINY, "vocab_size": 512, "max_position_embeddings": 514,
+                                      "pad_token_id": 1}),
 }
 
 OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_per_layer
@@ -309,14 +321,64 @@ OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_pe
 
 
 def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
-         in_bwd=False, lora=None, offload=False):
+         in_bwd=False, lora=None, offload=False, task=None):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
     sid += "__inbwd" if in_bwd else ""
     sid += lora_id(lora) if lora else ""
     sid += "__offload" if offload else ""
-    return {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
-            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
-            "lora": lora, "offload": offload}
+    out = {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
+           "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
+           "lora": lora, "offload": offload}
+    if task:
+        # An encoder's task (`--task`): its auto class, its head and its labels.
+        out["id"] += "__" + task.replace(":", "-")
+        out["task"] = task
+        out["trainmem_flags"] = ["--task", task]
+    return out
+
+
+def encoder_specs() -> list[dict]:
+    """BERT-style encoders: masked-LM (labels a copy of the ids: every token
+    labelled) and sequence classification (one label per sequence)."""
+    s = []
+    for dtype in ("fp32", "bf16"):
+        for task in ("masked-lm", "seq-cls:3"):
+            s.append(spec("bert-tiny", dtype, "adamw", task=task))
+    s.append(spec("bert-tiny", "fp32", "adamw", attn="eager", task="masked-lm"))
+    s.append(spec("bert-tiny", "fp32", "adamw", B=4, S=256, task="seq-cls:3"))
+    s.append(spec("bert-tiny", "bf16", "adamw", B=2, S=256, task="token-cls:9"))
+    s.append(spec("roberta-tiny", "fp32", "adamw", task="masked-lm"))
+    s.append(spec("roberta-tiny", "bf16", "adamw", attn="eager", task="seq-cls:3"))
+    s.append(spec("bert-tiny-v512", "fp32", "adamw", B=8, S=256, task="seq-cls:3"))
+    s.append(spec("bert-tiny-v512", "bf16", "adamw", attn="eager", B=4, S=256, task="token-cls:9"))
+    s.append(spec("bert-tiny-v512", "fp32", "adamw", B=4, S=256, task="masked-lm"))
+    s.append(spec("roberta-tiny-v512", "fp32", "adamw", attn="eager", B=8, S=256, task="seq-cls:3"))
+    return s
+
+
+def task_class(task: str | None, cfg, transformers):
+    """The auto class of a trainmem --task (causal-lm without one); sets num_labels."""
+    kind, _, n = (task or "causal-lm").partition(":")
+    if n:
+        cfg.num_labels = int(n)
+    return {"causal-lm": transformers.AutoModelForCausalLM,
+            "masked-lm": transformers.AutoModelForMaskedLM,
+            "seq-cls": transformers.AutoModelForSequenceClassification,
+            "token-cls": transformers.AutoModelForTokenClassification}[kind]
+
+
+def task_labels(task: str | None, torch, ids):
+    """The labels of the step: the ids themselves for a causal LM (the
+    Trainer path), a copy for masked-LM, one per sequence or per token for
+    the classifiers."""
+    kind, _, n = (task or "causal-lm").partition(":")
+    if kind == "seq-cls":
+        return torch.randint(0, int(n), (ids.shape[0],))
+    if kind == "token-cls":
+        return torch.randint(0, int(n), tuple(ids.shape))
+    if kind == "masked-lm":
+        return ids.clone()
+    return ids
 
 
 def specs() -> list[dict]:
@@ -367,6 +429,7 @@ def specs() -> list[dict]:
             s.append(spec("llama", dtype, recompute=recompute, offload=True))
             s.append(spec("llama-v512", dtype, recompute=recompute, B=1, S=512, offload=True))
     s.append(spec("qwen2", "bf16", B=1, S=512, offload=True))
+    s.extend(encoder_specs())
     return s
 
 
@@ -689,7 +752,7 @@ def offload_hooks(torch, np, decoder, host):
 # ---------------------------------------------------------------------------
 # Worker: one fixture, in a fresh process
 # ---------------------------------------------------------------------------
-LAYER_RE = re.compile(r"(^|\.)(layers|h)\.(\d+)(\.|$)")
+LAYER_RE = re.compile(r"(^|\.)(layers|h|layer)\.(\d+)(\.|$)")
 
 
 def layer_pattern(path: str) -> str:
@@ -753,7 +816,7 @@ def worker(sid: str) -> dict:
     import transformers
     from torch.profiler import ProfilerActivity, profile, record_function
     from torch.utils._python_dispatch import TorchDispatchMode
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
     transformers.logging.set_verbosity_error()
     sp = next(s for s in specs() if s["id"] == sid)
     torch.set_num_threads(sp["threads"])
@@ -761,7 +824,8 @@ def worker(sid: str) -> dict:
     torch.manual_seed(0)
     cfg = AutoConfig.for_model(model_type, **config)
     cfg.use_cache = False
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation=sp["attn"])
+    model = task_class(sp.get("task"), cfg, transformers).from_config(
+        cfg, attn_implementation=sp["attn"])
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
     hf = model
@@ -779,6 +843,7 @@ def worker(sid: str) -> dict:
     else:
         optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+    labels = task_labels(sp.get("task"), torch, ids)
     host = {"bytes": 0, "peak": 0}
     if sp.get("offload"):
         import numpy as np
@@ -787,9 +852,12 @@ def worker(sid: str) -> dict:
     names = {id(p): n for n, p in model.named_parameters()}
     if hasattr(hf, "model") and hasattr(hf.model, "layers"):
         layers = list(hf.model.layers)
-    else:
+    elif hasattr(hf, "transformer"):
         layers = list(hf.transformer.h)
-    lm_head = hf.get_output_embeddings()
+    else:  # an encoder: bert.encoder.layer, roberta.encoder.layer
+        layers = list(getattr(hf, hf.base_model_prefix).encoder.layer)
+    # The module whose output is the logits: lm_head, the masked-LM decoder, a classifier.
+    lm_head = hf.get_output_embeddings() or hf.classifier
 
     # -- instrumentation shared by steps 3 and 4 -----------------------------------
     state = {"phase": None, "rf": None, "logits_ptr": None, "labels": False}
@@ -889,7 +957,7 @@ def worker(sid: str) -> dict:
         if chunked_step is not None:
             loss = chunked_step()
         else:
-            outputs = model(input_ids=ids, labels=ids)
+            outputs = model(input_ids=ids, labels=labels)
             loss = outputs.loss
             del outputs
         phase_end()
@@ -930,7 +998,7 @@ def worker(sid: str) -> dict:
     base_bufs = {k: v for k, v in storage_bytes(model.buffers()).items() if k not in base_params}
     st_tensors = [v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
     base_states = storage_bytes(st_tensors)
-    base_ids = storage_bytes([ids])
+    base_ids = storage_bytes([ids, labels])
     known = {**base_params, **base_bufs, **base_states, **base_ids}
     baseline_bytes = sum(live0.values())
     baseline = {"parameters": sum(base_params.values()), "buffers": sum(base_bufs.values()),

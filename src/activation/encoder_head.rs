@@ -24,6 +24,11 @@ use crate::units::Bytes;
 /// Bytes of an int64 index.
 const INT64: u64 = 8;
 
+/// Tensors of the logits' size a cross-entropy backward allocates while the
+/// saved log-probabilities are alive: the gradient of the log-probabilities
+/// (`nll_loss_backward`) and of the logits (`_log_softmax_backward_data`).
+const LOSS_BACKWARD_COPIES: u64 = 2;
+
 /// The embeddings: the input ids `INT64·T`; the token-type ids, `INT64·S`
 /// gathered from BERT's buffer or `INT64·T` in RoBERTa; RoBERTa's position
 /// ids `INT64·T`; the LayerNorm over the sum (`P·T·h` and its statistics);
@@ -126,9 +131,11 @@ pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels) -> Result<By
 /// The logits and the cross-entropy: logits `P·rows·width` (every token
 /// over the vocabulary for masked-LM, every sequence or token over the
 /// labels for the classifiers), `log_softmax`'s result of the same size,
-/// the labels `INT64·rows` and `total_weight` `P`; in backward
-/// `nll_loss`'s gradient of the log-probabilities `P·rows·width`, then
-/// `log_softmax`'s gradient of the logits, the same size.
+/// the labels `INT64·rows` and `total_weight` `P`; in backward, beside the
+/// saved log-probabilities, `nll_loss`'s gradient of them and
+/// `log_softmax`'s gradient of the logits ([`LOSS_BACKWARD_COPIES`]; the
+/// measured step's peak for masked-LM), then the logits' gradient alone
+/// while the head runs backward.
 pub fn phase(rank: &Rank, encoder: &EncoderParts) -> Result<LossPhase> {
     let p = rank.element;
     let (rows, width) = match encoder.head {
@@ -145,7 +152,7 @@ pub fn phase(rank: &Rank, encoder: &EncoderParts) -> Result<LossPhase> {
     saved.tensor(&[INT64, rows])?;
     saved.tensor(&[p])?;
     let mut backward = Tally::new();
-    backward.tensor(&[p, rows, width])?;
+    backward.tensor(&[LOSS_BACKWARD_COPIES, p, rows, width])?;
     Ok(LossPhase {
         logits,
         upcast: Bytes::ZERO,

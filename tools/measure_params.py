@@ -464,6 +464,40 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
     S["roberta"] = [*encoder_variants,
                     ("published_positions", "RoBERTa's 514 positions and pad_token_id 1",
                      {**e, "max_position_embeddings": 514, "pad_token_id": 1})]
+    v3 = {"relative_attention": True, "position_buckets": 32, "norm_rel_ebd": "layer_norm",
+          "share_att_key": True, "pos_att_type": "p2c|c2p", "position_biased_input": False,
+          "type_vocab_size": 0}
+    S["deberta-v2"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes (absolute positions, no relative attention)", e),
+        ("v3_like", "DeBERTa-v3's relative attention: buckets, shared key, layer_norm",
+         {**e, **v3}),
+        ("v2_like", "DeBERTa-v2-xlarge's: no buckets, own position projections, a conv layer",
+         {**e, "relative_attention": True, "max_relative_positions": -1,
+          "pos_att_type": ["p2c", "c2p"], "conv_kernel_size": 3, "conv_act": "gelu",
+          "position_biased_input": False, "norm_rel_ebd": "layer_norm"}),
+        ("c2p_only", "own key projection for c2p only, max_relative_positions 40",
+         {**e, "relative_attention": True, "max_relative_positions": 40, "pos_att_type": "c2p"}),
+        ("conv_groups", "conv_kernel_size 5 over 4 groups", {**e, "conv_kernel_size": 5,
+                                                             "conv_groups": 4}),
+        ("embedding_size", "embedding_size 32: embed_proj and a transform to 32",
+         {**e, "embedding_size": 32}),
+        ("embedding_size_untied", "embedding_size 32, tie_word_embeddings false",
+         {**e, "embedding_size": 32, "tie_word_embeddings": False}),
+        ("not_legacy", "legacy false: lm_predictions.lm_head", {**e, **v3, "legacy": False}),
+        ("untied", "tie_word_embeddings false", {**e, "tie_word_embeddings": False}),
+        ("type_vocab", "type_vocab_size 2", {**e, "type_vocab_size": 2}),
+        ("pooler_hidden_size", "pooler_hidden_size 48", {**e, "pooler_hidden_size": 48}),
+        # microsoft/deberta-v3-base's config.json
+        ("v3_base", "microsoft/deberta-v3-base's published config",
+         {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+          "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
+          "max_position_embeddings": 512, "relative_attention": True, "position_buckets": 256,
+          "norm_rel_ebd": "layer_norm", "share_att_key": True, "pos_att_type": "p2c|c2p",
+          "layer_norm_eps": 1e-7, "max_relative_positions": -1, "position_biased_input": False,
+          "num_attention_heads": 12, "num_hidden_layers": 12, "type_vocab_size": 0,
+          "vocab_size": 128100}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),
@@ -487,7 +521,7 @@ def _quiet():
 
 
 # The encoders' model_types, their default task and every task measured.
-ENCODERS = {"bert", "roberta"}
+ENCODERS = {"bert", "roberta", "deberta-v2"}
 ENCODER_TASKS = ["masked-lm", "seq-cls:3", "token-cls:5", "embedding"]
 
 

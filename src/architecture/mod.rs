@@ -32,6 +32,7 @@ mod task;
 mod bert;
 mod bloom;
 mod cohere;
+mod deberta_v2;
 mod deepseek_v2;
 mod deepseek_v3;
 mod falcon;
@@ -157,12 +158,20 @@ type ReadEncoder = fn(&Config) -> Result<Encoder>;
 /// alphabetically. Their default task is [`encoder::DEFAULT_TASK`].
 const ENCODERS: &[(&str, ReadEncoder)] = &[("bert", bert::encoder), ("roberta", roberta::encoder)];
 
+/// Lays out an encoder of its own file for a task.
+type LayOut = fn(&Config, Task) -> Result<Decoder>;
+
+/// Encoders whose file lays out the inventory of each task itself, without
+/// an activation model yet. Their default task is [`encoder::DEFAULT_TASK`].
+const INVENTORY_ENCODERS: &[(&str, LayOut)] = &[("deberta-v2", deberta_v2::describe)];
+
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ARCHITECTURES
         .iter()
         .map(|(model_type, _, _)| *model_type)
         .chain(ENCODERS.iter().map(|(model_type, _)| *model_type))
+        .chain(INVENTORY_ENCODERS.iter().map(|(model_type, _)| *model_type))
         .collect();
     names.sort_unstable();
     names
@@ -192,7 +201,11 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
 /// The task a `model_type` trains for when none is asked: causal-lm for the
 /// decoders, masked-lm for the encoders; `None` for an unknown type.
 pub fn default_task(model_type: &str) -> Option<Task> {
-    if ENCODERS.iter().any(|(known, _)| *known == model_type) {
+    if ENCODERS.iter().any(|(known, _)| *known == model_type)
+        || INVENTORY_ENCODERS
+            .iter()
+            .any(|(known, _)| *known == model_type)
+    {
         Some(encoder::DEFAULT_TASK)
     } else if ARCHITECTURES
         .iter()
@@ -214,6 +227,13 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
     if let Some((_, read)) = ENCODERS.iter().find(|(known, _)| *known == model_type) {
         let task = task.unwrap_or(encoder::DEFAULT_TASK);
         return Ok((task, read(&config)?.decoder(task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out)) = INVENTORY_ENCODERS
+        .iter()
+        .find(|(known, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(encoder::DEFAULT_TASK);
+        return Ok((task, lay_out(&config, task)?.into_tensors()?));
     }
     let describe = ARCHITECTURES
         .iter()
@@ -261,7 +281,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 30);
+        assert_eq!(names.len(), 31);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -319,6 +339,40 @@ mod tests {
         assert_eq!(key, "num_attention_heads");
         let (key, _) = invalid(json!({"model_type": "bert", "type_vocab_size": -1}));
         assert_eq!(key, "type_vocab_size");
+    }
+
+    #[test]
+    fn deberta_relative_sizes_are_read_signed_and_checked() {
+        let relative = |key: &str, value: Value| json!({"model_type": "deberta-v2", "num_hidden_layers": 1, "relative_attention": true, key: value});
+        let rows = |config: Value| {
+            let (_, tensors) = tensors_for_task(&config, None).unwrap();
+            tensors
+                .iter()
+                .find(|t| t.name == "deberta.encoder.rel_embeddings.weight")
+                .map(|t| t.shape.dims()[0])
+        };
+        assert_eq!(rows(relative("position_buckets", json!(-1))), Some(1024));
+        assert_eq!(rows(relative("position_buckets", json!(16))), Some(32));
+        assert_eq!(rows(relative("max_relative_positions", json!(7))), Some(14));
+        let (key, problem) = invalid(relative("max_relative_positions", json!(1.5)));
+        assert_eq!(key, "max_relative_positions");
+        assert!(problem.contains("not a whole number"), "{problem}");
+        let (key, _) = invalid(relative("pos_att_type", json!(7)));
+        assert_eq!(key, "pos_att_type");
+        let (key, _) =
+            invalid(json!({"model_type": "deberta-v2", "conv_kernel_size": 3, "conv_groups": 5}));
+        assert_eq!(key, "conv_groups");
+        let (_, tensors) = tensors_for_task(
+            &json!({"model_type": "deberta-v2", "num_hidden_layers": 1}),
+            Some(Task::Embedding),
+        )
+        .unwrap();
+        assert!(tensors.iter().all(|t| !t.name.starts_with("deberta.")));
+        let refused = tensors_for_task(&json!({"model_type": "deberta-v2"}), Some(Task::Seq2Seq));
+        assert!(matches!(
+            refused,
+            Err(Error::InvalidValue { what: "--task", .. })
+        ));
     }
 
     #[test]

@@ -498,6 +498,29 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
           "num_attention_heads": 12, "num_hidden_layers": 12, "type_vocab_size": 0,
           "vocab_size": 128100}),
     ]
+    # ModernBERT's special token ids default past a small vocabulary: set them inside it.
+    m = {**e, "num_hidden_layers": 3, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+         "cls_token_id": 1, "sep_token_id": 2}
+    S["modernbert"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes, 3 layers (the first without attn_norm)", m),
+        ("one_layer", "a single layer: no attn_norm at all", {**m, "num_hidden_layers": 1}),
+        ("biases", "attention_bias, mlp_bias, norm_bias and classifier_bias true",
+         {**m, "attention_bias": True, "mlp_bias": True, "norm_bias": True,
+          "classifier_bias": True}),
+        ("no_decoder_bias", "decoder_bias false", {**m, "decoder_bias": False}),
+        ("untied", "tie_word_embeddings false", {**m, "tie_word_embeddings": False}),
+        ("odd_sizes", "hidden 72 over 6 heads, intermediate 250, vocab 1003",
+         {**m, "hidden_size": 72, "num_attention_heads": 6, "intermediate_size": 250,
+          "vocab_size": 1003}),
+        # answerdotai/ModernBERT-base's config.json (the fields that shape parameters)
+        ("base", "answerdotai/ModernBERT-base's published sizes",
+         {"hidden_size": 768, "intermediate_size": 1152, "num_hidden_layers": 22,
+          "num_attention_heads": 12, "vocab_size": 50368, "max_position_embeddings": 8192,
+          "norm_bias": False, "attention_bias": False, "mlp_bias": False,
+          "classifier_bias": False, "decoder_bias": True, "global_attn_every_n_layers": 3,
+          "local_attention": 128, "pad_token_id": 50283}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),
@@ -521,7 +544,7 @@ def _quiet():
 
 
 # The encoders' model_types, their default task and every task measured.
-ENCODERS = {"bert", "roberta", "deberta-v2"}
+ENCODERS = {"bert", "roberta", "deberta-v2", "modernbert"}
 ENCODER_TASKS = ["masked-lm", "seq-cls:3", "token-cls:5", "embedding"]
 
 

@@ -47,6 +47,7 @@ mod granite;
 mod llama;
 mod mistral;
 mod mixtral;
+mod modernbert;
 mod mpt;
 mod olmo;
 mod olmo2;
@@ -163,7 +164,10 @@ type LayOut = fn(&Config, Task) -> Result<Decoder>;
 
 /// Encoders whose file lays out the inventory of each task itself, without
 /// an activation model yet. Their default task is [`encoder::DEFAULT_TASK`].
-const INVENTORY_ENCODERS: &[(&str, LayOut)] = &[("deberta-v2", deberta_v2::describe)];
+const INVENTORY_ENCODERS: &[(&str, LayOut)] = &[
+    ("deberta-v2", deberta_v2::describe),
+    ("modernbert", modernbert::describe),
+];
 
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
@@ -281,7 +285,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 31);
+        assert_eq!(names.len(), 32);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -369,6 +373,26 @@ mod tests {
         .unwrap();
         assert!(tensors.iter().all(|t| !t.name.starts_with("deberta.")));
         let refused = tensors_for_task(&json!({"model_type": "deberta-v2"}), Some(Task::Seq2Seq));
+        assert!(matches!(
+            refused,
+            Err(Error::InvalidValue { what: "--task", .. })
+        ));
+    }
+
+    #[test]
+    fn modernbert_s_first_layer_has_no_attention_norm() {
+        let config = json!({"model_type": "modernbert", "num_hidden_layers": 3});
+        let (_, tensors) = tensors_for_task(&config, Some(Task::Embedding)).unwrap();
+        let norms: Vec<_> = tensors
+            .iter()
+            .filter(|t| t.name.ends_with("attn_norm.weight"))
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(
+            norms,
+            ["layers.1.attn_norm.weight", "layers.2.attn_norm.weight"]
+        );
+        let refused = tensors_for_task(&config, Some(Task::CausalLm));
         assert!(matches!(
             refused,
             Err(Error::InvalidValue { what: "--task", .. })

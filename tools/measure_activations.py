@@ -423,6 +423,11 @@ def encoder_specs() -> list[dict]:
                         task="masked-lm", description="hidden_act gelu_new (NewGELUActivation)"))
         out.append(spec(mt, "untied", {**base, "tie_word_embeddings": False}, attn="sdpa",
                         task="masked-lm", description="tie_word_embeddings false"))
+        for attn in ("eager", "sdpa"):
+            out.append(spec(mt, "gc", base, attn=attn, gc=True, task="seq-cls:3",
+                            description="gradient checkpointing of every layer"))
+        out.append(spec(mt, "gc", base, dtype="fp32", attn="sdpa", gc=True, task="masked-lm",
+                        description="gradient checkpointing of every layer"))
     return out
 
 

@@ -486,3 +486,31 @@ fn encoder_activations_follow_the_task() {
         "{stdout}"
     );
 }
+
+/// An architecture whose parameters are counted but whose activations are
+/// not modelled says so, rather than calling the architecture unknown.
+#[test]
+fn counted_but_unmodelled_activations_are_named() {
+    let folder = scratch("modernbert");
+    let config = folder.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"model_type": "modernbert", "num_hidden_layers": 2}"#,
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        config.to_str().unwrap(),
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "64",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("trainmem counts the parameters of `modernbert` exactly but does not model its activations yet"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(folder);
+}

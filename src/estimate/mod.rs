@@ -733,10 +733,18 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
             "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task masked-lm, seq-cls:N or token-cls:N for transformers' heads"
                 .to_string(),
         ),
-        (Some(_), None) => notes.push(format!(
-            "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
-            model.name
-        )),
+        (Some(_), None) => match model.model_type.as_deref() {
+            Some(model_type) if crate::architecture::supported().contains(&model_type) => {
+                notes.push(format!(
+                    "activations are not estimated: trainmem counts the parameters of `{model_type}` exactly but does not model its activations yet (modelled: {})",
+                    crate::architecture::supported_for_activations().join(", ")
+                ));
+            }
+            _ => notes.push(format!(
+                "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
+                model.name
+            )),
+        },
         (Some(workload), Some(_)) => notes.extend(activation::technique_notes(workload)),
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {

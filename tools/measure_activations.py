@@ -5,7 +5,13 @@ This is the reference ("ground truth") side of trainmem's activation-memory
 model. For every configuration listed in ``specs()`` below it builds a small
 HuggingFace causal LM with random weights (no hub access: the config is a
 local dict), runs ONE training-mode forward pass with ``labels=input_ids`` and
-records exactly which tensors autograd saved for the backward pass.
+records exactly which tensors autograd saved for the backward pass. BERT-style
+encoders (``encoder_specs()``) are built with the auto class of a trainmem
+``--task`` (``AutoModelForMaskedLM``, ``AutoModelForSequenceClassification``,
+``AutoModelForTokenClassification``, ``num_labels`` set) and trained on that
+task's labels (a copy of the ids for masked-LM, one random label per sequence or
+per token for the classifiers); their fixtures record ``"task"`` and their ids
+end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``).
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 

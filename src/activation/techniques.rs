@@ -70,7 +70,7 @@ pub fn check(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<(
 /// its head computes its own cross-entropy, and the techniques built
 /// around causal-LM decoders (torchtune's losses and activation
 /// offloading, Megatron's kernels, tensor and context parallelism, fp8)
-/// are not priced for it.
+/// are not priced for it, nor yet a frozen base under LoRA.
 fn check_encoder(dims: &Dimensions, workload: &Workload) -> Result<()> {
     if dims.encoder.is_none() {
         return Ok(());
@@ -102,6 +102,15 @@ fn check_encoder(dims: &Dimensions, workload: &Workload) -> Result<()> {
     }
     if workload.fp8.is_some() {
         return Err(unpriced("--precision", "fp8".to_string()));
+    }
+    if workload.frozen_base {
+        return Err(refuse(
+            "--lora-rank",
+            workload.lora_rank.to_string(),
+            format!(
+                "the activations of a LoRA run on the encoder `{model_type}` are not priced yet (its frozen head and peft's modules_to_save classifier); drop --micro-batch and --seq-len for the model states alone"
+            ),
+        ));
     }
     Ok(())
 }

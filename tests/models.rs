@@ -514,3 +514,36 @@ fn counted_but_unmodelled_activations_are_named() {
     );
     let _ = std::fs::remove_dir_all(folder);
 }
+
+/// A folder's note comparing the checkpoint with the architecture follows
+/// the task: a classifier's checkpoint matches its classification model.
+#[test]
+fn the_checkpoint_note_follows_the_task() {
+    let folder = scratch("bert-classifier");
+    std::fs::write(
+        folder.join("config.json"),
+        r#"{"model_type": "bert", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "vocab_size": 50, "max_position_embeddings": 20}"#,
+    )
+    .unwrap();
+    // BertForSequenceClassification with 2 labels: 1,282 parameters.
+    write_safetensors(
+        &folder.join("model.safetensors"),
+        &[("all", "F32", &[1282])],
+    );
+    let notes = |task: Option<&str>| {
+        let mut args = vec!["params", folder.to_str().unwrap(), "--format", "json"];
+        if let Some(task) = task {
+            args.extend(["--task", task]);
+        }
+        let report = json_of(&args);
+        assert_eq!(
+            report["parameters"]["total"],
+            if task.is_some() { 1282 } else { 1330 }
+        );
+        report["notes"].to_string()
+    };
+    assert!(notes(None).contains("the checkpoint holds 1,282 elements, the architecture 1,330"));
+    assert!(!notes(Some("seq-cls:2")).contains("the checkpoint holds"));
+    let _ = std::fs::remove_dir_all(folder);
+}

@@ -170,14 +170,7 @@ fn folder(path: &Path) -> Result<Model> {
         match (config_file(&config_path), checkpoint) {
             (Ok(mut model), Some(checkpoint)) => {
                 let summary = summary(&checkpoint)?;
-                let total = model.total_parameters()?;
-                if summary.parameters != total {
-                    model.notes.push(format!(
-                        "the checkpoint holds {} elements, the architecture {} parameters: training follows the architecture (buffers, extra prediction layers or duplicated tied weights live only in the checkpoint)",
-                        summary.parameters.grouped(),
-                        total.grouped()
-                    ));
-                }
+                model.notes.extend(checkpoint_note(&summary, &model)?);
                 model.checkpoint = Some(summary);
                 return Ok(model);
             }
@@ -201,6 +194,22 @@ fn folder(path: &Path) -> Result<Model> {
             "holds no config.json and no .safetensors files; give a model folder, a file, or a preset name",
         )),
     }
+}
+
+/// The start of the note a model read from a folder carries when its
+/// checkpoint and its architecture differ in size.
+const CHECKPOINT_NOTE: &str = "the checkpoint holds ";
+
+/// The note saying the checkpoint and the architecture differ, if they do.
+fn checkpoint_note(summary: &CheckpointSummary, model: &Model) -> Result<Option<String>> {
+    let total = model.total_parameters()?;
+    Ok((summary.parameters != total).then(|| {
+        format!(
+            "{CHECKPOINT_NOTE}{} elements, the architecture {} parameters: training follows the architecture (buffers, extra prediction layers or duplicated tied weights live only in the checkpoint)",
+            summary.parameters.grouped(),
+            total.grouped()
+        )
+    }))
 }
 
 /// The checkpoint of a folder: its index if there is one, else every
@@ -327,6 +336,13 @@ pub fn with_task(mut model: Model, task: Task) -> Result<Model> {
     model.dimensions = architecture::dimensions_for_task(config, Some(task)).ok();
     model.tensors = tensors;
     model.task = Some(task);
+    if let Some(summary) = model.checkpoint.clone() {
+        model
+            .notes
+            .retain(|note| !note.starts_with(CHECKPOINT_NOTE));
+        let note = checkpoint_note(&summary, &model)?;
+        model.notes.extend(note);
+    }
     Ok(model)
 }
 

@@ -242,6 +242,9 @@ pub struct Workload {
     pub recompute: Recompute,
     /// Recomputation applies to every N-th layer (1: all of them).
     pub recompute_every: u64,
+    /// Full checkpointing runs `torch.utils.checkpoint` with
+    /// `use_reentrant=True` (`--recompute-reentrant`; see `recompute.rs`).
+    pub recompute_reentrant: bool,
     /// The loss function.
     pub loss: Loss,
     /// The dtype activations are computed in.
@@ -296,6 +299,7 @@ impl Workload {
             attention: Attention::Sdpa,
             recompute: Recompute::None,
             recompute_every: 1,
+            recompute_reentrant: false,
             loss: Loss::Standard,
             dtype: DType::Bf16,
             weights_dtype: DType::Bf16,
@@ -555,7 +559,12 @@ impl<'a> Step<'a> {
         } else {
             recompute::OpSaved::default()
         };
-        recompute::kept(mode, &self.saved_layer(sparse)?, op)
+        recompute::kept(
+            mode,
+            self.workload.recompute_reentrant,
+            &self.saved_layer(sparse)?,
+            op,
+        )
     }
 
     /// What torchtitan's per-op policy keeps of a layer besides its input:
@@ -606,7 +615,9 @@ impl<'a> Step<'a> {
     /// moments, as the CPU timeline fixtures show:
     /// * the MLP's backward: the gradient of the layer's output (P·n·h, the
     ///   residual stream's) and one gradient as wide as the widest
-    ///   intermediate (P·T·w);
+    ///   intermediate (P·T·w), or, when a dense gated MLP's `down_proj`
+    ///   is frozen and kept no input, its product's backward when larger
+    ///   (`mlp::product_backward`: 3·P·T·f);
     /// * the attention's backward, after the MLP's saved tensors, the second
     ///   norm's and the dropout masks' second half are freed: the residual
     ///   gradient, with eager or math attention the gradients of the
@@ -618,7 +629,17 @@ impl<'a> Step<'a> {
         let mut residual = Tally::new();
         residual.tensor(&[rank.element, rank.sequence_tokens, rank.hidden])?;
         let mut mlp = residual;
-        mlp.add(self.widest_tensor()?)?;
+        let product = if sparse {
+            Bytes::ZERO
+        } else {
+            mlp::product_backward(
+                rank,
+                self.dims.mlp,
+                rank.intermediate,
+                self.training.keeps_input(&[self.dims.linears.mlp_output]),
+            )?
+        };
+        mlp.add(self.widest_tensor()?.max(product))?;
         let mut attention = residual;
         if matches!(self.kernel, Kernel::Eager | Kernel::Math) {
             // The softmax runs in fp32: the probabilities' gradient cast to

@@ -40,7 +40,12 @@ pub fn notes(workload: &Workload) -> Vec<String> {
             "recompute: op (torchtitan's per-op policy: input, sdpa output and every second matmul kept){every}"
         )),
         Recompute::Full => notes.push(format!(
-            "recompute: full (gradient checkpointing of each layer's input){every}"
+            "recompute: full (gradient checkpointing of each layer's input{}){every}",
+            if workload.recompute_reentrant {
+                "; reentrant: each layer's rebuilt output lives through its backward"
+            } else {
+                ""
+            }
         )),
     }
     match workload.loss {
@@ -66,6 +71,13 @@ pub fn check(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<(
 }
 
 fn check_recompute(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    if workload.recompute_reentrant && workload.recompute != Recompute::Full {
+        return Err(refuse(
+            "--recompute-reentrant",
+            workload.recompute.name().to_string(),
+            "reentrant checkpointing wraps whole layers: give --recompute full (torch's per-op policies need use_reentrant=False)",
+        ));
+    }
     let every = workload.recompute_every;
     let value = || every.to_string();
     if every == 0 {

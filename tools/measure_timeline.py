@@ -211,6 +211,12 @@ which ``tests/timeline.rs`` appends.
   (torchtune's package ``__init__`` needs torchao pieces not installed);
   ``del logits`` before backward. The forward phase ends at the first chunk's
   ``lm_head``; the other chunks fall in the loss phase.
+* ``__shift-copy`` (``--loss shift-copy``): transformers 4.48.1's own
+  ``ForCausalLMLoss`` (``for_causal_lm_loss_448``, ported from the 4.48.1
+  wheel's ``loss/loss_utils.py``) put in ``LOSS_MAPPING["ForCausalLM"]``:
+  ``logits.float()``, then ``logits[..., :-1, :].contiguous()`` (a copy of the
+  shifted fp32 logits) and ``cross_entropy`` on it; 5.24 pads and shifts the
+  labels instead.
 * ``__cce-torch-compile`` (``--loss fused`` on CPU): cut-cross-entropy's
   ``linear_cross_entropy(h, lm_head.weight, ids, shift=1,
   impl="torch_compile")`` on the same hidden states; Liger's and CCE's own
@@ -552,6 +558,13 @@ def loss_and_recompute_specs() -> list[dict]:
     for dtype in ("bf16", "fp32"):
         s.append(technique(spec("llama", dtype, "adamw", B=1, S=512), "cce-torch-compile",
                            ["--loss", "fused"], cce=True))
+    # transformers' ForCausalLMLoss up to 4.48 (the shifted fp32 logits copied)
+    for dtype, B, S in (("bf16", 2, 128), ("fp32", 2, 128), ("bf16", 1, 512)):
+        s.append(technique(spec("llama", dtype, "adamw", B=B, S=S), "shift-copy",
+                           ["--loss", "shift-copy"], shift_copy=True))
+    s.append(technique(spec("llama", "bf16", "adamw", recompute="full", reentrant=True,
+                            lora={"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}),
+                       "shift-copy", ["--loss", "shift-copy"], shift_copy=True))
     # torchtitan's per-op selective activation checkpointing on every layer
     for model, dtype in (("llama", "fp32"), ("llama", "bf16"), ("llama-v512", "fp32"),
                          ("llama-v512", "bf16")):
@@ -562,6 +575,26 @@ def loss_and_recompute_specs() -> list[dict]:
         s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
                            ["--recompute-every", str(n)], every=n))
     return s
+
+
+def for_causal_lm_loss_448(torch):
+    """transformers 4.48.1's ``ForCausalLMLoss`` (``transformers/loss/loss_utils.py``
+    of the 4.48.1 wheel), ported verbatim: the logits upcast, then the shifted
+    logits copied (``logits[..., :-1, :].contiguous()``) instead of the labels
+    padded and shifted as transformers does now."""
+    from transformers.loss.loss_utils import fixed_cross_entropy
+
+    def loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_index=-100, **kwargs):
+        logits = logits.float()
+        labels = labels.to(logits.device)
+        shift_logits = logits[..., :-1, :].contiguous()
+        shift_labels = labels[..., 1:].contiguous()
+        shift_logits = shift_logits.view(-1, vocab_size)
+        shift_labels = shift_labels.view(-1)
+        shift_labels = shift_labels.to(shift_logits.device)
+        return fixed_cross_entropy(shift_logits, shift_labels, num_items_in_batch, ignore_index, **kwargs)
+
+    return loss
 
 
 def torchtitan_op_policy(torch):
@@ -793,6 +826,9 @@ def worker(sid: str) -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM
     transformers.logging.set_verbosity_error()
     sp = next(s for s in specs() if s["id"] == sid)
+    if sp.get("shift_copy"):
+        import transformers.loss.loss_utils as loss_utils
+        loss_utils.LOSS_MAPPING["ForCausalLM"] = for_causal_lm_loss_448(torch)
     torch.set_num_threads(sp["threads"])
     model_type, config = MODELS[sp["model"]]
     torch.manual_seed(0)
@@ -1057,6 +1093,9 @@ def worker(sid: str) -> dict:
     if sp.get("cce"):
         notes.append("cut-cross-entropy linear_cross_entropy(h, lm_head.weight, ids, impl='torch_compile', "
                      "shift=1) on hidden states from model.model: Inductor-compiled on CPU")
+    if sp.get("shift_copy"):
+        notes.append("transformers 4.48.1's ForCausalLMLoss (ported): fp32 upcast, then the shifted logits "
+                     "copied (logits[..., :-1, :].contiguous())")
     if sp.get("every"):
         notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
     if sp["recompute"] == "op":

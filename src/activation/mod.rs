@@ -90,6 +90,10 @@ pub enum Recompute {
 pub enum Loss {
     /// transformers' `ForCausalLMLoss`: the whole logits, their fp32 copy.
     Standard,
+    /// transformers' `ForCausalLMLoss` before it shifted the labels
+    /// instead of the logits (4.48.1 `loss/loss_utils.py`): a contiguous
+    /// fp32 copy of the shifted logits besides their fp32 upcast.
+    ShiftCopy,
     /// torchtune's `CEWithChunkedOutputLoss` with the output projection
     /// applied per chunk: N chunks along the sequence, each upcast alone.
     Chunked(u64),
@@ -112,6 +116,7 @@ impl Loss {
         };
         match name.as_str() {
             "standard" => Ok(Loss::Standard),
+            "shift-copy" => Ok(Loss::ShiftCopy),
             "fused" => Ok(Loss::Fused),
             other => match other.strip_prefix("chunked:") {
                 Some(count) => match count.parse::<u64>() {
@@ -126,7 +131,7 @@ impl Loss {
                     kind: "loss",
                     name: other.to_string(),
                     suggestion: (other == "chunked").then(|| "chunked:8".to_string()),
-                    accepted: "standard, chunked:N, fused".to_string(),
+                    accepted: "standard, shift-copy, chunked:N, fused".to_string(),
                 }),
             },
         }
@@ -136,6 +141,7 @@ impl Loss {
     pub fn name(self) -> String {
         match self {
             Loss::Standard => "standard".to_string(),
+            Loss::ShiftCopy => "shift-copy".to_string(),
             Loss::Chunked(n) => format!("chunked:{n}"),
             Loss::Fused => "fused".to_string(),
         }
@@ -936,6 +942,7 @@ impl<'a> Step<'a> {
             } else {
                 match self.workload.loss {
                     Loss::Standard => loss::standard(&self.rank)?,
+                    Loss::ShiftCopy => loss::shift_copy(&self.rank)?,
                     Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
                     Loss::Fused => match self.workload.platform {
                         Platform::Cuda => {
@@ -1084,6 +1091,9 @@ impl<'a> Step<'a> {
             Loss::Standard => notes.push(
                 "loss: standard (transformers' ForCausalLMLoss: whole logits, their fp32 copy, fp32 log-softmax)".to_string(),
             ),
+            Loss::ShiftCopy => notes.push(
+                "loss: shift-copy (transformers' ForCausalLMLoss up to 4.48: the fp32 upcast of the logits and a contiguous fp32 copy of the shifted logits, fp32 log-softmax)".to_string(),
+            ),
             Loss::Chunked(chunks) => notes.push(format!(
                 "loss: chunked:{chunks} (torchtune's CEWithChunkedOutputLoss): all {chunks} logits chunks exist; each is upcast to fp32 and its gradients computed one chunk of {} tokens at a time; every chunk's fp32 log-softmax stays until backward",
                 chunked_loss::chunk_tokens(&self.rank, chunks),
@@ -1175,7 +1185,7 @@ impl<'a> Step<'a> {
         }
         notes.push(
             match workload.loss {
-                Loss::Standard => "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Standard | Loss::ShiftCopy => "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
                 Loss::Chunked(_) => "backward transient: one chunk's two fp32 gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
                 Loss::Fused => "backward transient: the largest recomputed layer (the fused loss's gradients were computed in its forward)",
             }
@@ -1343,6 +1353,8 @@ mod tests {
         assert_eq!(Loss::parse("standard").unwrap(), Loss::Standard);
         assert_eq!(Loss::parse(" Chunked:8 ").unwrap(), Loss::Chunked(8));
         assert_eq!(Loss::parse("fused").unwrap(), Loss::Fused);
+        assert_eq!(Loss::parse("shift-copy").unwrap(), Loss::ShiftCopy);
+        assert_eq!(Loss::ShiftCopy.name(), "shift-copy");
         assert_eq!(Loss::Chunked(4).name(), "chunked:4");
         for bad in [
             "chunked:0",

@@ -50,6 +50,10 @@ pub fn notes(workload: &Workload) -> Vec<String> {
     }
     match workload.loss {
         Loss::Standard => {}
+        Loss::ShiftCopy => notes.push(
+            "loss: shift-copy (transformers' ForCausalLMLoss up to 4.48: the shifted fp32 logits copied)"
+                .to_string(),
+        ),
         Loss::Chunked(n) => notes.push(format!(
             "loss: chunked:{n} (torchtune's CEWithChunkedOutputLoss: the output projection and the fp32 upcast chunk by chunk)"
         )),
@@ -178,7 +182,7 @@ fn check_loss(dims: &Dimensions, workload: &Workload) -> Result<()> {
         ));
     }
     match loss {
-        Loss::Standard => Ok(()),
+        Loss::Standard | Loss::ShiftCopy => Ok(()),
         Loss::Chunked(_) => Ok(()),
         Loss::Fused if workload.tensor_parallel > 1 => Err(refuse(
             "--loss",

@@ -428,7 +428,9 @@ pub struct WorkloadArgs {
     pub recompute_reentrant: bool,
 
     /// The loss function: standard (transformers' ForCausalLMLoss: the whole
-    /// logits plus their fp32 copy); chunked:N (torchtune's
+    /// logits plus their fp32 copy); shift-copy (the same up to
+    /// transformers 4.48, which also copied the shifted fp32 logits);
+    /// chunked:N (torchtune's
     /// CEWithChunkedOutputLoss: the output projection in N chunks of the
     /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
     /// fused (Liger's fused linear-cross-entropy on CUDA: the logits are

@@ -187,6 +187,19 @@ fixture carries ``"lora"`` and the matching ``"trainmem_flags"``
 ``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``.
 
 
+LoRA under gradient checkpointing (``specs_lora_recompute``, ``__reentrant``)
+----------------------------------------------------------------------------
+The same peft wrapping with ``recompute full``: transformers'
+``gradient_checkpointing_enable`` on the peft model (it reaches the HF model,
+which also calls ``enable_input_require_grads``: the embeddings' output
+requires grad, so the frozen model's layers pass gradients back), with
+``{"use_reentrant": False}``, or ``True`` for the ``__reentrant`` ids
+(``torch.utils.checkpoint.CheckpointFunction``: the layer runs under
+``no_grad`` in forward and is re-run whole in backward, its output kept
+through ``torch.autograd.backward``); those carry ``"reentrant": true`` and
+``--recompute-reentrant`` in ``trainmem_flags``.
+
+
 Loss and recomputation techniques (issue 12; ``loss_and_recompute_specs``)
 ------------------------------------------------------------------------
 Each of these fixtures carries ``trainmem_flags``, the flags that price it,
@@ -201,6 +214,12 @@ which ``tests/timeline.rs`` appends.
   (torchtune's package ``__init__`` needs torchao pieces not installed);
   ``del logits`` before backward. The forward phase ends at the first chunk's
   ``lm_head``; the other chunks fall in the loss phase.
+* ``__shift-copy`` (``--loss shift-copy``): transformers 4.48.1's own
+  ``ForCausalLMLoss`` (``for_causal_lm_loss_448``, ported from the 4.48.1
+  wheel's ``loss/loss_utils.py``) put in ``LOSS_MAPPING["ForCausalLM"]``:
+  ``logits.float()``, then ``logits[..., :-1, :].contiguous()`` (a copy of the
+  shifted fp32 logits) and ``cross_entropy`` on it; 5.24 pads and shifts the
+  labels instead.
 * ``__cce-torch-compile`` (``--loss fused`` on CPU): cut-cross-entropy's
   ``linear_cross_entropy(h, lm_head.weight, ids, shift=1,
   impl="torch_compile")`` on the same hidden states; Liger's and CCE's own
@@ -232,7 +251,7 @@ the copies held at once (checked against ``activations.offload.host_bytes`` by
 ``tests/offload.rs``). Step 4's labelling pack hook is shadowed inside the decoder.
 
 Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|op|full>__b<B>s<S>``
-(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__offload``, ``__<technique>`` suffixes).
+(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__offload``, ``__reentrant``, ``__<technique>`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -324,14 +343,15 @@ OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_pe
 
 
 def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
-         in_bwd=False, lora=None, offload=False, task=None):
+         in_bwd=False, lora=None, offload=False, reentrant=False, task=None):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
     sid += "__inbwd" if in_bwd else ""
     sid += lora_id(lora) if lora else ""
     sid += "__offload" if offload else ""
+    sid += "__reentrant" if reentrant else ""
     out = {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
-           "lora": lora, "offload": offload}
+           "lora": lora, "offload": offload, "reentrant": reentrant}
     if task:
         # An encoder's task (`--task`): its auto class, its head and its labels.
         out["id"] += "__" + task.replace(":", "-")
@@ -437,7 +457,8 @@ def specs() -> list[dict]:
 
 
 # -- LoRA dropout and adapter dtype (issue 12) --------------------------------------
-LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "all": "all-linear"}
+LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "qkvo": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "all": "all-linear"}
 
 
 def lora_id(lora: dict) -> str:
@@ -460,6 +481,28 @@ def specs_lora() -> list[dict]:
                     lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
     out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
                     lora={"targets": "all", "r": 16, "dropout": 0, "dtype": "fp32"}))
+    out.extend(specs_lora_recompute())
+    return out
+
+
+def specs_lora_recompute() -> list[dict]:
+    """peft LoRA under HF gradient checkpointing of every layer (``__lora-...``
+    ids with recompute ``full``), non-reentrant and reentrant (``__reentrant``:
+    ``use_reentrant=True``, transformers' default before it switched to False):
+    fms-hf-tuning's q,k,v,o r16 with dropout 0.1 and fp32 adapters, torchtune's
+    q,v r8 with bf16 adapters, all-linear; the peak inside a layer's backward
+    (vocabulary 512) and in the loss (vocabulary 4096). The reentrant ids carry
+    ``--recompute-reentrant``."""
+    out = []
+    for reentrant in (False, True):
+        for lora in ({"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"},
+                     {"targets": "qkvo", "r": 16, "dropout": 0, "dtype": "fp32"},
+                     {"targets": "qv", "r": 8, "dropout": 0.05, "dtype": "bf16"},
+                     {"targets": "qv", "r": 8, "dropout": 0, "dtype": "bf16"}):
+            out.append(spec("llama-v512", "bf16", "adamw", recompute="full", B=1, S=512, lora=lora,
+                            reentrant=reentrant))
+        out.append(spec("llama", "bf16", "adamw", recompute="full", reentrant=reentrant,
+                        lora={"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}))
     return out
 
 
@@ -581,6 +624,13 @@ def loss_and_recompute_specs() -> list[dict]:
     for dtype in ("bf16", "fp32"):
         s.append(technique(spec("llama", dtype, "adamw", B=1, S=512), "cce-torch-compile",
                            ["--loss", "fused"], cce=True))
+    # transformers' ForCausalLMLoss up to 4.48 (the shifted fp32 logits copied)
+    for dtype, B, S in (("bf16", 2, 128), ("fp32", 2, 128), ("bf16", 1, 512)):
+        s.append(technique(spec("llama", dtype, "adamw", B=B, S=S), "shift-copy",
+                           ["--loss", "shift-copy"], shift_copy=True))
+    s.append(technique(spec("llama", "bf16", "adamw", recompute="full", reentrant=True,
+                            lora={"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}),
+                       "shift-copy", ["--loss", "shift-copy"], shift_copy=True))
     # torchtitan's per-op selective activation checkpointing on every layer
     for model, dtype in (("llama", "fp32"), ("llama", "bf16"), ("llama-v512", "fp32"),
                          ("llama-v512", "bf16")):
@@ -591,6 +641,26 @@ def loss_and_recompute_specs() -> list[dict]:
         s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
                            ["--recompute-every", str(n)], every=n))
     return s
+
+
+def for_causal_lm_loss_448(torch):
+    """transformers 4.48.1's ``ForCausalLMLoss`` (``transformers/loss/loss_utils.py``
+    of the 4.48.1 wheel), ported verbatim: the logits upcast, then the shifted
+    logits copied (``logits[..., :-1, :].contiguous()``) instead of the labels
+    padded and shifted as transformers does now."""
+    from transformers.loss.loss_utils import fixed_cross_entropy
+
+    def loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_index=-100, **kwargs):
+        logits = logits.float()
+        labels = labels.to(logits.device)
+        shift_logits = logits[..., :-1, :].contiguous()
+        shift_labels = labels[..., 1:].contiguous()
+        shift_logits = shift_logits.view(-1, vocab_size)
+        shift_labels = shift_labels.view(-1)
+        shift_labels = shift_labels.to(shift_logits.device)
+        return fixed_cross_entropy(shift_logits, shift_labels, num_items_in_batch, ignore_index, **kwargs)
+
+    return loss
 
 
 def torchtitan_op_policy(torch):
@@ -640,7 +710,7 @@ def apply_recompute(torch, model, layers, sp) -> None:
     layers' ``gradient_checkpointing`` flag is turned back off. ``op``: HF's
     checkpointing with torchtitan's per-op policy as ``context_fn``."""
     if sp["recompute"] == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": sp.get("reentrant", False)})
         every = sp.get("every", 1)
         for i, layer in enumerate(layers):
             if (i + 1) % every != 0:
@@ -822,6 +892,9 @@ def worker(sid: str) -> dict:
     from transformers import AutoConfig
     transformers.logging.set_verbosity_error()
     sp = next(s for s in specs() if s["id"] == sid)
+    if sp.get("shift_copy"):
+        import transformers.loss.loss_utils as loss_utils
+        loss_utils.LOSS_MAPPING["ForCausalLM"] = for_causal_lm_loss_448(torch)
     torch.set_num_threads(sp["threads"])
     model_type, config = MODELS[sp["model"]]
     torch.manual_seed(0)
@@ -1091,12 +1164,19 @@ def worker(sid: str) -> dict:
     if sp.get("cce"):
         notes.append("cut-cross-entropy linear_cross_entropy(h, lm_head.weight, ids, impl='torch_compile', "
                      "shift=1) on hidden states from model.model: Inductor-compiled on CPU")
+    if sp.get("shift_copy"):
+        notes.append("transformers 4.48.1's ForCausalLMLoss (ported): fp32 upcast, then the shifted logits "
+                     "copied (logits[..., :-1, :].contiguous())")
     if sp.get("every"):
         notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
     if sp["recompute"] == "op":
         notes.append("torchtitan per-op SAC (every second mm saved, sdpa saved; CPU flash sdpa op added "
                      "to the save list), HF non-reentrant checkpoint with context_fn")
-    if sp["recompute"] == "full":
+    if sp["recompute"] == "full" and sp.get("reentrant"):
+        notes.append("reentrant checkpointing (use_reentrant=True) of every decoder layer: CheckpointFunction "
+                     "re-runs the whole layer in backward; layer forward hooks re-fire there "
+                     "(recompute_enter/exit marks)")
+    elif sp["recompute"] == "full":
         notes.append("non-reentrant checkpointing of every decoder layer; layer forward hooks re-fire "
                      "inside the backward (recompute_enter/exit marks)")
     if sp["attn"] == "sdpa" and sp["model"] != "gpt2-dropout":
@@ -1144,6 +1224,9 @@ def worker(sid: str) -> dict:
     }
     if sp.get("trainmem_flags"):
         fx["trainmem_flags"] = sp["trainmem_flags"]
+    if sp.get("reentrant"):
+        fx["reentrant"] = True
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--recompute-reentrant"]
     if sp.get("lora"):
         fx["lora"] = sp["lora"]
         fx["trainmem_flags"] = fx.get("trainmem_flags", []) + lora_flags(sp["lora"])

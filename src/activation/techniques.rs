@@ -40,11 +40,20 @@ pub fn notes(workload: &Workload) -> Vec<String> {
             "recompute: op (torchtitan's per-op policy: input, sdpa output and every second matmul kept){every}"
         )),
         Recompute::Full => notes.push(format!(
-            "recompute: full (gradient checkpointing of each layer's input){every}"
+            "recompute: full (gradient checkpointing of each layer's input{}){every}",
+            if workload.recompute_reentrant {
+                "; reentrant: each layer's rebuilt output lives through its backward"
+            } else {
+                ""
+            }
         )),
     }
     match workload.loss {
         Loss::Standard => {}
+        Loss::ShiftCopy => notes.push(
+            "loss: shift-copy (transformers' ForCausalLMLoss up to 4.48: the shifted fp32 logits copied)"
+                .to_string(),
+        ),
         Loss::Chunked(n) => notes.push(format!(
             "loss: chunked:{n} (torchtune's CEWithChunkedOutputLoss: the output projection and the fp32 upcast chunk by chunk)"
         )),
@@ -116,6 +125,13 @@ fn check_encoder(dims: &Dimensions, workload: &Workload) -> Result<()> {
 }
 
 fn check_recompute(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    if workload.recompute_reentrant && workload.recompute != Recompute::Full {
+        return Err(refuse(
+            "--recompute-reentrant",
+            workload.recompute.name().to_string(),
+            "reentrant checkpointing wraps whole layers: give --recompute full (torch's per-op policies need use_reentrant=False)",
+        ));
+    }
     let every = workload.recompute_every;
     let value = || every.to_string();
     if every == 0 {
@@ -216,7 +232,7 @@ fn check_loss(dims: &Dimensions, workload: &Workload) -> Result<()> {
         ));
     }
     match loss {
-        Loss::Standard => Ok(()),
+        Loss::Standard | Loss::ShiftCopy => Ok(()),
         Loss::Chunked(_) => Ok(()),
         Loss::Fused if workload.tensor_parallel > 1 => Err(refuse(
             "--loss",

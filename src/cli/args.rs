@@ -428,8 +428,17 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
     pub recompute_every: u64,
 
+    /// Full checkpointing with `use_reentrant=True` (transformers'
+    /// default before it switched to False; Trainer runs that pass no
+    /// `gradient_checkpointing_kwargs`): each layer's backward re-runs the
+    /// whole layer and holds its output too. Needs --recompute full.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub recompute_reentrant: bool,
+
     /// The loss function: standard (transformers' ForCausalLMLoss: the whole
-    /// logits plus their fp32 copy); chunked:N (torchtune's
+    /// logits plus their fp32 copy); shift-copy (the same up to
+    /// transformers 4.48, which also copied the shifted fp32 logits);
+    /// chunked:N (torchtune's
     /// CEWithChunkedOutputLoss: the output projection in N chunks of the
     /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
     /// fused (Liger's fused linear-cross-entropy on CUDA: the logits are

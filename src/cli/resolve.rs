@@ -321,6 +321,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         attention,
         recompute,
         recompute_every: args.recompute_every,
+        recompute_reentrant: args.recompute_reentrant,
         loss,
         platform,
         sequence_parallel: parallel.sequence_parallel,

@@ -16,7 +16,7 @@ use trainmem::activation::{
     self, Attention, DropoutMask, ExpertsKernel, Kernels, Platform, Recompute, SdpaDispatch,
     Workload,
 };
-use trainmem::architecture::{self, Dimensions, QkvLayout, SharedExpert};
+use trainmem::architecture::{self, Dimensions, QkvLayout, SharedExpert, Task};
 
 /// The model types whose every fixture must be within this relative error
 /// (the acceptance bar); every fixture is in fact expected to be exact.
@@ -31,6 +31,8 @@ const REQUIRED: &[&str] = &[
     "mixtral",
     "qwen3_moe",
     "phi",
+    "bert",
+    "roberta",
 ];
 const TOLERANCE: f64 = 0.05;
 
@@ -196,7 +198,11 @@ fn every_activation_fixture_matches_the_model() {
             skipped.push(id);
             continue;
         }
-        let dims = architecture::dimensions(&fixture["config"])
+        let task = fixture
+            .get("task")
+            .and_then(Value::as_str)
+            .map(|task| Task::parse(task).unwrap());
+        let dims = architecture::dimensions_for_task(&fixture["config"], task)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for difference in compare_dims(&fixture, &dims) {
             failures.push(format!("{id}: dims {difference}"));

@@ -1,15 +1,15 @@
 //! Every config.json fixture measured with transformers
 //! (`tools/measure_params.py`, `tests/fixtures/params/*.json`) against
-//! `trainmem::architecture::tensors_from_config`: the total number of
-//! parameters, the number of tensors and, where the fixture lists them,
-//! every tensor's name and shape.
+//! `trainmem::architecture::tensors_for_task` (the fixture's `task`, or the
+//! model type's default): the total number of parameters, the number of
+//! tensors and, where the fixture lists them, every tensor's name and shape.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use trainmem::architecture::{supported, tensors_from_config};
+use trainmem::architecture::{Task, default_task, supported, tensors_for_task};
 
 /// How many differences of each kind a failure message shows.
 const SHOWN_DIFFERENCES: usize = 5;
@@ -97,7 +97,14 @@ fn differences(
 /// or a description of what differs.
 fn check(fixture: &Value) -> Result<usize, String> {
     let config = &fixture["config"];
-    let tensors = tensors_from_config(config).map_err(|e| format!("    error: {e}"))?;
+    let task = fixture
+        .get("task")
+        .and_then(Value::as_str)
+        .map(|text| Task::parse(text).expect("a fixture's task"));
+    let (built, tensors) = tensors_for_task(config, task).map_err(|e| format!("    error: {e}"))?;
+    if let Some(task) = task {
+        assert_eq!(built, task);
+    }
     let mut problems = Vec::new();
 
     let total: u128 = tensors
@@ -144,8 +151,8 @@ fn check(fixture: &Value) -> Result<usize, String> {
 fn every_measured_fixture_matches_transformers_exactly() {
     let paths = fixture_paths();
     assert!(
-        paths.len() >= 354,
-        "expected the 354 measured fixtures, found {}",
+        paths.len() >= 500,
+        "expected the 500 measured fixtures, found {}",
         paths.len()
     );
     let mut failures = Vec::new();
@@ -178,6 +185,34 @@ fn every_measured_fixture_matches_transformers_exactly() {
         paths.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn encoders_are_measured_for_every_task_and_default_to_masked_lm() {
+    let mut tasks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in fixture_paths() {
+        let fixture = read(&path);
+        let model_type = fixture["model_type"].as_str().unwrap_or("?").to_string();
+        let task = match fixture.get("task").and_then(Value::as_str) {
+            Some(task) => task.to_string(),
+            None => default_task(&model_type)
+                .expect("a supported model_type")
+                .to_string(),
+        };
+        tasks.entry(model_type).or_default().insert(task);
+    }
+    for encoder in ["bert", "roberta", "deberta-v2", "modernbert"] {
+        assert_eq!(
+            tasks[encoder],
+            BTreeSet::from(
+                ["embedding", "masked-lm", "seq-cls:3", "token-cls:5"].map(str::to_string)
+            ),
+            "{encoder}"
+        );
+        assert_eq!(default_task(encoder), Some(Task::MaskedLm));
+    }
+    assert_eq!(default_task("llama"), Some(Task::CausalLm));
+    assert_eq!(default_task("t5"), None);
 }
 
 #[test]

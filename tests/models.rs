@@ -344,3 +344,206 @@ fn malformed_checkpoints_exit_two() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("missing.safetensors"), "{stderr}");
 }
+
+/// `--task` builds the head of its auto class: bert-base-uncased's totals
+/// are those of `tests/fixtures/params/bert__defaults__*.json` (the same
+/// sizes as the published config), the report names the task.
+#[test]
+fn task_picks_the_head_and_is_reported() {
+    let total_for = |task: &str| {
+        json_of(&[
+            "params",
+            "bert-base-uncased",
+            "--task",
+            task,
+            "--format",
+            "json",
+        ])["parameters"]["total"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(total("bert-base-uncased"), 109_514_298);
+    assert_eq!(total_for("masked-lm"), 109_514_298);
+    assert_eq!(total_for("seq-cls:3"), 109_484_547);
+    assert_eq!(total_for("token-cls:5"), 108_895_493);
+    assert_eq!(total_for("embedding"), 109_482_240);
+    let params = json_of(&["params", "roberta-large", "--format", "json"]);
+    assert_eq!(params["task"], "masked-lm");
+    assert_eq!(
+        json_of(&["params", "gpt2", "--format", "json"])["task"],
+        "causal-lm"
+    );
+    let estimate = json_of(&[
+        "estimate",
+        "--model",
+        "bert-base-uncased",
+        "--task",
+        "seq-cls:2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(estimate["model"]["task"], "seq-cls:2");
+    let (code, stdout, _) = run(&["params", "roberta-large", "--task", "token-cls:9"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.starts_with(
+            "trainmem params: roberta-large (preset roberta-large, model_type roberta, task token-cls:9)"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn tasks_a_model_cannot_do_exit_two_with_one_line() {
+    for (args, expected) in [
+        (
+            &["params", "bert-base-uncased", "--task", "seq2seq"][..],
+            "error: invalid --task `seq2seq`: `bert` is an encoder without a decoder",
+        ),
+        (
+            &["params", "llama-3.2-1b", "--task", "seq-cls:2"][..],
+            "error: invalid --task `seq-cls:2`: trainmem prices the decoder `llama` as AutoModelForCausalLM only",
+        ),
+        (
+            &["estimate", "--params", "7B", "--task", "masked-lm"][..],
+            "error: invalid --task `masked-lm`: the head of a task is read from a config.json",
+        ),
+        (
+            &["estimate", "--model", "gpt2", "--task", "classify"][..],
+            "error: invalid --task `classify`: accepted: causal-lm, masked-lm",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let (code, _, _) = run(&["estimate", "--params", "7B", "--task", "causal-lm"]);
+    assert_eq!(code, 0);
+}
+
+/// An encoder's activations: its own head and loss, priced on one rank;
+/// the causal-LM techniques are refused, the bare embedding model says why
+/// it has no activations.
+#[test]
+fn encoder_activations_follow_the_task() {
+    let activations = |task: &str| {
+        json_of(&[
+            "estimate",
+            "--model",
+            "bert-base-uncased",
+            "--task",
+            task,
+            "--micro-batch",
+            "8",
+            "--seq-len",
+            "128",
+            "--platform",
+            "cpu",
+            "--format",
+            "json",
+        ])["activations"]
+            .clone()
+    };
+    let masked = activations("masked-lm");
+    // Logits over the vocabulary, fp32 (no --precision): 4·8·128·30522.
+    assert_eq!(masked["logits"], 4 * 8 * 128 * 30522u64);
+    let classified = activations("seq-cls:2");
+    assert_eq!(classified["logits"], 4 * 8 * 2u64);
+    assert!(classified["total"].as_u64() < masked["total"].as_u64());
+    let (code, _, stderr) = run(&[
+        "estimate",
+        "--model",
+        "roberta-large",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "64",
+        "--loss",
+        "chunked:8",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr
+            .starts_with("error: invalid --loss `chunked:8`: not priced for the encoder `roberta`"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        "bert-base-uncased",
+        "--task",
+        "embedding",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "64",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("the embedding task is the bare AutoModel"),
+        "{stdout}"
+    );
+}
+
+/// An architecture whose parameters are counted but whose activations are
+/// not modelled says so, rather than calling the architecture unknown.
+#[test]
+fn counted_but_unmodelled_activations_are_named() {
+    let folder = scratch("modernbert");
+    let config = folder.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"model_type": "modernbert", "num_hidden_layers": 2}"#,
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        config.to_str().unwrap(),
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "64",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("trainmem counts the parameters of `modernbert` exactly but does not model its activations yet"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(folder);
+}
+
+/// A folder's note comparing the checkpoint with the architecture follows
+/// the task: a classifier's checkpoint matches its classification model.
+#[test]
+fn the_checkpoint_note_follows_the_task() {
+    let folder = scratch("bert-classifier");
+    std::fs::write(
+        folder.join("config.json"),
+        r#"{"model_type": "bert", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "vocab_size": 50, "max_position_embeddings": 20}"#,
+    )
+    .unwrap();
+    // BertForSequenceClassification with 2 labels: 1,282 parameters.
+    write_safetensors(
+        &folder.join("model.safetensors"),
+        &[("all", "F32", &[1282])],
+    );
+    let notes = |task: Option<&str>| {
+        let mut args = vec!["params", folder.to_str().unwrap(), "--format", "json"];
+        if let Some(task) = task {
+            args.extend(["--task", task]);
+        }
+        let report = json_of(&args);
+        assert_eq!(
+            report["parameters"]["total"],
+            if task.is_some() { 1282 } else { 1330 }
+        );
+        report["notes"].to_string()
+    };
+    assert!(notes(None).contains("the checkpoint holds 1,282 elements, the architecture 1,330"));
+    assert!(!notes(Some("seq-cls:2")).contains("the checkpoint holds"));
+    let _ = std::fs::remove_dir_all(folder);
+}

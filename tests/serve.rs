@@ -617,3 +617,22 @@ fn the_page_is_embedded() {
         );
     }
 }
+
+#[test]
+fn the_api_takes_a_task_and_states_it() {
+    let answer = post(
+        r#"{"model": "bert-base-uncased", "task": "seq-cls:2", "micro_batch": 4, "seq_len": 128}"#,
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let got: Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(got["model"]["task"], "seq-cls:2");
+    let answer = post(r#"{"config": {"model_type": "roberta", "num_hidden_layers": 2}}"#);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let got: Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(got["model"]["task"], "masked-lm");
+    assert_rejected(
+        &post(r#"{"model": "bert-base-uncased", "task": "seq2seq"}"#),
+        400,
+        "AutoModelForSeq2SeqLM has no class for it",
+    );
+}

@@ -8,7 +8,11 @@
 //! issue 12, each fixture naming its flags in `trainmem_flags`: torchtune's
 //! chunked loss (`--loss chunked:N`), torchtitan's per-op recomputation
 //! (`--recompute op`) and checkpointing every N-th layer
-//! (`--recompute-every N`). `--platform cpu` runs
+//! (`--recompute-every N`); peft LoRA with and without checkpointing,
+//! reentrant too (`--recompute-reentrant`); transformers 4.48's loss
+//! (`--loss shift-copy`); and BERT-style encoders (bert-tiny's shape,
+//! RoBERTa's) trained for masked-LM, sequence and token classification
+//! (`--task`). `--platform cpu` runs
 //! the same model trainmem runs for CUDA with the CPU's kernels and the
 //! CPU's optimizer defaults; its peak must land within 3% of the measured one.
 

@@ -5,7 +5,13 @@ This is the reference ("ground truth") side of trainmem's activation-memory
 model. For every configuration listed in ``specs()`` below it builds a small
 HuggingFace causal LM with random weights (no hub access: the config is a
 local dict), runs ONE training-mode forward pass with ``labels=input_ids`` and
-records exactly which tensors autograd saved for the backward pass.
+records exactly which tensors autograd saved for the backward pass. BERT-style
+encoders (``encoder_specs()``) are built with the auto class of a trainmem
+``--task`` (``AutoModelForMaskedLM``, ``AutoModelForSequenceClassification``,
+``AutoModelForTokenClassification``, ``num_labels`` set) and trained on that
+task's labels (a copy of the ids for masked-LM, one random label per sequence or
+per token for the classifiers); their fixtures record ``"task"`` and their ids
+end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``).
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 
@@ -220,13 +226,44 @@ MOE_TYPES = {"mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3"}
 
 
 def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False, frozen=None,
-         seed=0, experts=None, native_dropout=False, use_cache=False, description=""):
+         seed=0, experts=None, native_dropout=False, use_cache=False, description="",
+         task="causal-lm"):
     sid = f"{mt}__{variant}__{dtype}__{attn}__b{B}s{S}"
     if seed:
         sid += f"__seed{seed}"
+    if task != "causal-lm":
+        sid += "__" + task.replace(":", "-")
     return dict(id=sid, model_type=mt, variant=variant, config=config, dtype=dtype, attn=attn,
                 B=B, S=S, gc=gc, frozen=frozen, seed=seed, experts=experts,
-                native_dropout=native_dropout, use_cache=use_cache, description=description)
+                native_dropout=native_dropout, use_cache=use_cache, description=description,
+                task=task)
+
+
+def task_class(task: str, cfg, transformers):
+    """The auto class of a trainmem --task; sets the config's num_labels."""
+    kind, _, n = task.partition(":")
+    classes = {"causal-lm": transformers.AutoModelForCausalLM,
+               "masked-lm": transformers.AutoModelForMaskedLM,
+               "seq-cls": transformers.AutoModelForSequenceClassification,
+               "token-cls": transformers.AutoModelForTokenClassification}
+    if n:
+        cfg.num_labels = int(n)
+    return classes[kind]
+
+
+def task_labels(task: str, torch, ids):
+    """The labels passed to the forward: the input ids for causal-lm and
+    masked-lm (every token labelled, as the logits are computed for all; a
+    copy, as a data collator's labels are their own tensor),
+    one label per sequence for seq-cls:N, one per token for token-cls:N."""
+    kind, _, n = task.partition(":")
+    if kind == "seq-cls":
+        return torch.randint(0, int(n), (ids.shape[0],))
+    if kind == "token-cls":
+        return torch.randint(0, int(n), tuple(ids.shape))
+    if kind == "masked-lm":
+        return ids.clone()
+    return ids
 
 
 def specs() -> list[dict]:
@@ -353,6 +390,50 @@ def specs() -> list[dict]:
                     description="experts_implementation eager (loop over experts)")
             add("experts_eager", base, attn="eager", experts="eager",
                 description="experts_implementation eager (loop over experts)")
+    out.extend(encoder_specs())
+    return out
+
+
+# BERT-style encoders, measured for each task trainmem prices (masked-LM
+# labels are a copy of the input ids: every token labelled, as the logits
+# are computed for all; their storage is not the embedding's indices).
+ENCODER_BASE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 160}
+ENCODER_TASKS = ("masked-lm", "seq-cls:3", "token-cls:5")
+
+
+def encoder_specs() -> list[dict]:
+    out = []
+    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    for mt in ("bert", "roberta"):
+        base = dict(ENCODER_BASE)
+        for task in ENCODER_TASKS:
+            for dtype in ("fp32", "bf16"):
+                for attn in ("eager", "sdpa"):
+                    out.append(spec(mt, "base", base, dtype=dtype, attn=attn, task=task,
+                                    description="tiny encoder, default dropouts (0.1)"))
+            for attn in ("eager", "sdpa"):
+                out.append(spec(mt, "no_dropout", {**base, **no_dropout}, attn=attn, task=task,
+                                description="hidden and attention dropout 0 (sdpa's flash kernel)"))
+            out.append(spec(mt, "odd", {**base, "hidden_size": 72, "num_attention_heads": 6,
+                                        "intermediate_size": 250, "vocab_size": 1003,
+                                        "num_hidden_layers": 3},
+                            attn="eager", B=3, S=16, task=task,
+                            description="odd sizes, B 3, S 16"))
+            out.append(spec(mt, "classifier_dropout0", {**base, "classifier_dropout": 0.0},
+                            attn="sdpa", task=task,
+                            description="classifier_dropout 0 with hidden dropout 0.1"))
+        out.append(spec(mt, "base", base, attn="sdpa", B=3, S=128, task="masked-lm",
+                        description="tiny encoder, longer sequences"))
+        out.append(spec(mt, "gelu_new", {**base, "hidden_act": "gelu_new"}, attn="sdpa",
+                        task="masked-lm", description="hidden_act gelu_new (NewGELUActivation)"))
+        out.append(spec(mt, "untied", {**base, "tie_word_embeddings": False}, attn="sdpa",
+                        task="masked-lm", description="tie_word_embeddings false"))
+        for attn in ("eager", "sdpa"):
+            out.append(spec(mt, "gc", base, attn=attn, gc=True, task="seq-cls:3",
+                            description="gradient checkpointing of every layer"))
+        out.append(spec(mt, "gc", base, dtype="fp32", attn="sdpa", gc=True, task="masked-lm",
+                        description="gradient checkpointing of every layer"))
     return out
 
 
@@ -395,7 +476,7 @@ def phi_variants(add, base: dict) -> None:
 # ---------------------------------------------------------------------------
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 LOSS_OPS = ("LogSoftmaxBackward", "NllLossBackward", "CrossEntropy")
-LAYER_RE = re.compile(r"(^|\.)(layers|h)\.(\d+)(\.|$)")
+LAYER_RE = re.compile(r"(^|\.)(layers|h|layer)\.(\d+)(\.|$)")
 
 
 def layer_index(path: str):
@@ -443,7 +524,7 @@ def measure(sp: dict, torch, transformers) -> dict:
     from torch.multiprocessing.reductions import StorageWeakRef
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils._python_dispatch import TorchDispatchMode
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     torch.manual_seed(sp["seed"])
     raw = {"model_type": sp["model_type"], **sp["config"]}
@@ -452,7 +533,8 @@ def measure(sp: dict, torch, transformers) -> dict:
     kwargs = {"attn_implementation": "sdpa" if attn.startswith("sdpa") else attn}
     if sp["experts"]:
         kwargs["experts_implementation"] = sp["experts"]
-    model = AutoModelForCausalLM.from_config(cfg, **kwargs)
+    auto = task_class(sp["task"], cfg, transformers)
+    model = auto.from_config(cfg, **kwargs)
     model.to(getattr(torch, DTYPES[sp["dtype"]])).train()
     if sp["gc"]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -539,6 +621,7 @@ def measure(sp: dict, torch, transformers) -> dict:
             return res
 
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+    labels = task_labels(sp["task"], torch, ids)
     backend_ctx = None
     if attn == "sdpa-flash":
         backend_ctx = sdpa_kernel([SDPBackend.FLASH_ATTENTION])
@@ -556,7 +639,10 @@ def measure(sp: dict, torch, transformers) -> dict:
                 backend_ctx.__enter__()
             try:
                 with Tracker():
-                    out = model(input_ids=ids, labels=ids, use_cache=sp["use_cache"])
+                    if sp["task"] == "causal-lm":
+                        out = model(input_ids=ids, labels=labels, use_cache=sp["use_cache"])
+                    else:
+                        out = model(input_ids=ids, labels=labels)
             finally:
                 if backend_ctx is not None:
                     backend_ctx.__exit__(None, None, None)
@@ -724,6 +810,7 @@ def measure(sp: dict, torch, transformers) -> dict:
     return {
         "id": sp["id"],
         "model_type": sp["model_type"],
+        **({"task": sp["task"]} if sp["task"] != "causal-lm" else {}),
         "variant": sp["variant"],
         "description": sp["description"],
         "config": raw,

@@ -8,7 +8,11 @@ For every configuration listed below it
    loads it with ``transformers.AutoConfig.from_pretrained(folder)``, exactly
    as a user's downloaded checkpoint folder would be loaded (missing keys take
    the config class defaults of the installed transformers version);
-2. builds ``AutoModelForCausalLM.from_config(cfg)`` under
+2. builds ``AutoModelForCausalLM.from_config(cfg)`` (for the encoders, the
+   auto class of each task: ``AutoModelForMaskedLM``,
+   ``AutoModelForSequenceClassification`` and
+   ``AutoModelForTokenClassification`` with ``num_labels`` set, and
+   ``AutoModel``; the fixture then records ``"task"``) under
    ``with torch.device("meta"):`` so no memory is allocated, even for
    400B-parameter models;
 3. records the total ``sum(p.numel() for p in model.parameters())`` (tied
@@ -438,6 +442,85 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
          {**m, "expansion_ratio": 3}),
         ("untied", "tie_word_embeddings false", {**m, "tie_word_embeddings": False}),
     ]
+    # BERT-style encoders: each variant is measured for every task (see ENCODER_TASKS).
+    e = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 128}
+    encoder_variants = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", e),
+        ("odd_sizes", "hidden 72 over 6 heads, intermediate 250, vocab 1003, 3 layers, 77 positions",
+         {**e, "hidden_size": 72, "num_attention_heads": 6, "intermediate_size": 250,
+          "vocab_size": 1003, "num_hidden_layers": 3, "max_position_embeddings": 77}),
+        ("type_vocab", "type_vocab_size 5 (and 1, RoBERTa's published value, in one_type)",
+         {**e, "type_vocab_size": 5}),
+        ("one_type", "type_vocab_size 1", {**e, "type_vocab_size": 1}),
+        ("untied", "tie_word_embeddings false: the MLM decoder and its bias are their own",
+         {**e, "tie_word_embeddings": False}),
+        ("published_keys", "keys of old published configs trainmem ignores",
+         {**e, "position_embedding_type": "absolute", "gradient_checkpointing": False,
+          "classifier_dropout": 0.2, "hidden_dropout_prob": 0.0}),
+    ]
+    S["bert"] = encoder_variants
+    S["roberta"] = [*encoder_variants,
+                    ("published_positions", "RoBERTa's 514 positions and pad_token_id 1",
+                     {**e, "max_position_embeddings": 514, "pad_token_id": 1})]
+    v3 = {"relative_attention": True, "position_buckets": 32, "norm_rel_ebd": "layer_norm",
+          "share_att_key": True, "pos_att_type": "p2c|c2p", "position_biased_input": False,
+          "type_vocab_size": 0}
+    S["deberta-v2"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes (absolute positions, no relative attention)", e),
+        ("v3_like", "DeBERTa-v3's relative attention: buckets, shared key, layer_norm",
+         {**e, **v3}),
+        ("v2_like", "DeBERTa-v2-xlarge's: no buckets, own position projections, a conv layer",
+         {**e, "relative_attention": True, "max_relative_positions": -1,
+          "pos_att_type": ["p2c", "c2p"], "conv_kernel_size": 3, "conv_act": "gelu",
+          "position_biased_input": False, "norm_rel_ebd": "layer_norm"}),
+        ("c2p_only", "own key projection for c2p only, max_relative_positions 40",
+         {**e, "relative_attention": True, "max_relative_positions": 40, "pos_att_type": "c2p"}),
+        ("conv_groups", "conv_kernel_size 5 over 4 groups", {**e, "conv_kernel_size": 5,
+                                                             "conv_groups": 4}),
+        ("embedding_size", "embedding_size 32: embed_proj and a transform to 32",
+         {**e, "embedding_size": 32}),
+        ("embedding_size_untied", "embedding_size 32, tie_word_embeddings false",
+         {**e, "embedding_size": 32, "tie_word_embeddings": False}),
+        ("not_legacy", "legacy false: lm_predictions.lm_head", {**e, **v3, "legacy": False}),
+        ("untied", "tie_word_embeddings false", {**e, "tie_word_embeddings": False}),
+        ("type_vocab", "type_vocab_size 2", {**e, "type_vocab_size": 2}),
+        ("pooler_hidden_size", "pooler_hidden_size 48", {**e, "pooler_hidden_size": 48}),
+        # microsoft/deberta-v3-base's config.json
+        ("v3_base", "microsoft/deberta-v3-base's published config",
+         {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+          "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
+          "max_position_embeddings": 512, "relative_attention": True, "position_buckets": 256,
+          "norm_rel_ebd": "layer_norm", "share_att_key": True, "pos_att_type": "p2c|c2p",
+          "layer_norm_eps": 1e-7, "max_relative_positions": -1, "position_biased_input": False,
+          "num_attention_heads": 12, "num_hidden_layers": 12, "type_vocab_size": 0,
+          "vocab_size": 128100}),
+    ]
+    # ModernBERT's special token ids default past a small vocabulary: set them inside it.
+    m = {**e, "num_hidden_layers": 3, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+         "cls_token_id": 1, "sep_token_id": 2}
+    S["modernbert"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes, 3 layers (the first without attn_norm)", m),
+        ("one_layer", "a single layer: no attn_norm at all", {**m, "num_hidden_layers": 1}),
+        ("biases", "attention_bias, mlp_bias, norm_bias and classifier_bias true",
+         {**m, "attention_bias": True, "mlp_bias": True, "norm_bias": True,
+          "classifier_bias": True}),
+        ("no_decoder_bias", "decoder_bias false", {**m, "decoder_bias": False}),
+        ("untied", "tie_word_embeddings false", {**m, "tie_word_embeddings": False}),
+        ("odd_sizes", "hidden 72 over 6 heads, intermediate 250, vocab 1003",
+         {**m, "hidden_size": 72, "num_attention_heads": 6, "intermediate_size": 250,
+          "vocab_size": 1003}),
+        # answerdotai/ModernBERT-base's config.json (the fields that shape parameters)
+        ("base", "answerdotai/ModernBERT-base's published sizes",
+         {"hidden_size": 768, "intermediate_size": 1152, "num_hidden_layers": 22,
+          "num_attention_heads": 12, "vocab_size": 50368, "max_position_embeddings": 8192,
+          "norm_bias": False, "attention_bias": False, "mlp_bias": False,
+          "classifier_bias": False, "decoder_bias": True, "global_attn_every_n_layers": 3,
+          "local_attention": 128, "pad_token_id": 50283}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),
@@ -460,17 +543,41 @@ def _quiet():
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def measure(raw: dict):
-    """Load `raw` as a config.json would be loaded and count the parameters."""
+# The encoders' model_types, their default task and every task measured.
+ENCODERS = {"bert", "roberta", "deberta-v2", "modernbert"}
+ENCODER_TASKS = ["masked-lm", "seq-cls:3", "token-cls:5", "embedding"]
+
+
+def default_task(model_type: str) -> str:
+    """trainmem's default --task: masked-lm for encoders, causal-lm otherwise."""
+    return "masked-lm" if model_type in ENCODERS else "causal-lm"
+
+
+def auto_class(task: str):
+    """The transformers auto class of a --task value, and its num_labels."""
+    import transformers as t
+    kind, _, labels = task.partition(":")
+    classes = {"causal-lm": t.AutoModelForCausalLM, "masked-lm": t.AutoModelForMaskedLM,
+               "seq-cls": t.AutoModelForSequenceClassification,
+               "token-cls": t.AutoModelForTokenClassification, "embedding": t.AutoModel}
+    return classes[kind], int(labels) if labels else None
+
+
+def measure(raw: dict, task: str = "causal-lm"):
+    """Load `raw` as a config.json would be loaded and count the parameters
+    of the model `task`'s auto class builds (num_labels set for a classifier)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "config.json"), "w") as fh:
             json.dump(raw, fh)
         cfg = AutoConfig.from_pretrained(tmp)
+    cls, labels = auto_class(task)
+    if labels is not None:
+        cfg.num_labels = labels
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = cls.from_config(cfg)
     total = sum(p.numel() for p in model.parameters())
     tensors = [{"name": name, "shape": list(p.shape)} for name, p in model.named_parameters()]
     return total, tensors
@@ -491,17 +598,26 @@ def render(doc: dict) -> str:
 
 
 def all_cases():
-    """Yield (id, model_type, source, raw) for every configuration."""
+    """Yield (id, model_type, source, raw, task) for every configuration.
+    Encoders are measured for every task in ENCODER_TASKS, the id ending in
+    the task (`bert__tiny__seq-cls-3`); presets for their default task."""
     for path in sorted(PRESETS_DIR.glob("*.json")):
         raw = json.loads(path.read_text())
-        yield f"preset__{path.stem}", raw["model_type"], f"preset {path.stem}", raw
+        yield (f"preset__{path.stem}", raw["model_type"], f"preset {path.stem}", raw,
+               default_task(raw["model_type"]))
     for model_type, variants in synthetic_configs().items():
         seen = set()
         for variant, desc, raw in variants:
             assert variant not in seen, (model_type, variant)
             seen.add(variant)
-            yield (f"{model_type}__{variant}", model_type, f"synthetic: {desc}",
-                   {"model_type": model_type, **raw})
+            raw = {"model_type": model_type, **raw}
+            if model_type in ENCODERS:
+                for task in ENCODER_TASKS:
+                    yield (f"{model_type}__{variant}__{task.replace(':', '-')}", model_type,
+                           f"synthetic: {desc}", raw, task)
+            else:
+                yield (f"{model_type}__{variant}", model_type, f"synthetic: {desc}", raw,
+                       "causal-lm")
 
 
 def main(argv=None) -> int:
@@ -525,15 +641,17 @@ def main(argv=None) -> int:
 
     failures, mismatches = [], []
     start = time.time()
-    for case_id, model_type, source, raw in cases:
+    for case_id, model_type, source, raw, task in cases:
         try:
-            total, tensors = measure(raw)
+            total, tensors = measure(raw, task)
         except Exception as exc:  # report and continue
             failures.append((case_id, f"{type(exc).__name__}: {exc}"))
             print(f"FAIL  {case_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         doc = {"id": case_id, "model_type": model_type, "source": source, "config": raw,
                "total": total, "tensor_count": len(tensors), **versions}
+        if task != "causal-lm":
+            doc["task"] = task
         if len(tensors) <= MAX_LISTED_TENSORS:
             doc["tensors"] = tensors
         out = FIXTURES_DIR / f"{case_id}.json"

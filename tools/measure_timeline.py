@@ -4,7 +4,10 @@
 This is the reference side of trainmem's step timeline (``--platform cpu``):
 the sequence of allocations and frees of one training step, whose maximum is
 the peak. For every configuration in ``specs()`` it builds a small HuggingFace
-causal LM with random weights (no hub: the config is a local dict, exactly as
+causal LM (or, in ``encoder_specs()``, a BERT-style encoder built with the auto
+class of a trainmem ``--task`` and trained on that task's labels, the fixture
+naming ``--task`` in ``trainmem_flags``; the forward phase ends when the module
+returning the logits, the masked-LM decoder or the classifier, returns) with random weights (no hub: the config is a local dict, exactly as
 ``measure_activations.py`` does), trains it on CPU and records every
 allocation and free that goes through torch's CPU allocator during one step.
 
@@ -184,6 +187,19 @@ fixture carries ``"lora"`` and the matching ``"trainmem_flags"``
 ``__lora-<qv|all>-r<R>-d<P>-<fp32|bf16>``.
 
 
+LoRA under gradient checkpointing (``specs_lora_recompute``, ``__reentrant``)
+----------------------------------------------------------------------------
+The same peft wrapping with ``recompute full``: transformers'
+``gradient_checkpointing_enable`` on the peft model (it reaches the HF model,
+which also calls ``enable_input_require_grads``: the embeddings' output
+requires grad, so the frozen model's layers pass gradients back), with
+``{"use_reentrant": False}``, or ``True`` for the ``__reentrant`` ids
+(``torch.utils.checkpoint.CheckpointFunction``: the layer runs under
+``no_grad`` in forward and is re-run whole in backward, its output kept
+through ``torch.autograd.backward``); those carry ``"reentrant": true`` and
+``--recompute-reentrant`` in ``trainmem_flags``.
+
+
 Loss and recomputation techniques (issue 12; ``loss_and_recompute_specs``)
 ------------------------------------------------------------------------
 Each of these fixtures carries ``trainmem_flags``, the flags that price it,
@@ -198,6 +214,12 @@ which ``tests/timeline.rs`` appends.
   (torchtune's package ``__init__`` needs torchao pieces not installed);
   ``del logits`` before backward. The forward phase ends at the first chunk's
   ``lm_head``; the other chunks fall in the loss phase.
+* ``__shift-copy`` (``--loss shift-copy``): transformers 4.48.1's own
+  ``ForCausalLMLoss`` (``for_causal_lm_loss_448``, ported from the 4.48.1
+  wheel's ``loss/loss_utils.py``) put in ``LOSS_MAPPING["ForCausalLM"]``:
+  ``logits.float()``, then ``logits[..., :-1, :].contiguous()`` (a copy of the
+  shifted fp32 logits) and ``cross_entropy`` on it; 5.24 pads and shifts the
+  labels instead.
 * ``__cce-torch-compile`` (``--loss fused`` on CPU): cut-cross-entropy's
   ``linear_cross_entropy(h, lm_head.weight, ids, shift=1,
   impl="torch_compile")`` on the same hidden states; Liger's and CCE's own
@@ -229,7 +251,7 @@ the copies held at once (checked against ``activations.offload.host_bytes`` by
 ``tests/offload.rs``). Step 4's labelling pack hook is shadowed inside the decoder.
 
 Fixture id: ``<model>__<fp32|bf16>__<optimizer>__<attn>__<none|op|full>__b<B>s<S>``
-(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__offload``, ``__<technique>`` suffixes).
+(``__t<threads>``, ``__inbwd``, ``__lora-...``, ``__offload``, ``__reentrant``, ``__<technique>`` suffixes).
 Fixture fields: id, model_type, model (the id's first part), config (raw
 dict), dims, dtype, attention, batch, seq_len, optimizer {name, foreach,
 fused, momentum, implementation (what ran: single_tensor / foreach / fused,
@@ -287,6 +309,11 @@ SMOLLM2_135M = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layer
                 "max_position_embeddings": 8192, "tie_word_embeddings": True,
                 "rope_theta": 100000.0, "rms_norm_eps": 1e-5, "hidden_act": "silu"}
 
+# google/bert_uncased_L-2_H-128_A-2 ("bert-tiny"): BertConfig's defaults otherwise
+# (dropout 0.1 on the hidden states and attention probabilities)
+BERT_TINY = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "vocab_size": 30522, "max_position_embeddings": 512}
+
 MODELS = {  # id part -> (model_type, config)
     "llama": ("llama", LLAMA),
     "qwen2": ("qwen2", QWEN2),
@@ -295,6 +322,13 @@ MODELS = {  # id part -> (model_type, config)
     "smollm2-135m": ("llama", SMOLLM2_135M),
     # small vocabulary: the loss buffers no longer dominate, the peak moves into the layers
     "llama-v512": ("llama", {**LLAMA, "vocab_size": 512}),
+    "bert-tiny": ("bert", BERT_TINY),
+    "roberta-tiny": ("roberta", {**BERT_TINY, "vocab_size": 50265, "max_position_embeddings": 514,
+                                 "pad_token_id": 1, "type_vocab_size": 1}),
+    # small vocabulary: the classifiers' peak moves from the optimizer into the layers
+    "bert-tiny-v512": ("bert", {**BERT_TINY, "vocab_size": 512}),
+    "roberta-tiny-v512": ("roberta", {**BERT_TINY, "vocab_size": 512, "max_position_embeddings": 514,
+                                      "pad_token_id": 1}),
 }
 
 OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_per_layer
@@ -309,14 +343,65 @@ OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_pe
 
 
 def spec(model, dtype="fp32", opt="adamw", attn="sdpa", recompute="none", B=2, S=128, threads=1,
-         in_bwd=False, lora=None, offload=False):
+         in_bwd=False, lora=None, offload=False, reentrant=False, task=None):
     sid = f"{model}__{dtype}__{opt}__{attn}__{recompute}__b{B}s{S}" + (f"__t{threads}" if threads != 1 else "")
     sid += "__inbwd" if in_bwd else ""
     sid += lora_id(lora) if lora else ""
     sid += "__offload" if offload else ""
-    return {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
-            "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
-            "lora": lora, "offload": offload}
+    sid += "__reentrant" if reentrant else ""
+    out = {"id": sid, "model": model, "dtype": dtype, "opt": opt, "attn": attn,
+           "recompute": recompute, "B": B, "S": S, "threads": threads, "in_bwd": in_bwd,
+           "lora": lora, "offload": offload, "reentrant": reentrant}
+    if task:
+        # An encoder's task (`--task`): its auto class, its head and its labels.
+        out["id"] += "__" + task.replace(":", "-")
+        out["task"] = task
+        out["trainmem_flags"] = ["--task", task]
+    return out
+
+
+def encoder_specs() -> list[dict]:
+    """BERT-style encoders: masked-LM (labels a copy of the ids: every token
+    labelled) and sequence classification (one label per sequence)."""
+    s = []
+    for dtype in ("fp32", "bf16"):
+        for task in ("masked-lm", "seq-cls:3"):
+            s.append(spec("bert-tiny", dtype, "adamw", task=task))
+    s.append(spec("bert-tiny", "fp32", "adamw", attn="eager", task="masked-lm"))
+    s.append(spec("bert-tiny", "fp32", "adamw", B=4, S=256, task="seq-cls:3"))
+    s.append(spec("bert-tiny", "bf16", "adamw", B=2, S=256, task="token-cls:9"))
+    s.append(spec("roberta-tiny", "fp32", "adamw", task="masked-lm"))
+    s.append(spec("roberta-tiny", "bf16", "adamw", attn="eager", task="seq-cls:3"))
+    s.append(spec("bert-tiny-v512", "fp32", "adamw", B=8, S=256, task="seq-cls:3"))
+    s.append(spec("bert-tiny-v512", "bf16", "adamw", attn="eager", B=4, S=256, task="token-cls:9"))
+    s.append(spec("bert-tiny-v512", "fp32", "adamw", B=4, S=256, task="masked-lm"))
+    s.append(spec("roberta-tiny-v512", "fp32", "adamw", attn="eager", B=8, S=256, task="seq-cls:3"))
+    return s
+
+
+def task_class(task: str | None, cfg, transformers):
+    """The auto class of a trainmem --task (causal-lm without one); sets num_labels."""
+    kind, _, n = (task or "causal-lm").partition(":")
+    if n:
+        cfg.num_labels = int(n)
+    return {"causal-lm": transformers.AutoModelForCausalLM,
+            "masked-lm": transformers.AutoModelForMaskedLM,
+            "seq-cls": transformers.AutoModelForSequenceClassification,
+            "token-cls": transformers.AutoModelForTokenClassification}[kind]
+
+
+def task_labels(task: str | None, torch, ids):
+    """The labels of the step: the ids themselves for a causal LM (the
+    Trainer path), a copy for masked-LM, one per sequence or per token for
+    the classifiers."""
+    kind, _, n = (task or "causal-lm").partition(":")
+    if kind == "seq-cls":
+        return torch.randint(0, int(n), (ids.shape[0],))
+    if kind == "token-cls":
+        return torch.randint(0, int(n), tuple(ids.shape))
+    if kind == "masked-lm":
+        return ids.clone()
+    return ids
 
 
 def specs() -> list[dict]:
@@ -367,11 +452,13 @@ def specs() -> list[dict]:
             s.append(spec("llama", dtype, recompute=recompute, offload=True))
             s.append(spec("llama-v512", dtype, recompute=recompute, B=1, S=512, offload=True))
     s.append(spec("qwen2", "bf16", B=1, S=512, offload=True))
+    s.extend(encoder_specs())
     return s
 
 
 # -- LoRA dropout and adapter dtype (issue 12) --------------------------------------
-LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "all": "all-linear"}
+LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "qkvo": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "all": "all-linear"}
 
 
 def lora_id(lora: dict) -> str:
@@ -394,6 +481,28 @@ def specs_lora() -> list[dict]:
                     lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
     out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
                     lora={"targets": "all", "r": 16, "dropout": 0, "dtype": "fp32"}))
+    out.extend(specs_lora_recompute())
+    return out
+
+
+def specs_lora_recompute() -> list[dict]:
+    """peft LoRA under HF gradient checkpointing of every layer (``__lora-...``
+    ids with recompute ``full``), non-reentrant and reentrant (``__reentrant``:
+    ``use_reentrant=True``, transformers' default before it switched to False):
+    fms-hf-tuning's q,k,v,o r16 with dropout 0.1 and fp32 adapters, torchtune's
+    q,v r8 with bf16 adapters, all-linear; the peak inside a layer's backward
+    (vocabulary 512) and in the loss (vocabulary 4096). The reentrant ids carry
+    ``--recompute-reentrant``."""
+    out = []
+    for reentrant in (False, True):
+        for lora in ({"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"},
+                     {"targets": "qkvo", "r": 16, "dropout": 0, "dtype": "fp32"},
+                     {"targets": "qv", "r": 8, "dropout": 0.05, "dtype": "bf16"},
+                     {"targets": "qv", "r": 8, "dropout": 0, "dtype": "bf16"}):
+            out.append(spec("llama-v512", "bf16", "adamw", recompute="full", B=1, S=512, lora=lora,
+                            reentrant=reentrant))
+        out.append(spec("llama", "bf16", "adamw", recompute="full", reentrant=reentrant,
+                        lora={"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}))
     return out
 
 
@@ -515,6 +624,13 @@ def loss_and_recompute_specs() -> list[dict]:
     for dtype in ("bf16", "fp32"):
         s.append(technique(spec("llama", dtype, "adamw", B=1, S=512), "cce-torch-compile",
                            ["--loss", "fused"], cce=True))
+    # transformers' ForCausalLMLoss up to 4.48 (the shifted fp32 logits copied)
+    for dtype, B, S in (("bf16", 2, 128), ("fp32", 2, 128), ("bf16", 1, 512)):
+        s.append(technique(spec("llama", dtype, "adamw", B=B, S=S), "shift-copy",
+                           ["--loss", "shift-copy"], shift_copy=True))
+    s.append(technique(spec("llama", "bf16", "adamw", recompute="full", reentrant=True,
+                            lora={"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}),
+                       "shift-copy", ["--loss", "shift-copy"], shift_copy=True))
     # torchtitan's per-op selective activation checkpointing on every layer
     for model, dtype in (("llama", "fp32"), ("llama", "bf16"), ("llama-v512", "fp32"),
                          ("llama-v512", "bf16")):
@@ -525,6 +641,26 @@ def loss_and_recompute_specs() -> list[dict]:
         s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
                            ["--recompute-every", str(n)], every=n))
     return s
+
+
+def for_causal_lm_loss_448(torch):
+    """transformers 4.48.1's ``ForCausalLMLoss`` (``transformers/loss/loss_utils.py``
+    of the 4.48.1 wheel), ported verbatim: the logits upcast, then the shifted
+    logits copied (``logits[..., :-1, :].contiguous()``) instead of the labels
+    padded and shifted as transformers does now."""
+    from transformers.loss.loss_utils import fixed_cross_entropy
+
+    def loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_index=-100, **kwargs):
+        logits = logits.float()
+        labels = labels.to(logits.device)
+        shift_logits = logits[..., :-1, :].contiguous()
+        shift_labels = labels[..., 1:].contiguous()
+        shift_logits = shift_logits.view(-1, vocab_size)
+        shift_labels = shift_labels.view(-1)
+        shift_labels = shift_labels.to(shift_logits.device)
+        return fixed_cross_entropy(shift_logits, shift_labels, num_items_in_batch, ignore_index, **kwargs)
+
+    return loss
 
 
 def torchtitan_op_policy(torch):
@@ -574,7 +710,7 @@ def apply_recompute(torch, model, layers, sp) -> None:
     layers' ``gradient_checkpointing`` flag is turned back off. ``op``: HF's
     checkpointing with torchtitan's per-op policy as ``context_fn``."""
     if sp["recompute"] == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": sp.get("reentrant", False)})
         every = sp.get("every", 1)
         for i, layer in enumerate(layers):
             if (i + 1) % every != 0:
@@ -689,7 +825,7 @@ def offload_hooks(torch, np, decoder, host):
 # ---------------------------------------------------------------------------
 # Worker: one fixture, in a fresh process
 # ---------------------------------------------------------------------------
-LAYER_RE = re.compile(r"(^|\.)(layers|h)\.(\d+)(\.|$)")
+LAYER_RE = re.compile(r"(^|\.)(layers|h|layer)\.(\d+)(\.|$)")
 
 
 def layer_pattern(path: str) -> str:
@@ -753,15 +889,19 @@ def worker(sid: str) -> dict:
     import transformers
     from torch.profiler import ProfilerActivity, profile, record_function
     from torch.utils._python_dispatch import TorchDispatchMode
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
     transformers.logging.set_verbosity_error()
     sp = next(s for s in specs() if s["id"] == sid)
+    if sp.get("shift_copy"):
+        import transformers.loss.loss_utils as loss_utils
+        loss_utils.LOSS_MAPPING["ForCausalLM"] = for_causal_lm_loss_448(torch)
     torch.set_num_threads(sp["threads"])
     model_type, config = MODELS[sp["model"]]
     torch.manual_seed(0)
     cfg = AutoConfig.for_model(model_type, **config)
     cfg.use_cache = False
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation=sp["attn"])
+    model = task_class(sp.get("task"), cfg, transformers).from_config(
+        cfg, attn_implementation=sp["attn"])
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
     hf = model
@@ -779,6 +919,7 @@ def worker(sid: str) -> dict:
     else:
         optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
     ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+    labels = task_labels(sp.get("task"), torch, ids)
     host = {"bytes": 0, "peak": 0}
     if sp.get("offload"):
         import numpy as np
@@ -787,9 +928,12 @@ def worker(sid: str) -> dict:
     names = {id(p): n for n, p in model.named_parameters()}
     if hasattr(hf, "model") and hasattr(hf.model, "layers"):
         layers = list(hf.model.layers)
-    else:
+    elif hasattr(hf, "transformer"):
         layers = list(hf.transformer.h)
-    lm_head = hf.get_output_embeddings()
+    else:  # an encoder: bert.encoder.layer, roberta.encoder.layer
+        layers = list(getattr(hf, hf.base_model_prefix).encoder.layer)
+    # The module whose output is the logits: lm_head, the masked-LM decoder, a classifier.
+    lm_head = hf.get_output_embeddings() or hf.classifier
 
     # -- instrumentation shared by steps 3 and 4 -----------------------------------
     state = {"phase": None, "rf": None, "logits_ptr": None, "labels": False}
@@ -889,7 +1033,7 @@ def worker(sid: str) -> dict:
         if chunked_step is not None:
             loss = chunked_step()
         else:
-            outputs = model(input_ids=ids, labels=ids)
+            outputs = model(input_ids=ids, labels=labels)
             loss = outputs.loss
             del outputs
         phase_end()
@@ -930,7 +1074,7 @@ def worker(sid: str) -> dict:
     base_bufs = {k: v for k, v in storage_bytes(model.buffers()).items() if k not in base_params}
     st_tensors = [v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
     base_states = storage_bytes(st_tensors)
-    base_ids = storage_bytes([ids])
+    base_ids = storage_bytes([ids, labels])
     known = {**base_params, **base_bufs, **base_states, **base_ids}
     baseline_bytes = sum(live0.values())
     baseline = {"parameters": sum(base_params.values()), "buffers": sum(base_bufs.values()),
@@ -1020,12 +1164,19 @@ def worker(sid: str) -> dict:
     if sp.get("cce"):
         notes.append("cut-cross-entropy linear_cross_entropy(h, lm_head.weight, ids, impl='torch_compile', "
                      "shift=1) on hidden states from model.model: Inductor-compiled on CPU")
+    if sp.get("shift_copy"):
+        notes.append("transformers 4.48.1's ForCausalLMLoss (ported): fp32 upcast, then the shifted logits "
+                     "copied (logits[..., :-1, :].contiguous())")
     if sp.get("every"):
         notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
     if sp["recompute"] == "op":
         notes.append("torchtitan per-op SAC (every second mm saved, sdpa saved; CPU flash sdpa op added "
                      "to the save list), HF non-reentrant checkpoint with context_fn")
-    if sp["recompute"] == "full":
+    if sp["recompute"] == "full" and sp.get("reentrant"):
+        notes.append("reentrant checkpointing (use_reentrant=True) of every decoder layer: CheckpointFunction "
+                     "re-runs the whole layer in backward; layer forward hooks re-fire there "
+                     "(recompute_enter/exit marks)")
+    elif sp["recompute"] == "full":
         notes.append("non-reentrant checkpointing of every decoder layer; layer forward hooks re-fire "
                      "inside the backward (recompute_enter/exit marks)")
     if sp["attn"] == "sdpa" and sp["model"] != "gpt2-dropout":
@@ -1073,6 +1224,9 @@ def worker(sid: str) -> dict:
     }
     if sp.get("trainmem_flags"):
         fx["trainmem_flags"] = sp["trainmem_flags"]
+    if sp.get("reentrant"):
+        fx["reentrant"] = True
+        fx["trainmem_flags"] = fx.get("trainmem_flags", []) + ["--recompute-reentrant"]
     if sp.get("lora"):
         fx["lora"] = sp["lora"]
         fx["trainmem_flags"] = fx.get("trainmem_flags", []) + lora_flags(sp["lora"])

@@ -47,6 +47,43 @@ pub fn standard(rank: &Rank) -> Result<LossPhase> {
     })
 }
 
+/// transformers' `ForCausalLMLoss` as it was up to 4.48 (4.48.1
+/// `loss/loss_utils.py`: `logits = logits.float()`, then
+/// `shift_logits = logits[..., :-1, :].contiguous()` and
+/// `cross_entropy(shift_logits.view(-1, V), shift_labels.view(-1))`): the
+/// shifted rows B·(S − 1) are copied to a contiguous fp32 tensor,
+/// 4·B·(S − 1)·V, even from fp32 logits, and live with the upcast until
+/// the log-softmax exists; the log-softmax, its targets (int64, copied
+/// likewise) and its two backward gradients cover the B·(S − 1) shifted
+/// rows. With B = 1 the slice `[..., :-1, :]` is already contiguous:
+/// `.contiguous()` copies nothing, and the targets are a view of the
+/// labels (the input ids). In backward
+/// `SliceBackward0` scatters the fp32 gradient into a zeroed [B, S, V]
+/// tensor (4·T·V with the 4·B·(S − 1)·V gradient: below the two
+/// gradients and the saved log-softmax).
+pub fn shift_copy(rank: &Rank) -> Result<LossPhase> {
+    let rows = rank.batch.saturating_mul(rank.seq.saturating_sub(1));
+    // A slice along the sequence is contiguous only for one sequence.
+    let copied = rank.batch > 1;
+    let mut upcast_and_copy = Tally::new();
+    upcast_and_copy.add(upcast(rank)?)?;
+    upcast_and_copy.tensor_if(copied, &[FP32, rows, rank.vocab])?;
+    let mut saved = Tally::new();
+    saved.tensor(&[FP32, rows, rank.vocab])?;
+    saved.tensor_if(copied, &[INT64, rows])?;
+    saved.tensor(&[FP32])?;
+    let mut backward = Tally::new();
+    backward.tensor(&[2, FP32, rows, rank.vocab])?;
+    let logits = logits(rank)?;
+    Ok(LossPhase {
+        logits,
+        upcast: upcast_and_copy.bytes(),
+        saved: saved.bytes(),
+        backward: backward.bytes(),
+        logits_gradient: logits,
+    })
+}
+
 /// The output head's saved tensors besides the logits: the final norm
 /// over n sequence tokens, `lm_head`'s input P·n·h (unless frozen, or
 /// `lm_head_saves_input` is false: a fused linear-cross-entropy computes
@@ -125,4 +162,28 @@ pub fn backward_transient(rank: &Rank) -> Result<Bytes> {
     let mut tally = Tally::new();
     tally.tensor(&[2, FP32, rank.tokens, rank.vocab])?;
     Ok(tally.bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activation::Workload;
+    use crate::architecture::Dimensions;
+
+    /// Two bf16 sequences of 128 tokens, V = 4096: the upcast 4·256·V and
+    /// the shifted copy 4·254·V live together; one sequence copies nothing.
+    #[test]
+    fn the_shifted_logits_are_copied_only_for_several_sequences_by_hand() {
+        let dims = Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap();
+        let rank = Rank::new(&dims, &Workload::new(2, 128)).unwrap();
+        let phase = shift_copy(&rank).unwrap();
+        let v = 4096u64;
+        assert_eq!(phase.upcast.0, 4 * 256 * v + 4 * 254 * v);
+        assert_eq!(phase.saved.0, 4 * 254 * v + 8 * 254 + 4);
+        assert_eq!(phase.backward.0, 2 * 4 * 254 * v);
+        let one = Rank::new(&dims, &Workload::new(1, 128)).unwrap();
+        let phase = shift_copy(&one).unwrap();
+        assert_eq!(phase.upcast.0, 4 * 128 * v);
+        assert_eq!(phase.saved.0, 4 * 127 * v + 4);
+    }
 }

@@ -34,6 +34,39 @@ pub fn saved(rank: &Rank, kind: MlpKind, width: u64, output_keeps_input: bool) -
     Ok(tally.bytes())
 }
 
+/// What a gated MLP's backward holds at its height besides its saved
+/// tensors and the layer's output gradient, on a rank, when its output
+/// projection is frozen and kept no input (LoRA on the attention only, or
+/// adapters that keep their own copy of the product).
+///
+/// `MulBackward0` of `act(gate(x)) * up(x)` (autograd's `mul_tensor_backward`)
+/// makes the gradients of both factors, P·T·f each, while the gradient of
+/// the product (`down_proj`'s input gradient, P·T·f) is still alive:
+/// 3·P·T·f on top of the saved gate, act and up, with no weight gradient of
+/// the layer made yet besides the adapters' (CPU fixtures
+/// `*__full__*__lora-*`, peak at `MulBackward0`).
+///
+/// A trained `down_proj` released its saved input (the product) in its own
+/// `MmBackward0` before, and the layer's other weight gradients, which the
+/// timeline counts from the layer's start, are not made yet at this moment:
+/// the widest tensor stands for it there (0 here), as the fully trained
+/// fixtures show. The other kinds: 0 (not measured).
+pub fn product_backward(
+    rank: &Rank,
+    kind: MlpKind,
+    width: u64,
+    output_keeps_input: bool,
+) -> Result<Bytes> {
+    /// The product's gradient and its two factors' gradients.
+    const GATED_GRADIENTS: u64 = 3;
+    if kind != MlpKind::Gated || output_keeps_input {
+        return Ok(Bytes::ZERO);
+    }
+    let mut tally = Tally::new();
+    tally.tensor(&[GATED_GRADIENTS, rank.element, rank.tokens, width])?;
+    Ok(tally.bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ mod attention;
 mod chunked_loss;
 mod context;
 mod embeddings;
+mod encoder_head;
 mod experts;
 mod fp8;
 mod fused_loss;
@@ -90,6 +91,10 @@ pub enum Recompute {
 pub enum Loss {
     /// transformers' `ForCausalLMLoss`: the whole logits, their fp32 copy.
     Standard,
+    /// transformers' `ForCausalLMLoss` before it shifted the labels
+    /// instead of the logits (4.48.1 `loss/loss_utils.py`): a contiguous
+    /// fp32 copy of the shifted logits besides their fp32 upcast.
+    ShiftCopy,
     /// torchtune's `CEWithChunkedOutputLoss` with the output projection
     /// applied per chunk: N chunks along the sequence, each upcast alone.
     Chunked(u64),
@@ -112,6 +117,7 @@ impl Loss {
         };
         match name.as_str() {
             "standard" => Ok(Loss::Standard),
+            "shift-copy" => Ok(Loss::ShiftCopy),
             "fused" => Ok(Loss::Fused),
             other => match other.strip_prefix("chunked:") {
                 Some(count) => match count.parse::<u64>() {
@@ -126,7 +132,7 @@ impl Loss {
                     kind: "loss",
                     name: other.to_string(),
                     suggestion: (other == "chunked").then(|| "chunked:8".to_string()),
-                    accepted: "standard, chunked:N, fused".to_string(),
+                    accepted: "standard, shift-copy, chunked:N, fused".to_string(),
                 }),
             },
         }
@@ -136,6 +142,7 @@ impl Loss {
     pub fn name(self) -> String {
         match self {
             Loss::Standard => "standard".to_string(),
+            Loss::ShiftCopy => "shift-copy".to_string(),
             Loss::Chunked(n) => format!("chunked:{n}"),
             Loss::Fused => "fused".to_string(),
         }
@@ -242,6 +249,9 @@ pub struct Workload {
     pub recompute: Recompute,
     /// Recomputation applies to every N-th layer (1: all of them).
     pub recompute_every: u64,
+    /// Full checkpointing runs `torch.utils.checkpoint` with
+    /// `use_reentrant=True` (`--recompute-reentrant`; see `recompute.rs`).
+    pub recompute_reentrant: bool,
     /// The loss function.
     pub loss: Loss,
     /// The dtype activations are computed in.
@@ -296,6 +306,7 @@ impl Workload {
             attention: Attention::Sdpa,
             recompute: Recompute::None,
             recompute_every: 1,
+            recompute_reentrant: false,
             loss: Loss::Standard,
             dtype: DType::Bf16,
             weights_dtype: DType::Bf16,
@@ -555,7 +566,12 @@ impl<'a> Step<'a> {
         } else {
             recompute::OpSaved::default()
         };
-        recompute::kept(mode, &self.saved_layer(sparse)?, op)
+        recompute::kept(
+            mode,
+            self.workload.recompute_reentrant,
+            &self.saved_layer(sparse)?,
+            op,
+        )
     }
 
     /// What torchtitan's per-op policy keeps of a layer besides its input:
@@ -606,7 +622,9 @@ impl<'a> Step<'a> {
     /// moments, as the CPU timeline fixtures show:
     /// * the MLP's backward: the gradient of the layer's output (P·n·h, the
     ///   residual stream's) and one gradient as wide as the widest
-    ///   intermediate (P·T·w);
+    ///   intermediate (P·T·w), or, when a dense gated MLP's `down_proj`
+    ///   is frozen and kept no input, its product's backward when larger
+    ///   (`mlp::product_backward`: 3·P·T·f);
     /// * the attention's backward, after the MLP's saved tensors, the second
     ///   norm's and the dropout masks' second half are freed: the residual
     ///   gradient, with eager or math attention the gradients of the
@@ -618,7 +636,17 @@ impl<'a> Step<'a> {
         let mut residual = Tally::new();
         residual.tensor(&[rank.element, rank.sequence_tokens, rank.hidden])?;
         let mut mlp = residual;
-        mlp.add(self.widest_tensor()?)?;
+        let product = if sparse {
+            Bytes::ZERO
+        } else {
+            mlp::product_backward(
+                rank,
+                self.dims.mlp,
+                rank.intermediate,
+                self.training.keeps_input(&[self.dims.linears.mlp_output]),
+            )?
+        };
+        mlp.add(self.widest_tensor()?.max(product))?;
         let mut attention = residual;
         if matches!(self.kernel, Kernel::Eager | Kernel::Math) {
             // The softmax runs in fp32: the probabilities' gradient cast to
@@ -867,7 +895,12 @@ impl<'a> Step<'a> {
         let mut outside = Tally::new();
         let mut embeddings_offloaded = Bytes::ZERO;
         if stage.embeddings {
-            schedule.embeddings = embeddings::saved(&self.rank, self.dims, self.kernels)?;
+            schedule.embeddings = match &self.dims.encoder {
+                Some(encoder) => {
+                    encoder_head::embeddings(&self.rank, self.dims, encoder, self.kernels)?
+                }
+                None => embeddings::saved(&self.rank, self.dims, self.kernels)?,
+            };
             if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
                 host.add(schedule.embeddings)?;
                 embeddings_offloaded = std::mem::take(&mut schedule.embeddings);
@@ -894,8 +927,10 @@ impl<'a> Step<'a> {
             // cut-cross-entropy on CPU saves a copy of the head's input.
             let liger =
                 self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
-            schedule.head =
-                loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?;
+            schedule.head = match &self.dims.encoder {
+                Some(encoder) => encoder_head::head(&self.rank, encoder, self.kernels)?,
+                None => loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?,
+            };
             if offloads.is_some() {
                 let (device, copies) = self.final_norm_offload()?;
                 head_offloaded = device;
@@ -903,7 +938,9 @@ impl<'a> Step<'a> {
                 schedule.head = Bytes(schedule.head.0.saturating_sub(device.0));
             }
             outside.add(schedule.head)?;
-            let phase = if self.workload.megatron_kernels {
+            let phase = if let Some(encoder) = &self.dims.encoder {
+                encoder_head::phase(&self.rank, encoder)?
+            } else if self.workload.megatron_kernels {
                 // The fp32 copy is the saved softmax: no separate upcast.
                 let (saved, backward) = megatron::loss(&self.rank)?;
                 loss::LossPhase {
@@ -915,6 +952,7 @@ impl<'a> Step<'a> {
             } else {
                 match self.workload.loss {
                     Loss::Standard => loss::standard(&self.rank)?,
+                    Loss::ShiftCopy => loss::shift_copy(&self.rank)?,
                     Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
                     Loss::Fused => match self.workload.platform {
                         Platform::Cuda => {
@@ -1063,6 +1101,9 @@ impl<'a> Step<'a> {
             Loss::Standard => notes.push(
                 "loss: standard (transformers' ForCausalLMLoss: whole logits, their fp32 copy, fp32 log-softmax)".to_string(),
             ),
+            Loss::ShiftCopy => notes.push(
+                "loss: shift-copy (transformers' ForCausalLMLoss up to 4.48: the fp32 upcast of the logits and a contiguous fp32 copy of the shifted logits, fp32 log-softmax)".to_string(),
+            ),
             Loss::Chunked(chunks) => notes.push(format!(
                 "loss: chunked:{chunks} (torchtune's CEWithChunkedOutputLoss): all {chunks} logits chunks exist; each is upcast to fp32 and its gradients computed one chunk of {} tokens at a time; every chunk's fp32 log-softmax stays until backward",
                 chunked_loss::chunk_tokens(&self.rank, chunks),
@@ -1154,7 +1195,7 @@ impl<'a> Step<'a> {
         }
         notes.push(
             match workload.loss {
-                Loss::Standard => "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Standard | Loss::ShiftCopy => "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
                 Loss::Chunked(_) => "backward transient: one chunk's two fp32 gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
                 Loss::Fused => "backward transient: the largest recomputed layer (the fused loss's gradients were computed in its forward)",
             }
@@ -1322,6 +1363,8 @@ mod tests {
         assert_eq!(Loss::parse("standard").unwrap(), Loss::Standard);
         assert_eq!(Loss::parse(" Chunked:8 ").unwrap(), Loss::Chunked(8));
         assert_eq!(Loss::parse("fused").unwrap(), Loss::Fused);
+        assert_eq!(Loss::parse("shift-copy").unwrap(), Loss::ShiftCopy);
+        assert_eq!(Loss::ShiftCopy.name(), "shift-copy");
         assert_eq!(Loss::Chunked(4).name(), "chunked:4");
         for bad in [
             "chunked:0",

@@ -20,6 +20,17 @@
 //! * Full (gradient checkpointing, transformers'
 //!   `GradientCheckpointingLayer` with non-reentrant `torch.utils.checkpoint`):
 //!   each layer keeps only its input (`_NoopSaveInputs`), P·n·h.
+//!   Reentrant checkpointing (`use_reentrant=True`, `--recompute-reentrant`:
+//!   transformers' default before it made `{"use_reentrant": False}` the
+//!   default of `gradient_checkpointing_enable`; `CheckpointFunction` saves
+//!   the same input) keeps the same, but its backward re-runs the whole
+//!   layer (`outputs = ctx.run_function(*detached_inputs)`, then
+//!   `torch.autograd.backward(outputs_with_grad, args_with_grad)`,
+//!   torch/utils/checkpoint.py): the layer's output, P·n·h, stays alive
+//!   through the layer's backward. The non-reentrant checkpoint stops
+//!   recomputing once the last saved tensor is back (`early_stop`) and never
+//!   rebuilds the output. Measured: `*__full__*__reentrant.json`, P·n·h
+//!   above the same step without it.
 //!
 //! `--recompute-every N` checkpoints only the layers whose 1-based
 //! position is a multiple of N (torchtune `training/activations.py`
@@ -146,8 +157,14 @@ pub struct OpWidths {
 }
 
 /// What `recompute` keeps of `layer` (`op` is what the per-op policy keeps,
-/// read only for [`Recompute::Op`]).
-pub fn kept(recompute: Recompute, layer: &SavedLayer, op: OpSaved) -> Result<Kept> {
+/// read only for [`Recompute::Op`]; `reentrant`, only for
+/// [`Recompute::Full`], adds the rebuilt output to what backward rebuilds).
+pub fn kept(
+    recompute: Recompute,
+    reentrant: bool,
+    layer: &SavedLayer,
+    op: OpSaved,
+) -> Result<Kept> {
     let everything = |core: Bytes, output_input: Bytes| -> Result<[Bytes; PARTS.len()]> {
         let mut attention = Tally::new();
         attention.add(layer.attention)?;
@@ -197,12 +214,22 @@ pub fn kept(recompute: Recompute, layer: &SavedLayer, op: OpSaved) -> Result<Kep
         Recompute::Full => {
             let mut parts = [Bytes::ZERO; PARTS.len()];
             parts[LAYER_INPUTS] = layer.input;
-            let recomputed = Kept {
-                parts: none,
-                recomputed: Bytes::ZERO,
+            let mut recomputed = Tally::new();
+            recomputed.add(
+                Kept {
+                    parts: none,
+                    recomputed: Bytes::ZERO,
+                }
+                .total()?,
+            )?;
+            // The layer's output has the shape of its input.
+            if reentrant {
+                recomputed.add(layer.input)?;
             }
-            .total()?;
-            Ok(Kept { parts, recomputed })
+            Ok(Kept {
+                parts,
+                recomputed: recomputed.bytes(),
+            })
         }
     }
 }

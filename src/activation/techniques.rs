@@ -40,11 +40,20 @@ pub fn notes(workload: &Workload) -> Vec<String> {
             "recompute: op (torchtitan's per-op policy: input, sdpa output and every second matmul kept){every}"
         )),
         Recompute::Full => notes.push(format!(
-            "recompute: full (gradient checkpointing of each layer's input){every}"
+            "recompute: full (gradient checkpointing of each layer's input{}){every}",
+            if workload.recompute_reentrant {
+                "; reentrant: each layer's rebuilt output lives through its backward"
+            } else {
+                ""
+            }
         )),
     }
     match workload.loss {
         Loss::Standard => {}
+        Loss::ShiftCopy => notes.push(
+            "loss: shift-copy (transformers' ForCausalLMLoss up to 4.48: the shifted fp32 logits copied)"
+                .to_string(),
+        ),
         Loss::Chunked(n) => notes.push(format!(
             "loss: chunked:{n} (torchtune's CEWithChunkedOutputLoss: the output projection and the fp32 upcast chunk by chunk)"
         )),
@@ -61,11 +70,68 @@ pub fn notes(workload: &Workload) -> Vec<String> {
 
 /// Refuses what cannot be priced: see each message.
 pub fn check(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    check_encoder(dims, workload)?;
     check_recompute(dims, workload, kernel)?;
     check_loss(dims, workload)
 }
 
+/// A BERT-style encoder is priced as transformers trains it on one rank:
+/// its head computes its own cross-entropy, and the techniques built
+/// around causal-LM decoders (torchtune's losses and activation
+/// offloading, Megatron's kernels, tensor and context parallelism, fp8)
+/// are not priced for it, nor yet a frozen base under LoRA.
+fn check_encoder(dims: &Dimensions, workload: &Workload) -> Result<()> {
+    if dims.encoder.is_none() {
+        return Ok(());
+    }
+    let model_type = &dims.model_type;
+    let unpriced = |what: &'static str, value: String| {
+        refuse(
+            what,
+            value,
+            format!(
+                "not priced for the encoder `{model_type}`; accepted: the standard loss, one tensor and context rank, no activation offloading, no fp8"
+            ),
+        )
+    };
+    if workload.loss != Loss::Standard {
+        return Err(unpriced("--loss", workload.loss.name()));
+    }
+    if workload.megatron_kernels {
+        return Err(unpriced("--framework", "megatron".to_string()));
+    }
+    if workload.tensor_parallel > 1 {
+        return Err(unpriced("--tp", workload.tensor_parallel.to_string()));
+    }
+    if workload.context_parallel > 1 {
+        return Err(unpriced("--cp", workload.context_parallel.to_string()));
+    }
+    if workload.offload_activations {
+        return Err(unpriced("--offload-activations", "on".to_string()));
+    }
+    if workload.fp8.is_some() {
+        return Err(unpriced("--precision", "fp8".to_string()));
+    }
+    if workload.frozen_base {
+        return Err(refuse(
+            "--lora-rank",
+            workload.lora_rank.to_string(),
+            format!(
+                "the activations of a LoRA run on the encoder `{model_type}` are not priced yet (its frozen head and peft's modules_to_save classifier); drop --micro-batch and --seq-len for the model states alone"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_recompute(dims: &Dimensions, workload: &Workload, kernel: Kernel) -> Result<()> {
+    if workload.recompute_reentrant && workload.recompute != Recompute::Full {
+        return Err(refuse(
+            "--recompute-reentrant",
+            workload.recompute.name().to_string(),
+            "reentrant checkpointing wraps whole layers: give --recompute full (torch's per-op policies need use_reentrant=False)",
+        ));
+    }
     let every = workload.recompute_every;
     let value = || every.to_string();
     if every == 0 {
@@ -166,7 +232,7 @@ fn check_loss(dims: &Dimensions, workload: &Workload) -> Result<()> {
         ));
     }
     match loss {
-        Loss::Standard => Ok(()),
+        Loss::Standard | Loss::ShiftCopy => Ok(()),
         Loss::Chunked(_) => Ok(()),
         Loss::Fused if workload.tensor_parallel > 1 => Err(refuse(
             "--loss",

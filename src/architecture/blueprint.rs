@@ -216,6 +216,7 @@ impl Blueprint {
                 mlp_output,
                 conv1d: false,
             },
+            encoder: None,
         }
     }
 

@@ -235,6 +235,46 @@ impl<'a> Config<'a> {
         }
     }
 
+    /// A list of strings, or one string of `|`-separated items (DeBERTa's
+    /// `pos_att_type`: `"p2c|c2p"` as older configs write it), lowercased
+    /// and trimmed as `DebertaV2Config` reads it; empty when absent or `null`.
+    pub fn separated_list(&self, key: &str) -> Result<Vec<String>> {
+        match self.keys.get(key) {
+            Some(Value::String(text)) => Ok(text
+                .to_lowercase()
+                .split('|')
+                .map(|item| item.trim().to_string())
+                .collect()),
+            _ => Ok(self
+                .string_list(key)?
+                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_string)
+                .collect()),
+        }
+    }
+
+    /// A whole number that may be negative or absent, such as DeBERTa's
+    /// `max_relative_positions` and `position_buckets` (-1: unset): `None`
+    /// below 1, the number otherwise.
+    pub fn positive_or_unset(&self, key: &str, default: i64) -> Result<Option<u64>> {
+        let number = self
+            .optional_number(key, Some(default as f64))?
+            .unwrap_or(default as f64);
+        if number < 1.0 {
+            return Ok(None);
+        }
+        if number.fract() != 0.0 || number > MAX_SIZE as f64 {
+            return Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: format!(
+                    "`{number}` is not a whole number from 1 to {MAX_SIZE}; accepted: such a number, or -1 for none"
+                ),
+            });
+        }
+        Ok(Some(number as u64))
+    }
+
     /// A list of strings (Gemma 3's `layer_types`): `None` when absent or
     /// `null`.
     pub fn string_list(&self, key: &str) -> Result<Option<Vec<&'a str>>> {

@@ -60,6 +60,47 @@ pub struct Dimensions {
     pub mask_positional: bool,
     /// The module names of the linear layers, as LoRA targets name them.
     pub linears: Linears,
+    /// A BERT-style encoder's inputs and task head; `None` for a causal LM.
+    pub encoder: Option<EncoderParts>,
+}
+
+/// What a BERT-style encoder saves outside its layers that a causal LM
+/// does not: its extra embedding inputs, the embedding LayerNorm, and the
+/// head and loss of its task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EncoderParts {
+    /// Whether the token-type ids are saved per token `[B, S]` (RoBERTa
+    /// gathers them with its computed position ids) rather than per
+    /// position `[1, S]` (BERT gathers them from its buffer).
+    pub token_types_per_token: bool,
+    /// Whether the position ids are computed from the input ids and saved
+    /// `[B, S]` (RoBERTa's `create_position_ids_from_input_ids`); BERT's
+    /// are a slice of a buffer, no activation.
+    pub positions_from_ids: bool,
+    /// The activation of the masked-LM head's transform: BERT's follows
+    /// `hidden_act`, RoBERTa's `lm_head` calls `gelu` itself.
+    pub head_activation: MlpKind,
+    /// The head of the task and its loss.
+    pub head: EncoderHead,
+}
+
+/// The head a BERT-style encoder is trained with, and its cross-entropy in
+/// the model dtype (`CrossEntropyLoss` over the head's logits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EncoderHead {
+    /// Masked-LM: the transform (dense, GELU, LayerNorm) and the decoder
+    /// over every token, logits `[T, V]`.
+    MaskedLm,
+    /// BERT's sequence classifier: the pooler's dense reads a view of the
+    /// first token, which keeps the whole last hidden state; tanh, dropout
+    /// (`dropout`), `classifier` over `labels`.
+    PooledClassifier { labels: u64, dropout: bool },
+    /// RoBERTa's `RobertaClassificationHead`: dropout, dense, tanh,
+    /// dropout, `out_proj` over the first token.
+    DenseClassifier { labels: u64, dropout: bool },
+    /// Token classification: dropout and `classifier` over every token.
+    TokenClassifier { labels: u64, dropout: bool },
 }
 
 /// The norm module: transformers' Python RMSNorms compute in fp32 and
@@ -333,6 +374,7 @@ impl Dimensions {
             softcap: Softcap::default(),
             mask_positional: false,
             linears: Linears::llama(),
+            encoder: None,
         })
     }
 
@@ -364,36 +406,39 @@ impl Dropout {
 /// Reads one architecture's dimensions.
 pub type Measure = fn(&Config) -> Result<Dimensions>;
 
-/// The dimensions of the model a config.json describes.
+/// The dimensions of the model a config.json describes, trained for its
+/// model type's default task.
 pub fn dimensions(config: &Value) -> Result<Dimensions> {
     let config = Config::new(config)?;
     let model_type = config.model_type()?.unwrap_or("");
-    let measured = || {
-        super::ARCHITECTURES
-            .iter()
-            .filter_map(|(name, _, measure)| measure.map(|_| *name))
-    };
+    if let Some((_, read)) = super::ENCODERS
+        .iter()
+        .find(|(known, _)| *known == model_type)
+    {
+        return read(&config)?.dimensions(&config, super::encoder::DEFAULT_TASK);
+    }
+    let measured = supported_for_activations;
     let measure = super::ARCHITECTURES
         .iter()
         .find(|(known, _, _)| *known == model_type)
         .and_then(|(_, _, measure)| *measure)
         .ok_or_else(|| Error::UnsupportedModelType {
             model_type: model_type.to_string(),
-            supported: format!(
-                "{} (for activation memory)",
-                measured().collect::<Vec<_>>().join(", ")
-            ),
+            supported: format!("{} (for activation memory)", measured().join(", ")),
         })?;
     measure(&config)
 }
 
-/// The model_types whose activation memory trainmem models.
+/// The model_types whose activation memory trainmem models, alphabetically.
 pub fn supported_for_activations() -> Vec<&'static str> {
-    super::ARCHITECTURES
+    let mut names: Vec<&'static str> = super::ARCHITECTURES
         .iter()
         .filter(|(_, _, measure)| measure.is_some())
         .map(|(name, _, _)| *name)
-        .collect()
+        .chain(super::ENCODERS.iter().map(|(name, _)| *name))
+        .collect();
+    names.sort_unstable();
+    names
 }
 
 #[cfg(test)]

@@ -143,5 +143,6 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             mlp_output: "c_proj",
             conv1d: true,
         },
+        encoder: None,
     })
 }

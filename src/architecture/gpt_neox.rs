@@ -152,5 +152,6 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             mlp_output: "dense_4h_to_h",
             conv1d: false,
         },
+        encoder: None,
     })
 }

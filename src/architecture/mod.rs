@@ -1,5 +1,7 @@
-//! Architectures: from a HuggingFace `config.json` to the exact parameter
-//! tensors that transformers' `AutoModelForCausalLM` creates for it.
+//! Architectures: from a HuggingFace `config.json` and a [`Task`] to the
+//! exact parameter tensors that transformers' auto class for that task
+//! (`AutoModelForCausalLM` for the decoders, `AutoModelForMaskedLM` and
+//! the classification classes for the encoders) creates for it.
 //!
 //! Each supported `model_type` is one file here. Keys missing from the file
 //! take the transformers config class default, as `AutoConfig` would.
@@ -13,17 +15,24 @@
 //! differently and lists its layer with the same [`Params`](params::Params)
 //! builder. Either way the result is a [`Decoder`](decoder::Decoder), which
 //! bounds the tensor count before building the inventory.
+//!
+//! BERT-style encoders fill in an [`Encoder`](encoder::Encoder), which lays
+//! out the body and the head of the task asked for.
 
 mod attention;
 mod blueprint;
 mod config;
 mod decoder;
 mod dimensions;
+mod encoder;
 mod feed_forward;
 mod params;
+mod task;
 
+mod bert;
 mod bloom;
 mod cohere;
+mod deberta_v2;
 mod deepseek_v2;
 mod deepseek_v3;
 mod falcon;
@@ -38,6 +47,7 @@ mod granite;
 mod llama;
 mod mistral;
 mod mixtral;
+mod modernbert;
 mod mpt;
 mod olmo;
 mod olmo2;
@@ -48,23 +58,26 @@ mod qwen2;
 mod qwen2_moe;
 mod qwen3;
 mod qwen3_moe;
+mod roberta;
 mod stablelm;
 mod starcoder2;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind,
-    NormKind, Placement, Positions, QkNormKind, QkvLayout, Router, SharedExpert, Softcap,
-    dimensions, supported_for_activations,
+    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
+    MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind, QkvLayout, Router,
+    SharedExpert, Softcap, dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
+pub use self::task::{MAX_LABELS, TASKS_ACCEPTED, Task};
 
 use serde_json::Value;
 
 use self::config::Config;
 use self::decoder::Decoder;
 use self::dimensions::Measure;
+use self::encoder::Encoder;
 use crate::error::{Error, Result};
 use crate::model::Tensor;
 
@@ -139,20 +152,93 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ),
 ];
 
-/// The model_types trainmem can read from a config.json.
+/// Reads a config into a BERT-style encoder, whose head depends on the task.
+type ReadEncoder = fn(&Config) -> Result<Encoder>;
+
+/// Every supported encoder `model_type` and the file that reads it,
+/// alphabetically. Their default task is [`encoder::DEFAULT_TASK`].
+const ENCODERS: &[(&str, ReadEncoder)] = &[("bert", bert::encoder), ("roberta", roberta::encoder)];
+
+/// Lays out an encoder of its own file for a task.
+type LayOut = fn(&Config, Task) -> Result<Decoder>;
+
+/// Encoders whose file lays out the inventory of each task itself, without
+/// an activation model yet. Their default task is [`encoder::DEFAULT_TASK`].
+const INVENTORY_ENCODERS: &[(&str, LayOut)] = &[
+    ("deberta-v2", deberta_v2::describe),
+    ("modernbert", modernbert::describe),
+];
+
+/// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
-    ARCHITECTURES
+    let mut names: Vec<&'static str> = ARCHITECTURES
         .iter()
         .map(|(model_type, _, _)| *model_type)
-        .collect()
+        .chain(ENCODERS.iter().map(|(model_type, _)| *model_type))
+        .chain(INVENTORY_ENCODERS.iter().map(|(model_type, _)| *model_type))
+        .collect();
+    names.sort_unstable();
+    names
 }
 
 /// The parameter tensors (names, shapes, roles; tied weights once) that
-/// transformers creates for the causal LM described by `config`, the parsed
-/// content of a config.json.
+/// transformers creates for the model described by `config`, the parsed
+/// content of a config.json, built for its default task (see
+/// [`tensors_for_task`]).
 pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
+    tensors_for_task(config, None).map(|(_, tensors)| tensors)
+}
+
+/// The activation dimensions of `config` trained for `task` (the model
+/// type's default when `None`). Decoders are modelled as causal LMs only.
+pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensions> {
+    let parsed = Config::new(config)?;
+    let model_type = parsed.model_type()?.unwrap_or("");
+    match ENCODERS.iter().find(|(known, _)| *known == model_type) {
+        Some((_, read)) => {
+            read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
+        }
+        None => dimensions(config),
+    }
+}
+
+/// The task a `model_type` trains for when none is asked: causal-lm for the
+/// decoders, masked-lm for the encoders; `None` for an unknown type.
+pub fn default_task(model_type: &str) -> Option<Task> {
+    if ENCODERS.iter().any(|(known, _)| *known == model_type)
+        || INVENTORY_ENCODERS
+            .iter()
+            .any(|(known, _)| *known == model_type)
+    {
+        Some(encoder::DEFAULT_TASK)
+    } else if ARCHITECTURES
+        .iter()
+        .any(|(known, _, _)| *known == model_type)
+    {
+        Some(Task::CausalLm)
+    } else {
+        None
+    }
+}
+
+/// The task and the parameter tensors transformers' auto class for `task`
+/// (the model type's default when `None`) creates for `config`. A task the
+/// model type has no class for, or that trainmem does not model for it, is
+/// an error naming the tasks accepted.
+pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec<Tensor>)> {
     let config = Config::new(config)?;
     let model_type = config.model_type()?.unwrap_or("");
+    if let Some((_, read)) = ENCODERS.iter().find(|(known, _)| *known == model_type) {
+        let task = task.unwrap_or(encoder::DEFAULT_TASK);
+        return Ok((task, read(&config)?.decoder(task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out)) = INVENTORY_ENCODERS
+        .iter()
+        .find(|(known, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(encoder::DEFAULT_TASK);
+        return Ok((task, lay_out(&config, task)?.into_tensors()?));
+    }
     let describe = ARCHITECTURES
         .iter()
         .find(|(known, _, _)| *known == model_type)
@@ -161,7 +247,17 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
             model_type: model_type.to_string(),
             supported: supported().join(", "),
         })?;
-    describe(&config)?.into_tensors()
+    match task {
+        None | Some(Task::CausalLm) => Ok((Task::CausalLm, describe(&config)?.into_tensors()?)),
+        Some(other) => Err(Error::InvalidValue {
+            what: "--task",
+            value: other.to_string(),
+            reason: format!(
+                "trainmem prices the decoder `{model_type}` as {} only; accepted for it: causal-lm (the default)",
+                Task::CausalLm.auto_class()
+            ),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -189,8 +285,151 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 28);
+        assert_eq!(names.len(), 32);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn tasks_a_model_type_has_no_class_for_are_refused() {
+        let refused = |config: Value, task: &str| {
+            let task = Task::parse(task).unwrap();
+            match tensors_for_task(&config, Some(task)) {
+                Err(error @ Error::InvalidValue { what: "--task", .. }) => error.to_string(),
+                other => panic!("expected --task refused for {config}, got {other:?}"),
+            }
+        };
+        let message = refused(json!({"model_type": "bert"}), "seq2seq");
+        assert!(
+            message.contains("AutoModelForSeq2SeqLM has no class for it"),
+            "{message}"
+        );
+        assert!(
+            message.contains("accepted for `bert`: masked-lm (the default), seq-cls:N"),
+            "{message}"
+        );
+        let message = refused(json!({"model_type": "roberta"}), "causal-lm");
+        assert!(message.contains("bidirectional encoder"), "{message}");
+        for task in [
+            "seq2seq",
+            "seq-cls:2",
+            "token-cls:2",
+            "masked-lm",
+            "embedding",
+        ] {
+            let message = refused(json!({"model_type": "llama"}), task);
+            assert!(
+                message.contains("accepted for it: causal-lm (the default)"),
+                "{message}"
+            );
+        }
+        let (task, _) =
+            tensors_for_task(&json!({"model_type": "gpt2", "n_layer": 1}), None).unwrap();
+        assert_eq!(task, Task::CausalLm);
+        let (task, _) =
+            tensors_for_task(&json!({"model_type": "bert", "num_hidden_layers": 1}), None).unwrap();
+        assert_eq!(task, Task::MaskedLm);
+    }
+
+    #[test]
+    fn an_encoder_made_a_decoder_is_refused_with_its_key() {
+        for key in ["is_decoder", "add_cross_attention"] {
+            let (found, problem) = invalid(json!({"model_type": "bert", key: true}));
+            assert_eq!(found, key);
+            assert!(problem.contains("accepted: false"), "{problem}");
+        }
+        let (key, _) = invalid(
+            json!({"model_type": "roberta", "hidden_size": 100, "num_attention_heads": 12}),
+        );
+        assert_eq!(key, "num_attention_heads");
+        let (key, _) = invalid(json!({"model_type": "bert", "type_vocab_size": -1}));
+        assert_eq!(key, "type_vocab_size");
+    }
+
+    #[test]
+    fn deberta_relative_sizes_are_read_signed_and_checked() {
+        let relative = |key: &str, value: Value| json!({"model_type": "deberta-v2", "num_hidden_layers": 1, "relative_attention": true, key: value});
+        let rows = |config: Value| {
+            let (_, tensors) = tensors_for_task(&config, None).unwrap();
+            tensors
+                .iter()
+                .find(|t| t.name == "deberta.encoder.rel_embeddings.weight")
+                .map(|t| t.shape.dims()[0])
+        };
+        assert_eq!(rows(relative("position_buckets", json!(-1))), Some(1024));
+        assert_eq!(rows(relative("position_buckets", json!(16))), Some(32));
+        assert_eq!(rows(relative("max_relative_positions", json!(7))), Some(14));
+        let (key, problem) = invalid(relative("max_relative_positions", json!(1.5)));
+        assert_eq!(key, "max_relative_positions");
+        assert!(problem.contains("not a whole number"), "{problem}");
+        let (key, _) = invalid(relative("pos_att_type", json!(7)));
+        assert_eq!(key, "pos_att_type");
+        let (key, _) =
+            invalid(json!({"model_type": "deberta-v2", "conv_kernel_size": 3, "conv_groups": 5}));
+        assert_eq!(key, "conv_groups");
+        let (_, tensors) = tensors_for_task(
+            &json!({"model_type": "deberta-v2", "num_hidden_layers": 1}),
+            Some(Task::Embedding),
+        )
+        .unwrap();
+        assert!(tensors.iter().all(|t| !t.name.starts_with("deberta.")));
+        let refused = tensors_for_task(&json!({"model_type": "deberta-v2"}), Some(Task::Seq2Seq));
+        assert!(matches!(
+            refused,
+            Err(Error::InvalidValue { what: "--task", .. })
+        ));
+    }
+
+    #[test]
+    fn modernbert_s_first_layer_has_no_attention_norm() {
+        let config = json!({"model_type": "modernbert", "num_hidden_layers": 3});
+        let (_, tensors) = tensors_for_task(&config, Some(Task::Embedding)).unwrap();
+        let norms: Vec<_> = tensors
+            .iter()
+            .filter(|t| t.name.ends_with("attn_norm.weight"))
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(
+            norms,
+            ["layers.1.attn_norm.weight", "layers.2.attn_norm.weight"]
+        );
+        let refused = tensors_for_task(&config, Some(Task::CausalLm));
+        assert!(matches!(
+            refused,
+            Err(Error::InvalidValue { what: "--task", .. })
+        ));
+    }
+
+    #[test]
+    fn encoder_heads_get_output_head_roles() {
+        let config = json!({"model_type": "bert", "num_hidden_layers": 1});
+        let (_, tensors) =
+            tensors_for_task(&config, Some(Task::SequenceClassification { labels: 4 })).unwrap();
+        assert_eq!(role_of(&tensors, "classifier.weight"), Role::OutputHead);
+        assert_eq!(
+            role_of(&tensors, "bert.pooler.dense.weight"),
+            Role::OutputHead
+        );
+        assert_eq!(
+            role_of(&tensors, "bert.embeddings.token_type_embeddings.weight"),
+            Role::Embedding
+        );
+        assert_eq!(
+            role_of(
+                &tensors,
+                "bert.encoder.layer.0.attention.output.LayerNorm.bias"
+            ),
+            Role::Norm
+        );
+        assert_eq!(
+            role_of(&tensors, "bert.encoder.layer.0.intermediate.dense.weight"),
+            Role::Mlp
+        );
+        let (_, tensors) = tensors_for_task(&config, None).unwrap();
+        assert_eq!(role_of(&tensors, "cls.predictions.bias"), Role::OutputHead);
+        assert_eq!(
+            role_of(&tensors, "cls.predictions.transform.LayerNorm.weight"),
+            Role::Norm
+        );
     }
 
     #[test]

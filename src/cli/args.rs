@@ -417,6 +417,14 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "S", value_parser = at_least_one, allow_negative_numbers = true)]
     pub seq_len: Option<u64>,
 
+    /// What the model is trained for, and so the head transformers puts on
+    /// it: causal-lm (AutoModelForCausalLM, the decoders' default),
+    /// masked-lm (AutoModelForMaskedLM, the encoders' default), seq-cls:N
+    /// and token-cls:N (sequence and token classification over N labels),
+    /// seq2seq, or embedding (the bare AutoModel).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,
@@ -436,8 +444,17 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
     pub recompute_every: u64,
 
+    /// Full checkpointing with `use_reentrant=True` (transformers'
+    /// default before it switched to False; Trainer runs that pass no
+    /// `gradient_checkpointing_kwargs`): each layer's backward re-runs the
+    /// whole layer and holds its output too. Needs --recompute full.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub recompute_reentrant: bool,
+
     /// The loss function: standard (transformers' ForCausalLMLoss: the whole
-    /// logits plus their fp32 copy); chunked:N (torchtune's
+    /// logits plus their fp32 copy); shift-copy (the same up to
+    /// transformers 4.48, which also copied the shifted fp32 logits);
+    /// chunked:N (torchtune's
     /// CEWithChunkedOutputLoss: the output projection in N chunks of the
     /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
     /// fused (Liger's fused linear-cross-entropy on CUDA: the logits are
@@ -691,6 +708,11 @@ pub struct ParamsArgs {
     /// List every tensor: name, shape, role, parameters.
     #[arg(long)]
     pub tensors: bool,
+
+    /// The task whose head to count: causal-lm, masked-lm, seq-cls:N,
+    /// token-cls:N, seq2seq or embedding (default: the model type's own).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
 
     #[command(flatten)]
     pub output: OutputArgs,

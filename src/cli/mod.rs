@@ -21,7 +21,7 @@ use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs, WorkloadArgs
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Fit, Question, Setup, Textbook, TextbookRequest, estimate};
-use crate::input::{PRESETS, load_model_os, preset_model};
+use crate::input::{PRESETS, load_model_os, preset_model, with_task};
 use crate::model::Model;
 use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
@@ -78,17 +78,24 @@ pub fn run(cli: Cli) -> Result<String> {
     }
 }
 
-/// The model of `--params N` or `--model MODEL`.
-fn model_of(params: Option<&str>, model: Option<&OsStr>) -> Result<Model> {
-    match (params, model) {
-        (_, Some(spec)) => load_model_os(spec),
-        (Some(count), None) => Ok(Model::flat(count.parse()?)),
-        (None, None) => Err(Error::Missing {
-            what: "model",
-            accepted: format!(
-                "give --model MODEL, {MODEL_ACCEPTED}; or --params N, a bare parameter count such as `7B`"
-            ),
-        }),
+/// The model of `--params N` or `--model MODEL`, built for `--task`.
+fn model_of(params: Option<&str>, model: Option<&OsStr>, task: Option<&str>) -> Result<Model> {
+    let task = resolve::task(task)?;
+    let model = match (params, model) {
+        (_, Some(spec)) => load_model_os(spec)?,
+        (Some(count), None) => Model::flat(count.parse()?),
+        (None, None) => {
+            return Err(Error::Missing {
+                what: "model",
+                accepted: format!(
+                    "give --model MODEL, {MODEL_ACCEPTED}; or --params N, a bare parameter count such as `7B`"
+                ),
+            });
+        }
+    };
+    match task {
+        Some(task) => with_task(model, task),
+        None => Ok(model),
     }
 }
 
@@ -105,7 +112,11 @@ fn estimate_request(
     args: &EstimateArgs,
 ) -> Result<(Model, Setup, Format, crate::units::UnitSystem)> {
     // The model first: without one nothing else matters.
-    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
+    let mut model = model_of(
+        args.params.as_deref(),
+        args.model.as_deref(),
+        args.workload.task.as_deref(),
+    )?;
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
     let parallelism = resolve::parallelism(&args.parallel)?;
     let mut setup = resolve::setup(
@@ -162,7 +173,11 @@ fn fit(args: &FitArgs) -> Result<String> {
         ..workload.clone()
     };
     resolve::apply_workload(&mut setup, &filled, &args.parallel)?;
-    let mut model = model_of(args.params.as_deref(), args.model.as_deref())?;
+    let mut model = model_of(
+        args.params.as_deref(),
+        args.model.as_deref(),
+        workload.task.as_deref(),
+    )?;
     if let Some(dimensions) = resolve::dimensions(workload)? {
         model.dimensions = Some(dimensions);
     }
@@ -191,7 +206,11 @@ fn params(args: &ParamsArgs) -> Result<String> {
         what: "model",
         accepted: format!("give MODEL, {MODEL_ACCEPTED}: `trainmem params llama-3.1-8b`"),
     })?;
-    render::params(&load_model_os(spec)?, format, args.tensors)
+    let model = match resolve::task(args.task.as_deref())? {
+        Some(task) => with_task(load_model_os(spec)?, task)?,
+        None => load_model_os(spec)?,
+    };
+    render::params(&model, format, args.tensors)
 }
 
 fn models(format: Format, verbose: bool) -> Result<String> {
@@ -232,7 +251,7 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     });
     let (from, to) = resolve::swap(&args.swap)?;
     let models = match &args.model {
-        Some(spec) => vec![load_model_os(spec)?],
+        Some(spec) => vec![model_of(None, Some(spec), args.workload.task.as_deref())?],
         None => resolve::counts(&args.params)?
             .into_iter()
             .map(Model::flat)

@@ -4,7 +4,7 @@ use super::args::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
 };
 use crate::activation::{Attention, LoraDropout, Loss, Platform, Recompute, Workload};
-use crate::architecture::Dimensions;
+use crate::architecture::{Dimensions, Task};
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -321,6 +321,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         attention,
         recompute,
         recompute_every: args.recompute_every,
+        recompute_reentrant: args.recompute_reentrant,
         loss,
         platform,
         sequence_parallel: parallel.sequence_parallel,
@@ -546,4 +547,9 @@ fn spaced(size: &str) -> String {
         (number, "") => number.to_string(),
         (number, unit) => format!("{number} {unit}"),
     }
+}
+
+/// The `--task` asked for, if any.
+pub fn task(text: Option<&str>) -> Result<Option<Task>> {
+    text.map(Task::parse).transpose()
 }

@@ -352,9 +352,11 @@ impl Fit {
                 let mut mode = setup.clone();
                 if let Some(workload) = mode.workload.as_mut() {
                     workload.recompute = recompute;
-                    // Every N-th layer is a choice of full checkpointing.
+                    // Every N-th layer and reentrant checkpointing are
+                    // choices of full checkpointing.
                     if recompute != Recompute::Full {
                         workload.recompute_every = 1;
+                        workload.recompute_reentrant = false;
                     }
                 }
                 let largest = match search(&mode) {

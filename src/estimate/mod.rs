@@ -216,6 +216,9 @@ pub struct ModelSummary {
     pub tensors: usize,
     /// The HuggingFace `model_type`, when read from a config.json.
     pub model_type: Option<String>,
+    /// The task whose head the inventory holds (`causal-lm`, `masked-lm`,
+    /// `seq-cls:N`, ...), when read from a config.json.
+    pub task: Option<crate::architecture::Task>,
     /// The checkpoint on disk, when read from one: what loading it costs.
     pub checkpoint: Option<CheckpointSummary>,
 }
@@ -437,6 +440,7 @@ fn estimate_with_timeline(
             shapes_known: model.shapes_known,
             tensors: model.tensors.len(),
             model_type: model.model_type.clone(),
+            task: model.task,
             checkpoint: model.checkpoint.clone(),
         },
         optimizer: setup.optimizer.name,
@@ -725,10 +729,22 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
             "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); the peak is the model states and the step's temporaries"
                 .to_string(),
         ),
-        (Some(_), None) => notes.push(format!(
-            "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
-            model.name
-        )),
+        (Some(_), None) if model.task == Some(crate::architecture::Task::Embedding) => notes.push(
+            "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task masked-lm, seq-cls:N or token-cls:N for transformers' heads"
+                .to_string(),
+        ),
+        (Some(_), None) => match model.model_type.as_deref() {
+            Some(model_type) if crate::architecture::supported().contains(&model_type) => {
+                notes.push(format!(
+                    "activations are not estimated: trainmem counts the parameters of `{model_type}` exactly but does not model its activations yet (modelled: {})",
+                    crate::architecture::supported_for_activations().join(", ")
+                ));
+            }
+            _ => notes.push(format!(
+                "activations are not estimated: the architecture of {} is unknown (give --model with a config.json or preset, or --layers --hidden --heads --ffn --vocab)",
+                model.name
+            )),
+        },
         (Some(workload), Some(_)) => notes.extend(activation::technique_notes(workload)),
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::architecture;
+use crate::architecture::{self, Task};
 use crate::checkpoint::{self, Checkpoint};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -170,14 +170,7 @@ fn folder(path: &Path) -> Result<Model> {
         match (config_file(&config_path), checkpoint) {
             (Ok(mut model), Some(checkpoint)) => {
                 let summary = summary(&checkpoint)?;
-                let total = model.total_parameters()?;
-                if summary.parameters != total {
-                    model.notes.push(format!(
-                        "the checkpoint holds {} elements, the architecture {} parameters: training follows the architecture (buffers, extra prediction layers or duplicated tied weights live only in the checkpoint)",
-                        summary.parameters.grouped(),
-                        total.grouped()
-                    ));
-                }
+                model.notes.extend(checkpoint_note(&summary, &model)?);
                 model.checkpoint = Some(summary);
                 return Ok(model);
             }
@@ -201,6 +194,22 @@ fn folder(path: &Path) -> Result<Model> {
             "holds no config.json and no .safetensors files; give a model folder, a file, or a preset name",
         )),
     }
+}
+
+/// The start of the note a model read from a folder carries when its
+/// checkpoint and its architecture differ in size.
+const CHECKPOINT_NOTE: &str = "the checkpoint holds ";
+
+/// The note saying the checkpoint and the architecture differ, if they do.
+fn checkpoint_note(summary: &CheckpointSummary, model: &Model) -> Result<Option<String>> {
+    let total = model.total_parameters()?;
+    Ok((summary.parameters != total).then(|| {
+        format!(
+            "{CHECKPOINT_NOTE}{} elements, the architecture {} parameters: training follows the architecture (buffers, extra prediction layers or duplicated tied weights live only in the checkpoint)",
+            summary.parameters.grouped(),
+            total.grouped()
+        )
+    }))
 }
 
 /// The checkpoint of a folder: its index if there is one, else every
@@ -288,15 +297,52 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
             problem: "a config.json must hold a JSON object".to_string(),
         });
     }
-    let tensors = architecture::tensors_from_config(config)?;
+    let (task, tensors) = architecture::tensors_for_task(config, None)?;
     let mut model = Model::from_tensors(name, source, tensors);
     model.model_type = config
         .get("model_type")
         .and_then(Value::as_str)
         .map(str::to_string);
+    model.task = Some(task);
+    model.config = Some(config.clone());
     // Activation sizes for the architectures that have an activation model;
     // the parameter inventory does not depend on them.
     model.dimensions = architecture::dimensions(config).ok();
+    Ok(model)
+}
+
+/// `model` built for `task`: its config.json read again with the head of
+/// that task's auto class, and the activation sizes of that head. A model known only by its parameter count or
+/// its checkpoint has no head to change: it is accepted as a causal LM,
+/// the only task its inventory can stand for, and any other task is refused.
+pub fn with_task(mut model: Model, task: Task) -> Result<Model> {
+    if model.task == Some(task) {
+        return Ok(model);
+    }
+    let Some(config) = &model.config else {
+        return match task {
+            Task::CausalLm => Ok(model),
+            other => Err(Error::InvalidValue {
+                what: "--task",
+                value: other.to_string(),
+                reason: format!(
+                    "the head of a task is read from a config.json, and {} has none; accepted: a preset, a config.json, a model folder or a hub id with --task, or no --task",
+                    model.name
+                ),
+            }),
+        };
+    };
+    let (task, tensors) = architecture::tensors_for_task(config, Some(task))?;
+    model.dimensions = architecture::dimensions_for_task(config, Some(task)).ok();
+    model.tensors = tensors;
+    model.task = Some(task);
+    if let Some(summary) = model.checkpoint.clone() {
+        model
+            .notes
+            .retain(|note| !note.starts_with(CHECKPOINT_NOTE));
+        let note = checkpoint_note(&summary, &model)?;
+        model.notes.extend(note);
+    }
     Ok(model)
 }
 

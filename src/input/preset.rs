@@ -235,6 +235,8 @@ pub const PRESETS: &[Preset] = &[
     preset!("starcoder2-7b", "bigcode/starcoder2-7b"),
     preset!("starcoder2-15b", "bigcode/starcoder2-15b"),
     preset!("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
+    preset!("bert-base-uncased", "google-bert/bert-base-uncased"),
+    preset!("roberta-large", "FacebookAI/roberta-large"),
 ];
 
 #[cfg(test)]
@@ -284,7 +286,8 @@ mod tests {
     fn falls_back_to_spelling() {
         assert_eq!(suggestion("gtp2"), Some("gpt2"));
         assert_eq!(suggestion("lama-3.1-8b"), Some("llama-3.1-8b"));
-        assert_eq!(suggestion("bert-base-uncased"), None);
+        assert_eq!(suggestion("bert-base-cased"), Some("bert-base-uncased"));
+        assert_eq!(suggestion("flan-t5-xl"), None);
     }
 
     #[test]

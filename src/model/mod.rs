@@ -12,7 +12,7 @@ pub use tensor::{Role, Tensor};
 
 use serde::Serialize;
 
-use crate::architecture::Dimensions;
+use crate::architecture::{Dimensions, Task};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::units::{Bytes, Count};
@@ -28,6 +28,12 @@ pub struct Model {
     pub shapes_known: bool,
     /// The HuggingFace `model_type`, when read from a config.json.
     pub model_type: Option<String>,
+    /// The task whose head the inventory holds, when read from a config.json.
+    pub task: Option<Task>,
+    /// The config.json the inventory was read from, to build it again for
+    /// another task.
+    #[serde(skip)]
+    pub config: Option<serde_json::Value>,
     /// What the checkpoint files hold, when the model was read from them.
     pub checkpoint: Option<CheckpointSummary>,
     /// The sizes activation memory depends on, when the architecture is known.
@@ -73,6 +79,8 @@ impl Model {
             source: "--params".to_string(),
             shapes_known: false,
             model_type: None,
+            task: None,
+            config: None,
             checkpoint: None,
             dimensions: None,
             notes: Vec::new(),
@@ -95,6 +103,8 @@ impl Model {
             source: source.into(),
             shapes_known: true,
             model_type: None,
+            task: None,
+            config: None,
             checkpoint: None,
             dimensions: None,
             notes: Vec::new(),

@@ -1,6 +1,7 @@
 //! One estimate as a table, Markdown, CSV or JSON.
 
 use super::{Format, Table, escape, json};
+use crate::architecture::Task;
 use crate::estimate::Estimate;
 use crate::parallel::{Offload, ZeroStage};
 use crate::units::{ByteUnit, Bytes, UnitSystem, format_float, format_ratio};
@@ -33,9 +34,10 @@ pub fn estimate(e: &Estimate, format: Format, units: UnitSystem) -> String {
 
 fn heading(e: &Estimate) -> String {
     let mut heading = format!(
-        "trainmem estimate: {} ({}), {}, {}",
+        "trainmem estimate: {} ({}{}), {}, {}",
         escape(&e.model.name),
         escape(&e.model.source),
+        task_note(e.model.task),
         e.optimizer,
         e.precision.name
     );
@@ -43,6 +45,15 @@ fn heading(e: &Estimate) -> String {
         heading += &format!(", {layout}");
     }
     heading
+}
+
+/// `, task masked-lm` for a model built for another task than a causal
+/// LM's, whose head the heading then names; nothing for a causal LM.
+pub(super) fn task_note(task: Option<Task>) -> String {
+    match task {
+        Some(task) if task != Task::CausalLm => format!(", task {task}"),
+        _ => String::new(),
+    }
 }
 
 /// `64 GPUs: data 64 × tensor 1 × pipeline 1, ZeRO-1 (deepspeed)`, or

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::architecture::Task;
+
 use super::{Format, Table, escape, json};
 use crate::error::Result;
 use crate::model::{CheckpointSummary, Model, RoleCount, Tensor};
@@ -12,6 +14,7 @@ struct ParamsJson<'a> {
     model: &'a str,
     source: &'a str,
     model_type: Option<&'a str>,
+    task: Option<Task>,
     shapes_known: bool,
     parameters: Parameters,
     roles: Vec<RoleCount>,
@@ -70,6 +73,7 @@ pub fn params(model: &Model, format: Format, tensors: bool) -> Result<String> {
             model: &model.name,
             source: &model.source,
             model_type: model.model_type.as_deref(),
+            task: model.task,
             shapes_known: model.shapes_known,
             parameters: Parameters {
                 total,
@@ -127,9 +131,10 @@ fn heading(model: &Model) -> String {
         .as_deref()
         .map_or(String::new(), |t| format!(", model_type {}", escape(t)));
     format!(
-        "trainmem params: {} ({}{model_type})",
+        "trainmem params: {} ({}{model_type}{})",
         escape(&model.name),
-        escape(&model.source)
+        escape(&model.source),
+        super::estimate::task_note(model.task)
     )
 }
 

@@ -27,7 +27,7 @@ use super::failure::Failure;
 use super::json::{self, Refusal as JsonRefusal};
 use super::pool::{Pool, Refusal, Weight};
 
-use crate::architecture::tensors_from_config;
+use crate::architecture::tensors_for_task;
 use crate::catalogue::{self, Named};
 use crate::cli::{Cli, run};
 use crate::device::DEVICES;
@@ -467,8 +467,9 @@ fn estimate_config(config: &Value, request: &Request) -> Result<String, Failure>
             "error: internal error: a pasted config.json is priced differently from `trainmem estimate` with these flags; give the model as `params` or `model`, and please report the request",
         ));
     }
-    let tensors = tensors_from_config(config).map_err(|e| Failure::from_error(&e))?;
+    let (task, tensors) = tensors_for_task(config, None).map_err(|e| Failure::from_error(&e))?;
     let mut model = Model::from_tensors("config.json", "pasted config.json", tensors);
+    model.task = Some(task);
     model.model_type = config
         .get("model_type")
         .and_then(Value::as_str)

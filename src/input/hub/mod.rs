@@ -243,7 +243,9 @@ mod tests {
             ("OLMo-2-1124-7B", Some("olmo-2-7b")),
             ("Mistral-Nemo-Base-2407", None),
             ("Meta-Llama-3-8B", None),
-            ("bert-base-uncased", None),
+            ("bert-base-uncased", Some("bert-base-uncased")),
+            ("roberta-large", Some("roberta-large")),
+            ("flan-t5-xl", None),
         ] {
             assert_eq!(matching_preset(name), preset, "{name}");
         }

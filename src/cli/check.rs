@@ -391,9 +391,13 @@ fn resolve_deferred(
                     probe.set(f, v.clone());
                 }
                 let args = probe.parse()?;
-                let hidden = model_of(args.params.as_deref(), args.model.as_deref())
-                    .ok()
-                    .and_then(|m| m.dimensions.map(|d| d.hidden));
+                let hidden = model_of(
+                    args.params.as_deref(),
+                    args.model.as_deref(),
+                    args.workload.task.as_deref(),
+                )
+                .ok()
+                .and_then(|m| m.dimensions.map(|d| d.hidden));
                 match hidden.and_then(|h| h.checked_mul(h)) {
                     Some(elements) => {
                         flags.set(flag, Some(OsString::from(elements.to_string())));

@@ -59,6 +59,7 @@ const CASES: &[Case] = &[
             "attn_implementation = flash_attention_2 -> --attention flash",
             "max_seq_length = 2048 -> --seq-len 2048",
             "lora_r = 16 -> read with use_peft",
+            "gradient_checkpointing_kwargs = {\"use_reentrant\":false} -> use_reentrant false",
         ],
         verdict: "fits",
     },
@@ -1018,4 +1019,45 @@ fn a_deepspeed_config_given_inline_is_read_as_one() {
             "{wanted}: {stdout}"
         );
     }
+}
+
+#[test]
+fn a_reentrant_checkpoint_is_priced_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("axolotl.yaml");
+    std::fs::write(
+        &path,
+        "base_model: llama-3.2-1b\nmicro_batch_size: 2\nsequence_len: 1024\ngradient_checkpointing: true\ngradient_checkpointing_kwargs:\n  use_reentrant: true\n",
+    )
+    .unwrap();
+    let mut checked = common::json_of(&[
+        "check",
+        path.to_str().unwrap(),
+        "--device",
+        "h100",
+        "--format",
+        "json",
+    ]);
+    for extra in ["verdict", "keys", "suggestions"] {
+        checked.as_object_mut().unwrap().remove(extra);
+    }
+    let estimated = common::json_of(&[
+        "estimate",
+        "--model",
+        "llama-3.2-1b",
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "1024",
+        "--recompute",
+        "full",
+        "--recompute-reentrant",
+        "--optimizer",
+        "adamw",
+        "--device",
+        "h100",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(checked, estimated);
 }

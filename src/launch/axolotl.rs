@@ -339,7 +339,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "gradient_checkpointing_kwargs",
-        rule: Rule::NoMemory,
+        rule: Rule::Read(super::training_arguments::reentrant),
     },
     Key {
         name: "activation_offloading",

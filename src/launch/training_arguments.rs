@@ -337,7 +337,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "gradient_checkpointing_kwargs",
-        rule: Rule::NoMemory,
+        rule: Rule::Read(reentrant),
     },
     Key {
         name: "bf16",
@@ -874,6 +874,35 @@ pub const DEFAULTS: &[Absent] = &[
         flags: &[("--optimizer", "adamw")],
     },
 ];
+
+/// `gradient_checkpointing_kwargs.use_reentrant`: true re-runs each whole
+/// layer in backward (`--recompute-reentrant`); read only with
+/// `gradient_checkpointing` on. Without the key transformers' default
+/// depends on its version; trainmem prices the non-reentrant one.
+pub fn reentrant(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
+    let checkpointing = document
+        .get("gradient_checkpointing")
+        .and_then(|v| truth(v).ok())
+        .unwrap_or(false);
+    let reentrant = match value.get("use_reentrant") {
+        Some(flag) => truth(flag)?,
+        None => {
+            return Ok(Effect::Nothing(
+                "use_reentrant not given: the non-reentrant checkpoint is priced".to_string(),
+            ));
+        }
+    };
+    Ok(match (checkpointing, reentrant) {
+        (true, true) => Effect::Set(vec![super::Setting {
+            flag: "--recompute-reentrant",
+            value: None,
+        }]),
+        (true, false) => {
+            Effect::Nothing("use_reentrant false: the non-reentrant checkpoint".to_string())
+        }
+        (false, _) => Effect::Nothing("unused without gradient_checkpointing".to_string()),
+    })
+}
 
 /// `torch_compile: true`: not modelled.
 pub fn compile(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {

@@ -171,6 +171,7 @@ fn bad_speed_flags_are_refused_with_exit_2() {
         ("--mfu", "NaN"),
         ("--peak-tflops", "-3"),
         ("--peak-tflops", "inf"),
+        ("--peak-tflops", "1e12"),
         ("--intra-node-bandwidth", "0GB/s"),
         ("--inter-node-bandwidth", "400Gb/s"),
         ("--virtual-stages", "0"),

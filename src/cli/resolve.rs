@@ -642,6 +642,8 @@ pub fn speed(
 }
 
 const TERA: u64 = 1_000_000_000_000;
+/// The largest `--peak-tflops`: 10^6 TFLOP/s keeps FLOP/s well inside u64.
+const MAX_PEAK_TFLOPS: f64 = 1e6;
 const GIGA: u64 = 1_000_000_000;
 
 /// `--mfu`: a fraction in (0, 1], as `0.44` or `44%`, in basis points.
@@ -679,11 +681,11 @@ fn peak_tflops(text: &str) -> Result<u64> {
         value: text.to_string(),
         reason: "give a number of TFLOP/s such as 989".to_string(),
     })?;
-    if !(value.is_finite() && value > 0.0 && value <= 1e9) {
+    if !(1e-3..=MAX_PEAK_TFLOPS).contains(&value) {
         return Err(Error::InvalidValue {
             what: "--peak-tflops",
             value: text.to_string(),
-            reason: "the peak must be above 0 and at most 1e9 TFLOP/s".to_string(),
+            reason: format!("the peak must be between 0.001 and {MAX_PEAK_TFLOPS} TFLOP/s"),
         });
     }
     Ok((value * TERA as f64) as u64)

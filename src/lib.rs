@@ -33,6 +33,7 @@ pub mod parallel;
 pub mod precision;
 pub mod render;
 pub mod serve;
+pub mod step_time;
 pub mod timeline;
 pub mod units;
 

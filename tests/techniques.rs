@@ -146,6 +146,18 @@ fn without_a_micro_batch_there_is_nothing_to_make_fit() {
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert!(stderr.contains("--micro-batch and --seq-len"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    // A bare parameter count has no activations for the techniques to change.
+    let (code, _, stderr) = run(&[
+        "techniques",
+        "--params",
+        "7B",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "128",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("architecture"), "{stderr}");
 }
 
 /// The README shows `docs/techniques.svg`; it must be what the binary draws.

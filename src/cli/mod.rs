@@ -12,6 +12,26 @@ mod usage;
 
 pub use args::Cli;
 pub use check::Checked;
+
+/// The step's speed for a device named by `--device` (or none), with every
+/// speed flag at its default: what a front door without those flags (the
+/// web API's pasted config.json) resolves, exactly as `estimate` does.
+pub(crate) fn default_speed(
+    capacity: Option<&str>,
+    device: Option<&str>,
+) -> crate::error::Result<crate::step_time::Speed> {
+    resolve::speed(
+        &args::SpeedArgs {
+            virtual_stages: 1,
+            ..args::SpeedArgs::default()
+        },
+        &args::CapacityArgs {
+            capacity: capacity.map(str::to_string),
+            device: device.map(str::to_string),
+        },
+        &crate::parallel::Parallelism::SINGLE,
+    )
+}
 pub use usage::usage_error;
 
 use std::ffi::OsStr;
@@ -125,6 +145,7 @@ fn estimate_request(
         parallelism,
     )?;
     resolve::apply_workload(&mut setup, &args.workload, &args.parallel)?;
+    setup.speed = resolve::speed(&args.speed, &args.capacity, &parallelism)?;
     if let Some(dimensions) = resolve::dimensions(&args.workload)? {
         model.dimensions = Some(dimensions);
     }

@@ -1,7 +1,8 @@
 //! Raw command-line strings resolved, once, into validated domain values.
 
 use super::args::{
-    CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, TrainingArgs, WorkloadArgs,
+    CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, SpeedArgs, TrainingArgs,
+    WorkloadArgs,
 };
 use crate::activation::{Attention, LoraDropout, Loss, Platform, Recompute, Workload};
 use crate::architecture::{Dimensions, Task};
@@ -16,6 +17,7 @@ use crate::parallel::{
 };
 use crate::precision::Precision;
 use crate::render::Format;
+use crate::step_time::{Rates, Speed};
 use crate::timeline::AllocatorOptions;
 use crate::units::{Bytes, Count, UnitSystem, split_unit};
 
@@ -552,4 +554,158 @@ fn spaced(size: &str) -> String {
 /// The `--task` asked for, if any.
 pub fn task(text: Option<&str>) -> Result<Option<Task>> {
     text.map(Task::parse).transpose()
+}
+
+/// The rates a step is timed at: `--device`'s datasheet figures, overridden
+/// by `--peak-tflops`, `--intra-node-bandwidth` and `--inter-node-bandwidth`,
+/// with `--mfu` and `--virtual-stages`; or why the step cannot be timed.
+pub fn speed(
+    args: &SpeedArgs,
+    capacity: &CapacityArgs,
+    parallelism: &Parallelism,
+) -> Result<Speed> {
+    let mfu = args.mfu.as_deref().map(mfu_basis_points).transpose()?;
+    if args.virtual_stages == 0 {
+        return Err(Error::InvalidValue {
+            what: "--virtual-stages",
+            value: "0".to_string(),
+            reason: "a rank holds at least one stage: give 1 or more".to_string(),
+        });
+    }
+    let peak = args.peak_tflops.as_deref().map(peak_tflops).transpose()?;
+    let intra = args
+        .intra_node_bandwidth
+        .as_deref()
+        .map(|t| bandwidth("--intra-node-bandwidth", t))
+        .transpose()?;
+    let inter = args
+        .inter_node_bandwidth
+        .as_deref()
+        .map(|t| bandwidth("--inter-node-bandwidth", t))
+        .transpose()?;
+    let device = capacity
+        .device
+        .as_deref()
+        .filter(|_| capacity.capacity.is_none())
+        .map(DeviceSpec::find)
+        .transpose()?;
+    let compute = device.and_then(|d| d.compute);
+    let label = device.map_or_else(|| "--peak-tflops".to_string(), |d| d.name.to_string());
+    let (bf16, fp8) = match (peak, compute) {
+        (Some(flops), _) => (flops, None),
+        (None, Some(c)) => (
+            u64::from(c.bf16_tflops) * TERA,
+            c.fp8_tflops.map(|t| u64::from(t) * TERA),
+        ),
+        (None, None) => {
+            return Ok(match device {
+                Some(d) => Speed::Unknown(format!(
+                    "`{}` has no dense bf16 peak in the catalogue: pass --peak-tflops",
+                    d.name
+                )),
+                None => Speed::default(),
+            });
+        }
+    };
+    let intra = intra.or(compute.map(|c| Bytes(u64::from(c.intra_node_gb_per_s) * GIGA)));
+    let inter =
+        inter.or(compute.and_then(|c| c.inter_node_gb_per_s.map(|g| Bytes(u64::from(g) * GIGA))));
+    let per_node = (parallelism.gpus / parallelism.nodes.max(1)).max(1);
+    let intra = match intra {
+        Some(b) => b,
+        None if per_node > 1 => {
+            return Ok(Speed::Unknown(format!(
+                "no intra-node bandwidth for `{label}`: pass --intra-node-bandwidth"
+            )));
+        }
+        None => Bytes::ZERO,
+    };
+    let inter = match inter {
+        Some(b) => b,
+        None if parallelism.nodes > 1 => {
+            return Ok(Speed::Unknown(format!(
+                "no inter-node bandwidth for `{label}`: pass --inter-node-bandwidth"
+            )));
+        }
+        None => Bytes::ZERO,
+    };
+    Ok(Speed::Known(Rates {
+        device: label,
+        bf16_flops_per_s: bf16,
+        fp8_flops_per_s: fp8,
+        mfu_basis_points: mfu,
+        intra_node: intra,
+        inter_node: inter,
+        gpus_per_node: per_node,
+        virtual_stages: args.virtual_stages,
+    }))
+}
+
+const TERA: u64 = 1_000_000_000_000;
+/// The largest `--peak-tflops`: 10^6 TFLOP/s keeps FLOP/s well inside u64.
+const MAX_PEAK_TFLOPS: f64 = 1e6;
+const GIGA: u64 = 1_000_000_000;
+
+/// `--mfu`: a fraction in (0, 1], as `0.44` or `44%`, in basis points.
+fn mfu_basis_points(text: &str) -> Result<u32> {
+    let invalid = |reason: &str| Error::InvalidValue {
+        what: "--mfu",
+        value: text.to_string(),
+        reason: reason.to_string(),
+    };
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (trimmed, 1.0),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| invalid("give a fraction such as 0.44 or a percentage such as 44%"))?;
+    let fraction = value / scale;
+    if !(fraction.is_finite() && fraction > 0.0 && fraction <= 1.0) {
+        return Err(invalid(
+            "the share of the peak must be above 0 and at most 1 (100%)",
+        ));
+    }
+    let points = (fraction * 10_000.0).round() as u32;
+    if points == 0 {
+        return Err(invalid("below 0.01%: give at least 0.0001"));
+    }
+    Ok(points)
+}
+
+/// `--peak-tflops`: a positive number of TFLOP/s, in FLOP/s.
+fn peak_tflops(text: &str) -> Result<u64> {
+    let value: f64 = text.trim().parse().map_err(|_| Error::InvalidValue {
+        what: "--peak-tflops",
+        value: text.to_string(),
+        reason: "give a number of TFLOP/s such as 989".to_string(),
+    })?;
+    if !(1e-3..=MAX_PEAK_TFLOPS).contains(&value) {
+        return Err(Error::InvalidValue {
+            what: "--peak-tflops",
+            value: text.to_string(),
+            reason: format!("the peak must be between 0.001 and {MAX_PEAK_TFLOPS} TFLOP/s"),
+        });
+    }
+    Ok((value * TERA as f64) as u64)
+}
+
+/// A bandwidth such as `450GB/s` (or `450GB`, per second understood).
+fn bandwidth(what: &'static str, text: &str) -> Result<Bytes> {
+    let size = text.trim();
+    let size = size.strip_suffix("/s").unwrap_or(size);
+    let bytes: Bytes = size.parse().map_err(|e: Error| Error::InvalidValue {
+        what,
+        value: text.to_string(),
+        reason: format!("{e}; give bytes per second such as 450GB/s"),
+    })?;
+    if bytes == Bytes::ZERO {
+        return Err(Error::InvalidValue {
+            what,
+            value: text.to_string(),
+            reason: "a bandwidth must be above zero".to_string(),
+        });
+    }
+    Ok(bytes)
 }

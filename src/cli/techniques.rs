@@ -89,6 +89,12 @@ pub fn ladder(args: &EstimateArgs) -> Result<Ladder> {
     }
     let (model, setup, _, _) = estimate_request(args)?;
     let first = estimate(&model, &setup)?;
+    if !first.activations_estimated {
+        return Err(Error::Missing {
+            what: "the model's architecture",
+            accepted: "the techniques change activations, which a bare --params count does not have: give --model (a preset, config.json or model folder), or --layers --hidden --heads --ffn --vocab".to_string(),
+        });
+    }
     let mut ladder = Ladder {
         model: first.model.name.clone(),
         capacity: first.capacity.clone(),

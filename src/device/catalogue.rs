@@ -29,7 +29,7 @@
 //! directly: pass its capacity with `--capacity` (e.g. `--capacity 81559MiB`)
 //! instead of a device name.
 
-use super::DeviceSpec;
+use super::{Compute, DeviceSpec};
 
 /// Every known accelerator, one entry per distinct memory capacity as the
 /// driver reports it (form factors that report the same figure share an entry
@@ -46,6 +46,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 17_179_869_184,
         source: "nvidia-smi memory.total 16384 MiB (Tesla V100-SXM2-16GB, current drivers e.g. 581.15); \
                  older drivers (R4xx) show 16160 MiB for both V100-SXM2-16GB and V100-PCIE-16GB",
+        compute: None,
     },
     DeviceSpec {
         name: "v100-32gb",
@@ -56,6 +57,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 34_359_738_368,
         source: "nvidia-smi memory.total 32768 MiB (Tesla V100-SXM2-32GB, driver 525.105.17, \
                  Wan-Video/Wan2.1#5); older drivers show 32510 MiB",
+        compute: None,
     },
     DeviceSpec {
         name: "t4-16gb",
@@ -66,6 +68,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 16_106_127_360,
         source: "nvidia-smi memory.total 15360 MiB (Tesla T4, modal-labs/modal-client#2797); \
                  older drivers show 15109 MiB",
+        compute: None,
     },
     DeviceSpec {
         name: "a100-40gb",
@@ -77,6 +80,15 @@ pub const DEVICES: &[DeviceSpec] = &[
         source: "nvidia-smi memory.total 40960 MiB (A100-SXM4-40GB, driver 580.126.09, \
                  bottlerocket-os/bottlerocket-core-kit#834; A100-PCIE-40GB reports the same 40960 MiB); \
                  drivers before ~R510 showed 40536 MiB",
+        compute: Some(Compute {
+            bf16_tflops: 312,
+            fp8_tflops: None,
+            intra_node_gb_per_s: 300,
+            inter_node_gb_per_s: Some(25),
+            source: "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), \
+                     NVLink 600 GB/s (SXM4, both directions); DGX A100 datasheet: 8x 200 Gb/s HDR InfiniBand \
+                     for 8 GPUs (25 GB/s per GPU); a PCIe board without NVLink bridges has less",
+        }),
     },
     DeviceSpec {
         name: "a100-80gb",
@@ -87,6 +99,15 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 85_899_345_920,
         source: "nvidia-smi memory.total 81920 MiB (A100-SXM4-80GB, modal-labs/modal-client#2797; \
                  NVIDIA A100 80GB PCIe reports the same 81920 MiB)",
+        compute: Some(Compute {
+            bf16_tflops: 312,
+            fp8_tflops: None,
+            intra_node_gb_per_s: 300,
+            inter_node_gb_per_s: Some(25),
+            source: "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), \
+                     NVLink 600 GB/s (SXM4, both directions); DGX A100 datasheet: 8x 200 Gb/s HDR InfiniBand \
+                     for 8 GPUs (25 GB/s per GPU); a PCIe board without NVLink bridges has less",
+        }),
     },
     DeviceSpec {
         name: "a10-24gb",
@@ -97,6 +118,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 24_146_608_128,
         source: "nvidia-smi memory.total 23028 MiB (NVIDIA A10, modal-labs/modal-client#2797); \
                  NVML memoryInfo.Total 24146608128 B (driver 535.129.03, mayooot/detect-gpu#3)",
+        compute: None,
     },
     DeviceSpec {
         name: "a10g-24gb",
@@ -106,6 +128,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6",
         bytes: 24_146_608_128,
         source: "nvidia-smi memory.total 23028 MiB (NVIDIA A10G, driver 535.247.01, NVIDIA/DCGM#232)",
+        compute: None,
     },
     DeviceSpec {
         name: "l4-24gb",
@@ -115,6 +138,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6",
         bytes: 24_152_899_584,
         source: "nvidia-smi memory.total 23034 MiB (NVIDIA L4, modal-labs/modal-client#2797)",
+        compute: None,
     },
     DeviceSpec {
         name: "l40s-48gb",
@@ -125,6 +149,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 48_305_799_168,
         source: "nvidia-smi memory.total 46068 MiB (NVIDIA L40S, ECC on as shipped; \
                  modal-labs/modal-client#2797 and other public captures)",
+        compute: None,
     },
     DeviceSpec {
         name: "h100-80gb",
@@ -134,6 +159,15 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM3",
         bytes: 85_520_809_984,
         source: "nvidia-smi memory.total 81559 MiB (NVIDIA H100 80GB HBM3, driver 550.54.15, NVIDIA/nccl#1264)",
+        compute: Some(Compute {
+            bf16_tflops: 989,
+            fp8_tflops: Some(1979),
+            intra_node_gb_per_s: 450,
+            inter_node_gb_per_s: Some(50),
+            source: "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS and FP8 3,958 TFLOPS with sparsity \
+                     (dense: half), NVLink 900 GB/s (both directions); DGX H100 datasheet: 8x 400 Gb/s ConnectX-7 \
+                     for 8 GPUs (50 GB/s per GPU)",
+        }),
     },
     DeviceSpec {
         name: "h100-pcie-80gb",
@@ -143,6 +177,14 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM2e",
         bytes: 85_520_809_984,
         source: "nvidia-smi memory.total 81559 MiB (NVIDIA H100 PCIe, several public captures)",
+        compute: Some(Compute {
+            bf16_tflops: 756,
+            fp8_tflops: Some(1513),
+            intra_node_gb_per_s: 64,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA H100 Tensor Core GPU datasheet (PCIe): BF16 1,513 TFLOPS and FP8 3,026 TFLOPS with \
+                     sparsity (dense: half); PCIe Gen5 128 GB/s (both directions) between boards without NVLink bridges",
+        }),
     },
     DeviceSpec {
         name: "h100-nvl-94gb",
@@ -152,6 +194,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM3",
         bytes: 100_485_038_080,
         source: "nvidia-smi memory.total 95830 MiB (NVIDIA H100 NVL, several public captures)",
+        compute: None,
     },
     DeviceSpec {
         name: "h200-141gb",
@@ -161,6 +204,15 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM3e",
         bytes: 150_754_820_096,
         source: "nvidia-smi memory.total 143771 MiB (NVIDIA H200, several public captures)",
+        compute: Some(Compute {
+            bf16_tflops: 989,
+            fp8_tflops: Some(1979),
+            intra_node_gb_per_s: 450,
+            inter_node_gb_per_s: Some(50),
+            source: "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS and FP8 3,958 TFLOPS with sparsity \
+                     (dense: half), NVLink 900 GB/s (both directions); DGX H200 datasheet: 8x 400 Gb/s ConnectX-7 \
+                     for 8 GPUs (50 GB/s per GPU)",
+        }),
     },
     DeviceSpec {
         name: "b200-180gb",
@@ -170,6 +222,15 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM3e",
         bytes: 192_265_846_784,
         source: "nvidia-smi memory.total 183359 MiB (NVIDIA B200, driver 580.95.05, NVIDIA/TensorRT-LLM#10278)",
+        compute: Some(Compute {
+            bf16_tflops: 2250,
+            fp8_tflops: Some(4500),
+            intra_node_gb_per_s: 900,
+            inter_node_gb_per_s: Some(50),
+            source: "NVIDIA HGX B200 datasheet: FP16/BF16 36 PFLOPS and FP8 72 PFLOPS for 8 GPUs with sparsity \
+                     (dense: half, so 2.25 and 4.5 PFLOPS per GPU), NVLink 1.8 TB/s per GPU (both directions); \
+                     DGX B200 datasheet: 8x 400 Gb/s ConnectX-7 for 8 GPUs (50 GB/s per GPU)",
+        }),
     },
     DeviceSpec {
         name: "gb200-186gb",
@@ -180,6 +241,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 198_674_743_296,
         source: "nvidia-smi memory.total 189471 MiB per GPU (NVIDIA GB200, 1200 W, several public captures); \
                  a GB200 superchip carries two such GPUs",
+        compute: None,
     },
     DeviceSpec {
         name: "rtx-3090-24gb",
@@ -189,6 +251,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6X",
         bytes: 25_769_803_776,
         source: "nvidia-smi memory.total 24576 MiB (NVIDIA GeForce RTX 3090, driver 595.84, noonghunna/club-3090#1128)",
+        compute: None,
     },
     DeviceSpec {
         name: "rtx-4090-24gb",
@@ -198,6 +261,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6X",
         bytes: 25_757_220_864,
         source: "nvidia-smi memory.total 24564 MiB (NVIDIA GeForce RTX 4090, driver 550.163.01, RLinf/RLinf#255)",
+        compute: None,
     },
     DeviceSpec {
         name: "rtx-5090-32gb",
@@ -207,6 +271,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR7",
         bytes: 34_190_917_632,
         source: "nvidia-smi memory.total 32607 MiB (NVIDIA GeForce RTX 5090, driver 610.57.04, noonghunna/club-3090#1261)",
+        compute: None,
     },
     DeviceSpec {
         name: "rtx-a6000-48gb",
@@ -217,6 +282,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 51_527_024_640,
         source: "nvidia-smi memory.total 49140 MiB (NVIDIA RTX A6000, ECC off, several public captures); \
                  enabling ECC lowers the reported total",
+        compute: None,
     },
     DeviceSpec {
         name: "rtx-6000-ada-48gb",
@@ -227,6 +293,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 51_527_024_640,
         source: "nvidia-smi memory.total 49140 MiB (NVIDIA RTX 6000 Ada Generation, ECC off, public capture); \
                  enabling ECC lowers the reported total",
+        compute: None,
     },
     // -------------------------------------------------------------------- AMD
     DeviceSpec {
@@ -238,6 +305,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 68_702_699_520,
         source: "HIP total GPU memory 68702699520 B per device (AMD Instinct MI250X, Cray ACC runtime log); \
                  same figure as KFD mem_banks size_in_bytes quoted in ROCm/rocm_smi_lib",
+        compute: None,
     },
     DeviceSpec {
         name: "mi300x-192gb",
@@ -248,6 +316,15 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 206_141_652_992,
         source: "rocm-smi --showmeminfo vram: VRAM Total Memory (B): 206141652992 (AMD Instinct MI300X, SPX/NPS1; \
                  ROCm/legacy-rocm-build#4750 and other public captures)",
+        compute: Some(Compute {
+            bf16_tflops: 1307,
+            fp8_tflops: Some(2615),
+            intra_node_gb_per_s: 448,
+            inter_node_gb_per_s: Some(50),
+            source: "AMD Instinct MI300X datasheet: peak BF16 1,307.4 TFLOPS and FP8 2,614.9 TFLOPS (dense), \
+                     Infinity Fabric 896 GB/s peak aggregate (both directions, 7 links); 8x 400 Gb/s NICs \
+                     per 8-GPU platform (50 GB/s per GPU) as in AMD's MI300X platform reference",
+        }),
     },
     DeviceSpec {
         name: "mi325x-256gb",
@@ -258,6 +335,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 274_877_906_944,
         source: "datasheet only: AMD Instinct MI325X 256 GB HBM3E, read as 256 GiB (HBM stacks are binary-sized); \
                  no rocm-smi capture found, the driver figure is likely a few MiB lower",
+        compute: None,
     },
     // ------------------------------------------------------------- Google TPU
     DeviceSpec {
@@ -269,6 +347,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 34_359_738_368,
         source: "datasheet only: Cloud TPU v4 32 GiB HBM2 per chip, read as 32 GiB; \
                  no bytes_limit capture found (XLA OOM reports show 30.75G usable after a 1.25G reservation)",
+        compute: None,
     },
     DeviceSpec {
         name: "tpu-v5e-16gb",
@@ -278,6 +357,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM2",
         bytes: 17_179_869_184,
         source: "datasheet only: Cloud TPU v5e docs \"16 GB\" HBM2 per chip, read as 16 GiB; no bytes_limit capture found",
+        compute: None,
     },
     DeviceSpec {
         name: "tpu-v5p-95gb",
@@ -288,6 +368,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 102_005_473_280,
         source: "datasheet only: Cloud TPU v5p docs \"95 GB\" HBM2e per chip, read as 95 GiB; \
                  XLA OOM reports give 95.74G (GiB, 2 decimals) of HBM, so this is a slight underestimate",
+        compute: None,
     },
     DeviceSpec {
         name: "tpu-v6e-32gb",
@@ -298,6 +379,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 33_550_237_696,
         source: "JAX memory_stats bytes_limit 33550237696 B per chip (TPU v6e, logged as gpu_memory_per_device \
                  in vllm-project/vllm#16211); datasheet says 32 GB HBM per chip",
+        compute: None,
     },
     // ------------------------------------------------------------ Intel Gaudi
     DeviceSpec {
@@ -308,6 +390,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM2E",
         bytes: 103_079_215_104,
         source: "hl-smi memory total 98304 MiB (HL-225, several public captures); datasheet 96 GB HBM2E",
+        compute: None,
     },
     DeviceSpec {
         name: "gaudi3-128gb",
@@ -318,6 +401,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 137_438_953_472,
         source: "hl-smi memory.total 131072 MiB (HL-325L, driver 1.24.1, as quoted in a public hl-smi parser test); \
                  datasheet 128 GB HBM2E",
+        compute: None,
     },
 ];
 

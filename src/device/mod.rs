@@ -27,6 +27,30 @@ pub struct DeviceSpec {
     pub bytes: u64,
     /// Where the figure comes from.
     pub source: &'static str,
+    /// Its dense matmul peaks and interconnect, where a datasheet gives them.
+    pub compute: Option<Compute>,
+}
+
+/// What a device's datasheet says of its speed: dense (no 2:4 sparsity)
+/// tensor-core peaks and the bandwidth each GPU has to its peers.
+///
+/// Bandwidths are per GPU and per direction: NVIDIA quotes NVLink as the
+/// bidirectional total ("900 GB/s"), which is twice what one direction
+/// carries, and a node's network as one NIC per GPU in Gb/s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Compute {
+    /// Dense bf16 tensor-core peak, TFLOP/s (10^12).
+    pub bf16_tflops: u32,
+    /// Dense fp8 tensor-core peak, TFLOP/s; none where the device has no fp8 matmul.
+    pub fp8_tflops: Option<u32>,
+    /// One direction of a GPU's link to the GPUs of its node (NVLink,
+    /// Infinity Fabric), GB/s (10^9 bytes).
+    pub intra_node_gb_per_s: u32,
+    /// One direction of a GPU's share of the node's network (its NIC in the
+    /// vendor's reference system), GB/s; none where no reference system says.
+    pub inter_node_gb_per_s: Option<u32>,
+    /// Where the figures come from.
+    pub source: &'static str,
 }
 
 impl DeviceSpec {

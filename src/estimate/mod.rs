@@ -36,6 +36,7 @@ use crate::model::{CheckpointSummary, Model};
 use crate::optimizer::{GlobalContext, Location, Options, StateTensor};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
+use crate::step_time::{Speed, StepTime, Work};
 use crate::timeline::{self, Timeline};
 use crate::units::{Bytes, Count};
 
@@ -94,6 +95,12 @@ pub struct Estimate {
     pub capacity: Option<Capacity>,
     /// Whether `memory.peak` fits the capacity; null without a capacity.
     pub fits: Option<bool>,
+    /// The time of one step (FLOPs, compute, communication, bubble);
+    /// null without a micro-batch or a device whose peak is known.
+    pub time: Option<StepTime>,
+    /// Why `time` is null, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_unavailable: Option<String>,
     /// Assumptions and approximations the figures rest on.
     pub notes: Vec<String>,
 }
@@ -433,7 +440,10 @@ fn estimate_with_timeline(
         events: Vec::new(),
         ..step.clone()
     };
+    let (time, time_unavailable) = step_time(model, setup);
     let estimate = Estimate {
+        time,
+        time_unavailable,
         model: ModelSummary {
             name: model.name.clone(),
             source: model.source.clone(),
@@ -482,6 +492,28 @@ fn estimate_with_timeline(
             .collect(),
     };
     Ok((estimate, step))
+}
+
+/// The step's time under `setup.speed`, or why there is none.
+fn step_time(model: &Model, setup: &Setup) -> (Option<StepTime>, Option<String>) {
+    match (&setup.speed, &setup.workload) {
+        (Speed::Unknown(why), _) => (None, Some(why.clone())),
+        (Speed::Known(_), None) => (
+            None,
+            Some("no step to time: give --micro-batch and --seq-len".to_string()),
+        ),
+        (Speed::Known(rates), Some(workload)) => (
+            Some(crate::step_time::price(
+                &Work::of(model),
+                &setup.parallelism,
+                workload,
+                setup.step.grad_accumulation,
+                setup.precision.fp8.is_some(),
+                rates,
+            )),
+            None,
+        ),
+    }
 }
 
 /// Refuses an fp8 recipe where its implementation does not run: Transformer

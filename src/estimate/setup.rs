@@ -6,6 +6,7 @@ use crate::activation::{LoraDropout, Workload};
 use crate::optimizer::{Optimizer, Options};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
+use crate::step_time::Speed;
 use crate::units::Bytes;
 
 /// Everything besides the model that decides its training memory.
@@ -32,6 +33,9 @@ pub struct Setup {
     /// peft's `lora_dropout` of the model's adapters (`--lora-dropout`): the
     /// inventory holds the adapters, not what runs before them.
     pub lora_dropout: LoraDropout,
+    /// What a step is timed at: the device's peaks, the assumed MFU and
+    /// the links, or why the step is not timed.
+    pub speed: Speed,
 }
 
 /// The choices of the training loop and the framework that shape the step's
@@ -81,6 +85,7 @@ impl Setup {
                 ..StepOptions::default()
             },
             lora_dropout: LoraDropout::default(),
+            speed: Speed::default(),
         }
     }
 

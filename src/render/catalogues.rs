@@ -196,9 +196,28 @@ pub fn precisions(format: Format, verbose: bool) -> String {
 pub fn devices(format: Format, verbose: bool) -> String {
     let mut catalogue = Catalogue {
         full: Table::new(&[
-            "name", "aliases", "product", ">bytes", ">GB", ">GiB", "source",
+            "name",
+            "aliases",
+            "product",
+            ">bytes",
+            ">GB",
+            ">GiB",
+            ">bf16 TFLOPS",
+            ">fp8 TFLOPS",
+            ">intra-node GB/s",
+            ">inter-node GB/s",
+            "source",
+            "speed source",
         ]),
-        brief: Table::new(&["name", "vendor", "memory type", ">bytes", ">GB", ">GiB"]),
+        brief: Table::new(&[
+            "name",
+            "vendor",
+            "memory type",
+            ">bytes",
+            ">GB",
+            ">GiB",
+            ">bf16 TFLOPS",
+        ]),
         details: Details::new(),
         command: "devices",
         holds: "aliases, products and sources",
@@ -207,6 +226,9 @@ pub fn devices(format: Format, verbose: bool) -> String {
         let bytes = Bytes(d.bytes);
         let gb = bytes.display_in(ByteUnit::GB);
         let gib = bytes.display_in(ByteUnit::for_size(Bytes(1 << 30), UnitSystem::Binary));
+        let figure = |value: Option<u32>| value.map_or_else(|| "-".to_string(), |v| v.to_string());
+        let compute = d.compute;
+        let bf16 = figure(compute.map(|c| c.bf16_tflops));
         catalogue.full.row([
             d.name.to_string(),
             d.aliases.join(", "),
@@ -214,7 +236,12 @@ pub fn devices(format: Format, verbose: bool) -> String {
             d.bytes.to_string(),
             gb.clone(),
             gib.clone(),
+            bf16.clone(),
+            figure(compute.and_then(|c| c.fp8_tflops)),
+            figure(compute.map(|c| c.intra_node_gb_per_s)),
+            figure(compute.and_then(|c| c.inter_node_gb_per_s)),
             d.source.to_string(),
+            compute.map_or("-", |c| c.source).to_string(),
         ]);
         catalogue.brief.row([
             d.name.to_string(),
@@ -223,15 +250,17 @@ pub fn devices(format: Format, verbose: bool) -> String {
             d.bytes.to_string(),
             gb,
             gib,
+            bf16,
         ]);
-        catalogue.details.entry(
-            d.name,
-            vec![
-                ("product", d.product.to_string()),
-                ("aliases", d.aliases.join(", ")),
-                ("source", d.source.to_string()),
-            ],
-        );
+        let mut fields = vec![
+            ("product", d.product.to_string()),
+            ("aliases", d.aliases.join(", ")),
+            ("source", d.source.to_string()),
+        ];
+        if let Some(c) = compute {
+            fields.push(("speed source", c.source.to_string()));
+        }
+        catalogue.details.entry(d.name, fields);
     }
     catalogue.write(format, verbose, || json(DEVICES))
 }

@@ -335,8 +335,53 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             verdict(e.memory.peak, capacity.bytes, &capacity.label, units)
         ));
     }
+    lines.extend(time_line(e));
     lines.extend(e.notes.iter().map(|n| format!("note: {}", escape(n))));
     lines
+}
+
+/// `step time: 0.65 s on 64 x h100-80gb at an assumed MFU of 44%: ...`, or
+/// why the step is not timed; nothing when there is no step (no workload).
+pub(crate) fn time_line(e: &Estimate) -> Option<String> {
+    match (&e.time, &e.time_unavailable) {
+        (Some(t), _) => Some(format!(
+            "step time: {} on {} x {}, matmuls assumed at {:.1}% of the {} peak ({}): compute {}, communication {} exposed of {} (data- and context-parallel traffic overlapped, the rest not), bubble {}; {} tokens/s, {:.3e} FLOPs per step, model FLOPs utilization {:.1}%",
+            seconds(t.step_time_s),
+            e.parallelism.layout.gpus,
+            escape(&t.device),
+            t.mfu * 100.0,
+            t.matmul_precision,
+            if t.mfu_source == "--mfu" {
+                "--mfu"
+            } else {
+                "default for the hidden size, from Megatron-LM's A100 runs"
+            },
+            seconds(t.compute_s),
+            seconds(t.communication_s),
+            seconds(t.communication_total_s),
+            seconds(t.bubble_s),
+            crate::units::Count(t.tokens_per_s.round() as u64),
+            t.flops_per_step,
+            t.achieved_mfu * 100.0,
+        )),
+        (None, Some(why)) if e.activations_estimated => {
+            Some(format!("step time: not estimated: {}", escape(why)))
+        }
+        _ => None,
+    }
+}
+
+/// Seconds with three significant figures: `0.651 s`, `12.3 s`, `1,234 s`.
+fn seconds(s: f64) -> String {
+    if s >= 100.0 {
+        format!("{} s", crate::units::Count(s.round() as u64))
+    } else if s >= 10.0 {
+        format!("{s:.1} s")
+    } else if s >= 1.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{s:.3} s")
+    }
 }
 
 /// `peak: backward, layer 31: weights 16.06 GB, ...`: the moment of the

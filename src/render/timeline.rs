@@ -35,6 +35,10 @@ struct TimelineReport<'a> {
     host: &'a crate::estimate::Memory,
     capacity: &'a Option<Capacity>,
     fits: Option<bool>,
+    /// The time of the step, as in `estimate`.
+    time: &'a Option<crate::step_time::StepTime>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_unavailable: Option<&'a String>,
     notes: &'a [String],
 }
 
@@ -60,6 +64,8 @@ pub fn timeline(
             host: &e.host,
             capacity: &e.capacity,
             fits: e.fits,
+            time: &e.time,
+            time_unavailable: e.time_unavailable.as_ref(),
             notes: &e.notes,
         }),
         Format::Csv => event_table(timeline, units).csv(),
@@ -172,6 +178,7 @@ fn summary(e: &Estimate, timeline: &Timeline, units: UnitSystem) -> Vec<String> 
             super::estimate::verdict(peak.bytes, capacity.bytes, &capacity.label, units)
         ));
     }
+    lines.extend(super::estimate::time_line(e));
     lines.extend(e.notes.iter().map(|n| format!("note: {}", escape(n))));
     lines
 }

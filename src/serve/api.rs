@@ -529,6 +529,7 @@ fn config_setup(arguments: &[String], stand_in: &Value) -> Result<Setup, Failure
     };
     let mut setup = Setup::new(optimizer, precision).with_capacity(capacity);
     setup.options = Options::resolve(optimizer, &pairs).map_err(failed)?;
+    setup.speed = crate::cli::default_speed(one("capacity"), one("device")).map_err(failed)?;
     Ok(setup)
 }
 

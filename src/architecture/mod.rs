@@ -17,7 +17,9 @@
 //! bounds the tensor count before building the inventory.
 //!
 //! BERT-style encoders fill in an [`Encoder`](encoder::Encoder), which lays
-//! out the body and the head of the task asked for.
+//! out the body and the head of the task asked for. Vision encoders (ViT,
+//! and CLIP's and SigLIP's two towers, whose shared layer is in
+//! [`tower`]) lay out their own inventory per task.
 
 mod attention;
 mod blueprint;
@@ -28,9 +30,11 @@ mod encoder;
 mod feed_forward;
 mod params;
 mod task;
+mod tower;
 
 mod bert;
 mod bloom;
+mod clip;
 mod cohere;
 mod deberta_v2;
 mod deepseek_v2;
@@ -59,8 +63,10 @@ mod qwen2_moe;
 mod qwen3;
 mod qwen3_moe;
 mod roberta;
+mod siglip;
 mod stablelm;
 mod starcoder2;
+mod vit;
 
 pub use dimensions::{
     Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
@@ -163,10 +169,24 @@ const ENCODERS: &[(&str, ReadEncoder)] = &[("bert", bert::encoder), ("roberta", 
 type LayOut = fn(&Config, Task) -> Result<Decoder>;
 
 /// Encoders whose file lays out the inventory of each task itself, without
-/// an activation model yet. Their default task is [`encoder::DEFAULT_TASK`].
-const INVENTORY_ENCODERS: &[(&str, LayOut)] = &[
-    ("deberta-v2", deberta_v2::describe),
-    ("modernbert", modernbert::describe),
+/// an activation model yet, and the task each trains for by default.
+const INVENTORY_ENCODERS: &[(&str, LayOut, Task)] = &[
+    ("clip", clip::describe, clip::DEFAULT_TASK),
+    ("clip_text_model", clip::describe_text, clip::DEFAULT_TASK),
+    (
+        "clip_vision_model",
+        clip::describe_vision,
+        clip::DEFAULT_TASK,
+    ),
+    ("deberta-v2", deberta_v2::describe, encoder::DEFAULT_TASK),
+    ("modernbert", modernbert::describe, encoder::DEFAULT_TASK),
+    ("siglip", siglip::describe, siglip::DEFAULT_TASK),
+    (
+        "siglip_vision_model",
+        siglip::describe_vision,
+        siglip::DEFAULT_TASK,
+    ),
+    ("vit", vit::describe, vit::DEFAULT_TASK),
 ];
 
 /// The model_types trainmem can read from a config.json, alphabetically.
@@ -175,7 +195,11 @@ pub fn supported() -> Vec<&'static str> {
         .iter()
         .map(|(model_type, _, _)| *model_type)
         .chain(ENCODERS.iter().map(|(model_type, _)| *model_type))
-        .chain(INVENTORY_ENCODERS.iter().map(|(model_type, _)| *model_type))
+        .chain(
+            INVENTORY_ENCODERS
+                .iter()
+                .map(|(model_type, _, _)| *model_type),
+        )
         .collect();
     names.sort_unstable();
     names
@@ -203,14 +227,16 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
 }
 
 /// The task a `model_type` trains for when none is asked: causal-lm for the
-/// decoders, masked-lm for the encoders; `None` for an unknown type.
+/// decoders, masked-lm for the text encoders, embedding (the bare or
+/// contrastive model) for the vision encoders; `None` for an unknown type.
 pub fn default_task(model_type: &str) -> Option<Task> {
-    if ENCODERS.iter().any(|(known, _)| *known == model_type)
-        || INVENTORY_ENCODERS
-            .iter()
-            .any(|(known, _)| *known == model_type)
-    {
+    if ENCODERS.iter().any(|(known, _)| *known == model_type) {
         Some(encoder::DEFAULT_TASK)
+    } else if let Some((_, _, task)) = INVENTORY_ENCODERS
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+    {
+        Some(*task)
     } else if ARCHITECTURES
         .iter()
         .any(|(known, _, _)| *known == model_type)
@@ -232,11 +258,11 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
         let task = task.unwrap_or(encoder::DEFAULT_TASK);
         return Ok((task, read(&config)?.decoder(task)?.into_tensors()?));
     }
-    if let Some((_, lay_out)) = INVENTORY_ENCODERS
+    if let Some((_, lay_out, default)) = INVENTORY_ENCODERS
         .iter()
-        .find(|(known, _)| *known == model_type)
+        .find(|(known, _, _)| *known == model_type)
     {
-        let task = task.unwrap_or(encoder::DEFAULT_TASK);
+        let task = task.unwrap_or(*default);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
     }
     let describe = ARCHITECTURES
@@ -285,7 +311,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 38);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -377,6 +403,48 @@ mod tests {
             refused,
             Err(Error::InvalidValue { what: "--task", .. })
         ));
+    }
+
+    #[test]
+    fn vision_encoders_refuse_tasks_without_a_class_and_bad_image_sizes() {
+        for (model_type, task, expected) in [
+            (
+                "vit",
+                "masked-lm",
+                "no AutoModelForMaskedLM class for `vit`",
+            ),
+            (
+                "vit",
+                "token-cls:2",
+                "accepted for `vit`: embedding (the default",
+            ),
+            ("clip", "causal-lm", "accepted for `clip`: embedding"),
+            ("siglip", "seq2seq", "SiglipForImageClassification"),
+            ("clip_vision_model", "seq-cls:2", "CLIPVisionModel"),
+            ("clip_text_model", "masked-lm", "CLIPTextModel"),
+            ("siglip_vision_model", "token-cls:2", "SiglipVisionModel"),
+        ] {
+            let config = json!({"model_type": model_type});
+            match tensors_for_task(&config, Some(Task::parse(task).unwrap())) {
+                Err(error @ Error::InvalidValue { what: "--task", .. }) => {
+                    let message = error.to_string();
+                    assert!(message.contains(expected), "{model_type}: {message}");
+                }
+                other => panic!("expected {task} refused for {model_type}, got {other:?}"),
+            }
+        }
+        let (key, _) = invalid(json!({"model_type": "vit", "patch_size": 0}));
+        assert_eq!(key, "patch_size");
+        let (key, problem) = invalid(json!({"model_type": "vit", "image_size": [1, 2, 3]}));
+        assert_eq!(key, "image_size");
+        assert!(problem.contains("`[height, width]`"), "{problem}");
+        let (key, _) = invalid(json!({"model_type": "clip", "vision_config": {"patch_size": 0}}));
+        assert_eq!(key, "vision_config.patch_size");
+        let (key, _) =
+            invalid(json!({"model_type": "siglip", "text_config": {"num_hidden_layers": 1025}}));
+        assert_eq!(key, "text_config.num_hidden_layers");
+        let (key, _) = invalid(json!({"model_type": "clip", "text_config": 7}));
+        assert_eq!(key, "text_config");
     }
 
     #[test]

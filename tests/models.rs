@@ -393,6 +393,38 @@ fn task_picks_the_head_and_is_reported() {
     );
 }
 
+/// The vision presets: their totals are those of the measured
+/// `preset__vit-base-patch16-224`, `vit__base_patch16_224__seq-cls-3` and
+/// `preset__clip-vit-large-patch14` fixtures; embedding is the default.
+#[test]
+fn vision_presets_default_to_embedding_and_classify_images() {
+    let params = json_of(&["params", "vit-base-patch16-224", "--format", "json"]);
+    assert_eq!(params["task"], "embedding");
+    assert_eq!(params["parameters"]["total"], 86_389_248);
+    let classifier = json_of(&[
+        "params",
+        "vit-base-patch16-224",
+        "--task",
+        "seq-cls:3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(classifier["parameters"]["total"], 85_800_963);
+    let clip = json_of(&["params", "clip-vit-large-patch14", "--format", "json"]);
+    assert_eq!(clip["task"], "embedding");
+    assert_eq!(clip["parameters"]["total"], 427_616_513);
+    let (code, stdout, stderr) = run(&["params", "vit-base-patch16-224", "--task", "masked-lm"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.starts_with(
+            "error: invalid --task `masked-lm`: transformers has no AutoModelForMaskedLM class for `vit`"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("error")).count(), 1);
+}
+
 #[test]
 fn tasks_a_model_cannot_do_exit_two_with_one_line() {
     for (args, expected) in [

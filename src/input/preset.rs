@@ -237,6 +237,8 @@ pub const PRESETS: &[Preset] = &[
     preset!("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
     preset!("bert-base-uncased", "google-bert/bert-base-uncased"),
     preset!("roberta-large", "FacebookAI/roberta-large"),
+    preset!("vit-base-patch16-224", "google/vit-base-patch16-224"),
+    preset!("clip-vit-large-patch14", "openai/clip-vit-large-patch14"),
 ];
 
 #[cfg(test)]

@@ -83,6 +83,44 @@ pub fn vision_patches(config: &Config) -> Result<u64> {
     )
 }
 
+/// What one image becomes in a CLIP vision config: `a 224 px image -> 257
+/// tokens (256 patches of 14 px + the class token)`.
+fn vision_tokens(config: &Config) -> Result<String> {
+    let patches = vision_patches(config)?;
+    Ok(format!(
+        "a {} px image -> {} tokens ({patches} patches of {} px + the class token)",
+        config.size("image_size", IMAGE_SIZE)?,
+        sum(&[patches, 1])?,
+        config.size("patch_size", PATCH_SIZE)?,
+    ))
+}
+
+/// What a text becomes in a CLIP text config: at most
+/// `max_position_embeddings` tokens.
+fn text_tokens(config: &Config) -> Result<String> {
+    Ok(format!(
+        "a text -> at most {} tokens (max_position_embeddings)",
+        config.size("max_position_embeddings", TEXT_POSITIONS)?
+    ))
+}
+
+/// What each input of a `clip` config's towers becomes.
+pub fn input_tokens(config: &Config) -> Result<String> {
+    let vision = read_section(config, section(config, "vision")?, vision_tokens)?;
+    let text = read_section(config, section(config, "text")?, text_tokens)?;
+    Ok(format!("vision tower: {vision}; text tower: {text}"))
+}
+
+/// What one image becomes in a `clip_vision_model` config.
+pub fn input_tokens_vision(config: &Config) -> Result<String> {
+    vision_tokens(config)
+}
+
+/// What a text becomes in a `clip_text_model` config.
+pub fn input_tokens_text(config: &Config) -> Result<String> {
+    text_tokens(config)
+}
+
 /// `CLIPVisionModel`, and its hidden size.
 fn vision_tower(config: &Config) -> Result<(Params, u64)> {
     let tower = Tower::read(config, VISION)?;

@@ -226,6 +226,32 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     }
 }
 
+/// Describes what an input of the model becomes.
+type InputTokens = fn(&Config) -> Result<String>;
+
+/// The vision encoders and what each of their inputs becomes.
+const INPUT_TOKENS: &[(&str, InputTokens)] = &[
+    ("clip", clip::input_tokens),
+    ("clip_text_model", clip::input_tokens_text),
+    ("clip_vision_model", clip::input_tokens_vision),
+    ("siglip", siglip::input_tokens),
+    ("siglip_vision_model", siglip::input_tokens_vision),
+    ("vit", vit::image_tokens),
+];
+
+/// How many tokens each input of a vision encoder's config becomes, at
+/// the config's `image_size` (`a 224 px image -> 197 tokens (196 patches
+/// of 16 px + the CLS token)`); `None` for a text-only model.
+pub fn input_tokens(config: &Value) -> Result<Option<String>> {
+    let config = Config::new(config)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    INPUT_TOKENS
+        .iter()
+        .find(|(known, _)| *known == model_type)
+        .map(|(_, describe)| describe(&config))
+        .transpose()
+}
+
 /// The task a `model_type` trains for when none is asked: causal-lm for the
 /// decoders, masked-lm for the text encoders, embedding (the bare or
 /// contrastive model) for the vision encoders; `None` for an unknown type.
@@ -445,6 +471,29 @@ mod tests {
         assert_eq!(key, "text_config.num_hidden_layers");
         let (key, _) = invalid(json!({"model_type": "clip", "text_config": 7}));
         assert_eq!(key, "text_config");
+    }
+
+    #[test]
+    fn vision_inputs_say_how_many_tokens_they_become() {
+        let tokens = |config: Value| input_tokens(&config).unwrap().unwrap();
+        assert_eq!(
+            tokens(json!({"model_type": "vit"})),
+            "a 224 px image -> 197 tokens (196 patches of 16 px + the CLS token)"
+        );
+        assert_eq!(
+            tokens(json!({"model_type": "vit", "image_size": [32, 48], "patch_size": [8, 16]})),
+            "a 32x48 px image -> 13 tokens (12 patches of 8x16 px + the CLS token)"
+        );
+        assert_eq!(
+            tokens(json!({"model_type": "clip", "vision_config": {"patch_size": 14}})),
+            "vision tower: a 224 px image -> 257 tokens (256 patches of 14 px + the class token); \
+             text tower: a text -> at most 77 tokens (max_position_embeddings)"
+        );
+        assert_eq!(
+            tokens(json!({"model_type": "siglip_vision_model"})),
+            "a 224 px image -> 196 tokens (patches of 16 px, no class token)"
+        );
+        assert_eq!(input_tokens(&json!({"model_type": "llama"})).unwrap(), None);
     }
 
     #[test]

@@ -84,6 +84,34 @@ pub fn vision_patches(config: &Config) -> Result<u64> {
     )
 }
 
+/// What one image becomes in a SigLIP vision config: `a 224 px image -> 196
+/// tokens (patches of 16 px, no class token)`.
+fn vision_tokens(config: &Config) -> Result<String> {
+    Ok(format!(
+        "a {} px image -> {} tokens (patches of {} px, no class token)",
+        config.size("image_size", IMAGE_SIZE)?,
+        vision_patches(config)?,
+        config.size("patch_size", PATCH_SIZE)?,
+    ))
+}
+
+/// What each input of a `siglip` config's towers becomes.
+pub fn input_tokens(config: &Config) -> Result<String> {
+    let vision = read_section(config, "vision_config", vision_tokens)?;
+    let text = read_section(config, "text_config", |text| {
+        Ok(format!(
+            "a text -> at most {} tokens (max_position_embeddings)",
+            text.size("max_position_embeddings", TEXT_POSITIONS)?
+        ))
+    })?;
+    Ok(format!("vision tower: {vision}; text tower: {text}"))
+}
+
+/// What one image becomes in a `siglip_vision_model` config.
+pub fn input_tokens_vision(config: &Config) -> Result<String> {
+    vision_tokens(config)
+}
+
 /// `SiglipVisionModel`, and its hidden size.
 fn vision_tower(config: &Config) -> Result<(Params, u64)> {
     let tower = Tower::read(config, TOWER)?;

@@ -65,6 +65,25 @@ pub fn patches(config: &Config) -> Result<u64> {
     ])
 }
 
+/// What one image becomes: `a 224 px image -> 197 tokens (196 patches of
+/// 16 px + the CLS token)`, from the config's `image_size` and `patch_size`.
+pub fn image_tokens(config: &Config) -> Result<String> {
+    let pixels = |(height, width): (u64, u64)| {
+        if height == width {
+            format!("{height} px")
+        } else {
+            format!("{height}x{width} px")
+        }
+    };
+    let patches = patches(config)?;
+    Ok(format!(
+        "a {} image -> {} tokens ({patches} patches of {} + the CLS token)",
+        pixels(sides(config, "image_size", IMAGE_SIZE)?),
+        sum(&[patches, 1])?,
+        pixels(sides(config, "patch_size", PATCH_SIZE)?),
+    ))
+}
+
 /// The model `task`'s auto class builds for a ViT config.
 pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
     let bare = match task {

@@ -308,6 +308,9 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
     // Activation sizes for the architectures that have an activation model;
     // the parameter inventory does not depend on them.
     model.dimensions = architecture::dimensions(config).ok();
+    if let Some(tokens) = architecture::input_tokens(config)? {
+        model.notes.push(format!("input tokens: {tokens}"));
+    }
     Ok(model)
 }
 

@@ -425,6 +425,42 @@ fn vision_presets_default_to_embedding_and_classify_images() {
     assert_eq!(stderr.lines().filter(|l| l.starts_with("error")).count(), 1);
 }
 
+/// `--freeze vision_model` freezes CLIP's vision tower by name: what stays
+/// trainable is every other tensor of the measured
+/// `preset__clip-vit-large-patch14` fixture (the text tower, both
+/// projections and `logit_scale`).
+#[test]
+fn clip_s_vision_tower_is_frozen_by_name() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/params/preset__clip-vit-large-patch14.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outside_vision: u64 = fixture["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| !t["name"].as_str().unwrap().starts_with("vision_model."))
+        .map(|t| {
+            t["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .product::<u64>()
+        })
+        .sum();
+    let estimate = json_of(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--freeze",
+        "vision_model",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(estimate["parameters"]["total"], fixture["total"]);
+    assert_eq!(estimate["parameters"]["trainable"], outside_vision);
+}
+
 #[test]
 fn tasks_a_model_cannot_do_exit_two_with_one_line() {
     for (args, expected) in [

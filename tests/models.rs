@@ -461,6 +461,74 @@ fn clip_s_vision_tower_is_frozen_by_name() {
     assert_eq!(estimate["parameters"]["trainable"], outside_vision);
 }
 
+/// `--image-size` builds a vision model for that resolution: the totals of
+/// the measured `clip__vit_large_patch14_336__embedding` and
+/// `vit__image_384__*` fixtures, and the report says what an image became.
+#[test]
+fn image_size_rebuilds_a_vision_model_and_says_what_an_image_becomes() {
+    let measured = |id: &str| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/params/{id}.json"));
+        let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        fixture["total"].clone()
+    };
+    let clip = json_of(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--image-size",
+        "336",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        clip["parameters"]["total"],
+        measured("clip__vit_large_patch14_336__embedding")
+    );
+    let vit = json_of(&[
+        "params",
+        "vit-base-patch16-224",
+        "--image-size",
+        "384",
+        "--task",
+        "seq-cls:3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        vit["parameters"]["total"],
+        measured("vit__image_384__seq-cls-3")
+    );
+    let (code, stdout, _) = run(&["params", "vit-base-patch16-224", "--image-size", "384"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(
+            "note: input tokens: a 384 px image -> 577 tokens (576 patches of 16 px + the CLS token)"
+        ),
+        "{stdout}"
+    );
+    for (args, expected) in [
+        (
+            &["params", "gpt2", "--image-size", "224"][..],
+            "error: invalid --image-size `224`: `gpt2` takes no images",
+        ),
+        (
+            &["estimate", "--params", "7B", "--image-size", "224"][..],
+            "error: invalid --image-size `224`: the image size is set in a config.json",
+        ),
+        (
+            &["params", "vit-base-patch16-224", "--image-size", "100000"][..],
+            "error: invalid --image-size `100000`: accepted: an image side from 1 to 65536 pixels",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+}
+
 #[test]
 fn tasks_a_model_cannot_do_exit_two_with_one_line() {
     for (args, expected) in [

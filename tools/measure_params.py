@@ -536,6 +536,8 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
         ("head_dim", "head_dim 8 over 4 heads (attention width 32, not the hidden 64)",
          {**v, "head_dim": 8}),
         ("pooler_size", "pooler_output_size 48", {**v, "pooler_output_size": 48}),
+        ("image_384", "image_size 384 (vit-base-patch16-384's resolution)",
+         {"image_size": 384}),
         # google/vit-base-patch16-224's config.json (the fields that shape parameters)
         ("base_patch16_224", "google/vit-base-patch16-224's published sizes",
          {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -560,6 +562,16 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
          {"text_config": ct, "vision_config": cv, "projection_dim": 24,
           "text_config_dict": {**ct, "hidden_size": 32, "num_attention_heads": 2},
           "vision_config_dict": {**cv, "num_hidden_layers": 1}}),
+        # openai/clip-vit-large-patch14-336's: the same towers at 336 px (trainmem's
+        # clip-vit-large-patch14 preset with --image-size 336)
+        ("vit_large_patch14_336", "openai/clip-vit-large-patch14-336's published sizes",
+         {"projection_dim": 768,
+          "text_config": {"hidden_size": 768, "intermediate_size": 3072,
+                          "num_attention_heads": 12, "num_hidden_layers": 12,
+                          "max_position_embeddings": 77, "vocab_size": 49408},
+          "vision_config": {"hidden_size": 1024, "intermediate_size": 4096,
+                            "num_attention_heads": 16, "num_hidden_layers": 24,
+                            "image_size": 336, "patch_size": 14}}),
         # openai/clip-vit-large-patch14's config.json (the fields that shape parameters)
         ("vit_large_patch14", "openai/clip-vit-large-patch14's published sizes",
          {"projection_dim": 768, "logit_scale_init_value": 2.6592,

@@ -252,6 +252,59 @@ pub fn input_tokens(config: &Value) -> Result<Option<String>> {
         .transpose()
 }
 
+/// The most pixels an image side may have: 2^16, beyond any published
+/// vision encoder's resolution (896 px for SigLIP's largest, 1,024 for
+/// some ViTs) many times over.
+pub const MAX_IMAGE_SIZE: u64 = 1 << 16;
+
+/// `config` with its images `image_size` pixels square: ViT's own
+/// `image_size`, a CLIP or SigLIP model's `vision_config` (and an old CLIP
+/// file's `vision_config_dict`, which replaces it), a vision tower's own.
+/// transformers builds the position embeddings for that size, as it does
+/// for a checkpoint fine-tuned at a new resolution. A text-only model is
+/// refused.
+pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
+    let invalid = |reason: String| Error::InvalidValue {
+        what: "--image-size",
+        value: image_size.to_string(),
+        reason,
+    };
+    if image_size == 0 || image_size > MAX_IMAGE_SIZE {
+        return Err(invalid(format!(
+            "accepted: an image side from 1 to {MAX_IMAGE_SIZE} pixels"
+        )));
+    }
+    let model_type = Config::new(config)?.model_type()?.unwrap_or("");
+    let sections: &[&str] = match model_type {
+        "vit" | "clip_vision_model" | "siglip_vision_model" => &[""],
+        "clip" => &["vision_config", "vision_config_dict"],
+        "siglip" => &["vision_config"],
+        _ => {
+            return Err(invalid(format!(
+                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, siglip, siglip_vision_model, vit"
+            )));
+        }
+    };
+    let mut config = config.clone();
+    for section in sections {
+        let target = if section.is_empty() {
+            Some(&mut config)
+        } else {
+            match config.get_mut(*section) {
+                Some(Value::Null) | None if *section == "vision_config" => {
+                    config[*section] = Value::Object(Default::default());
+                    config.get_mut(*section)
+                }
+                other => other,
+            }
+        };
+        if let Some(Value::Object(keys)) = target {
+            keys.insert("image_size".to_string(), Value::from(image_size));
+        }
+    }
+    Ok(config)
+}
+
 /// The task a `model_type` trains for when none is asked: causal-lm for the
 /// decoders, masked-lm for the text encoders, embedding (the bare or
 /// contrastive model) for the vision encoders; `None` for an unknown type.
@@ -471,6 +524,57 @@ mod tests {
         assert_eq!(key, "text_config.num_hidden_layers");
         let (key, _) = invalid(json!({"model_type": "clip", "text_config": 7}));
         assert_eq!(key, "text_config");
+    }
+
+    #[test]
+    fn an_image_size_rebuilds_the_position_embeddings_of_vision_models_only() {
+        let rows = |config: Value, name: &str| {
+            let (_, tensors) = tensors_for_task(&config, None).unwrap();
+            tensors
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.shape.dims().to_vec())
+                .unwrap()
+        };
+        let vit = with_image_size(&json!({"model_type": "vit"}), 384).unwrap();
+        assert_eq!(rows(vit, "embeddings.position_embeddings"), [1, 577, 768]);
+        let clip = with_image_size(
+            &json!({"model_type": "clip", "vision_config_dict": {"patch_size": 14}}),
+            336,
+        )
+        .unwrap();
+        assert_eq!(
+            rows(clip, "vision_model.embeddings.position_embedding.weight"),
+            [577, 768]
+        );
+        let siglip =
+            with_image_size(&json!({"model_type": "siglip", "vision_config": null}), 384).unwrap();
+        assert_eq!(
+            rows(siglip, "vision_model.embeddings.position_embedding.weight"),
+            [576, 768]
+        );
+        for (config, size, expected) in [
+            (
+                json!({"model_type": "llama"}),
+                224,
+                "`llama` takes no images",
+            ),
+            (
+                json!({"model_type": "clip_text_model"}),
+                224,
+                "takes no images",
+            ),
+            (json!({"model_type": "vit"}), 0, "from 1 to 65536 pixels"),
+            (
+                json!({"model_type": "vit"}),
+                65537,
+                "from 1 to 65536 pixels",
+            ),
+        ] {
+            let message = with_image_size(&config, size).unwrap_err().to_string();
+            assert!(message.starts_with("invalid --image-size"), "{message}");
+            assert!(message.contains(expected), "{message}");
+        }
     }
 
     #[test]

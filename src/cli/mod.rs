@@ -19,7 +19,7 @@ use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs, WorkloadArgs
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Fit, Question, Setup, Textbook, TextbookRequest, estimate};
-use crate::input::{PRESETS, load_model_os, preset_model, with_task};
+use crate::input::{PRESETS, load_model_os, preset_model, with_image_size, with_task};
 use crate::model::Model;
 use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
@@ -55,9 +55,10 @@ pub fn run(cli: Cli) -> Result<String> {
     }
 }
 
-/// The model of `--params N` or `--model MODEL`, built for `--task`.
-fn model_of(params: Option<&str>, model: Option<&OsStr>, task: Option<&str>) -> Result<Model> {
-    let task = resolve::task(task)?;
+/// The model of `--params N` or `--model MODEL`, built for `--task` and
+/// `--image-size`.
+fn model_of(params: Option<&str>, model: Option<&OsStr>, workload: &WorkloadArgs) -> Result<Model> {
+    let task = resolve::task(workload.task.as_deref())?;
     let model = match (params, model) {
         (_, Some(spec)) => load_model_os(spec)?,
         (Some(count), None) => Model::flat(count.parse()?),
@@ -70,8 +71,12 @@ fn model_of(params: Option<&str>, model: Option<&OsStr>, task: Option<&str>) -> 
             });
         }
     };
-    match task {
-        Some(task) => with_task(model, task),
+    let model = match task {
+        Some(task) => with_task(model, task)?,
+        None => model,
+    };
+    match workload.image_size {
+        Some(image_size) => with_image_size(model, image_size),
         None => Ok(model),
     }
 }
@@ -92,7 +97,7 @@ fn estimate_request(
     let mut model = model_of(
         args.params.as_deref(),
         args.model.as_deref(),
-        args.workload.task.as_deref(),
+        &args.workload,
     )?;
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
     let parallelism = resolve::parallelism(&args.parallel)?;
@@ -150,11 +155,7 @@ fn fit(args: &FitArgs) -> Result<String> {
         ..workload.clone()
     };
     resolve::apply_workload(&mut setup, &filled, &args.parallel)?;
-    let mut model = model_of(
-        args.params.as_deref(),
-        args.model.as_deref(),
-        workload.task.as_deref(),
-    )?;
+    let mut model = model_of(args.params.as_deref(), args.model.as_deref(), workload)?;
     if let Some(dimensions) = resolve::dimensions(workload)? {
         model.dimensions = Some(dimensions);
     }
@@ -186,6 +187,10 @@ fn params(args: &ParamsArgs) -> Result<String> {
     let model = match resolve::task(args.task.as_deref())? {
         Some(task) => with_task(load_model_os(spec)?, task)?,
         None => load_model_os(spec)?,
+    };
+    let model = match args.image_size {
+        Some(image_size) => with_image_size(model, image_size)?,
+        None => model,
     };
     render::params(&model, format, args.tensors)
 }
@@ -228,7 +233,7 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     });
     let (from, to) = resolve::swap(&args.swap)?;
     let models = match &args.model {
-        Some(spec) => vec![model_of(None, Some(spec), args.workload.task.as_deref())?],
+        Some(spec) => vec![model_of(None, Some(spec), &args.workload)?],
         None => resolve::counts(&args.params)?
             .into_iter()
             .map(Model::flat)

@@ -33,6 +33,7 @@ const REQUIRED: &[&str] = &[
     "phi",
     "bert",
     "roberta",
+    "vit",
 ];
 const TOLERANCE: f64 = 0.05;
 

@@ -529,6 +529,72 @@ fn image_size_rebuilds_a_vision_model_and_says_what_an_image_becomes() {
     }
 }
 
+/// A ViT's sequence is its image's patches and the CLS token: `--seq-len`
+/// follows `--image-size`, and `--images N` per sample makes B x N
+/// sequences.
+#[test]
+fn a_vit_s_sequence_follows_its_images() {
+    let activations = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "--model",
+            "vit-base-patch16-224",
+            "--task",
+            "seq-cls:10",
+            "--platform",
+            "cpu",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&args)["activations"]["total"].clone()
+    };
+    let six = activations(&["--micro-batch", "6"]);
+    assert!(six.as_u64().unwrap() > 0);
+    assert_eq!(activations(&["--micro-batch", "2", "--images", "3"]), six);
+    assert_eq!(
+        activations(&["--micro-batch", "6", "--seq-len", "197"]),
+        six
+    );
+    let larger = activations(&["--micro-batch", "6", "--image-size", "384"]);
+    assert!(larger.as_u64() > six.as_u64());
+    for (args, expected) in [
+        (
+            &[
+                "estimate",
+                "--model",
+                "vit-base-patch16-224",
+                "--task",
+                "seq-cls:2",
+                "--micro-batch",
+                "1",
+                "--seq-len",
+                "128",
+            ][..],
+            "error: invalid --seq-len `128`: vit-base-patch16-224 reads each image as 197 tokens",
+        ),
+        (
+            &[
+                "estimate",
+                "--model",
+                "gpt2",
+                "--micro-batch",
+                "1",
+                "--seq-len",
+                "8",
+                "--images",
+                "2",
+            ][..],
+            "error: invalid --images `2`: gpt2 takes no images",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn tasks_a_model_cannot_do_exit_two_with_one_line() {
     for (args, expected) in [

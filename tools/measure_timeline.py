@@ -314,6 +314,12 @@ SMOLLM2_135M = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layer
 BERT_TINY = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 2,
              "num_attention_heads": 2, "vocab_size": 30522, "max_position_embeddings": 512}
 
+# facebook/deit-tiny-patch16-224's sizes as a ViTConfig ("vit-tiny"): 224 px images in
+# 16 px patches, 197 tokens; ViTConfig's dropouts (0)
+VIT_TINY = {"hidden_size": 192, "intermediate_size": 768, "num_hidden_layers": 12,
+            "num_attention_heads": 3, "image_size": 224, "patch_size": 16}
+VISION = {"vit"}
+
 MODELS = {  # id part -> (model_type, config)
     "llama": ("llama", LLAMA),
     "qwen2": ("qwen2", QWEN2),
@@ -329,6 +335,7 @@ MODELS = {  # id part -> (model_type, config)
     "bert-tiny-v512": ("bert", {**BERT_TINY, "vocab_size": 512}),
     "roberta-tiny-v512": ("roberta", {**BERT_TINY, "vocab_size": 512, "max_position_embeddings": 514,
                                       "pad_token_id": 1}),
+    "vit-tiny": ("vit", VIT_TINY),
 }
 
 OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_per_layer
@@ -376,6 +383,9 @@ def encoder_specs() -> list[dict]:
     s.append(spec("bert-tiny-v512", "bf16", "adamw", attn="eager", B=4, S=256, task="token-cls:9"))
     s.append(spec("bert-tiny-v512", "fp32", "adamw", B=4, S=256, task="masked-lm"))
     s.append(spec("roberta-tiny-v512", "fp32", "adamw", attn="eager", B=8, S=256, task="seq-cls:3"))
+    # ViT's image classifier: S is the sequence a 224 px image becomes (196 patches + CLS)
+    s.append(spec("vit-tiny", "fp32", "adamw", B=4, S=197, task="seq-cls:10"))
+    s.append(spec("vit-tiny", "bf16", "adamw", attn="eager", B=4, S=197, task="seq-cls:10"))
     return s
 
 
@@ -384,6 +394,8 @@ def task_class(task: str | None, cfg, transformers):
     kind, _, n = (task or "causal-lm").partition(":")
     if n:
         cfg.num_labels = int(n)
+    if cfg.model_type in VISION and kind == "seq-cls":
+        return transformers.AutoModelForImageClassification
     return {"causal-lm": transformers.AutoModelForCausalLM,
             "masked-lm": transformers.AutoModelForMaskedLM,
             "seq-cls": transformers.AutoModelForSequenceClassification,
@@ -918,8 +930,13 @@ def worker(sid: str) -> dict:
         optimizer = OptimizerInBackward(model, getattr(torch.optim, opt_cls), opt_kw)
     else:
         optimizer = getattr(torch.optim, opt_cls)(model.parameters(), **opt_kw)
-    ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
-    labels = task_labels(sp.get("task"), torch, ids)
+    if model_type in VISION:
+        # fp32 pixels, as an image processor returns them; one label per image
+        ids = torch.randn(sp["B"], cfg.num_channels, cfg.image_size, cfg.image_size)
+        labels = torch.randint(0, cfg.num_labels, (sp["B"],))
+    else:
+        ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+        labels = task_labels(sp.get("task"), torch, ids)
     host = {"bytes": 0, "peak": 0}
     if sp.get("offload"):
         import numpy as np
@@ -930,6 +947,8 @@ def worker(sid: str) -> dict:
         layers = list(hf.model.layers)
     elif hasattr(hf, "transformer"):
         layers = list(hf.transformer.h)
+    elif model_type in VISION:  # vit.layers
+        layers = list(getattr(hf, hf.base_model_prefix).layers)
     else:  # an encoder: bert.encoder.layer, roberta.encoder.layer
         layers = list(getattr(hf, hf.base_model_prefix).encoder.layer)
     # The module whose output is the logits: lm_head, the masked-LM decoder, a classifier.
@@ -1033,7 +1052,10 @@ def worker(sid: str) -> dict:
         if chunked_step is not None:
             loss = chunked_step()
         else:
-            outputs = model(input_ids=ids, labels=labels)
+            if model_type in VISION:
+                outputs = model(pixel_values=ids, labels=labels)
+            else:
+                outputs = model(input_ids=ids, labels=labels)
             loss = outputs.loss
             del outputs
         phase_end()

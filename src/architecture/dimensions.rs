@@ -82,6 +82,10 @@ pub struct EncoderParts {
     pub head_activation: MlpKind,
     /// The head of the task and its loss.
     pub head: EncoderHead,
+    /// The pixel values one sequence is read from (channels x height x
+    /// width: ViT's patch convolution saves them); 0 for text, whose
+    /// embeddings save token ids.
+    pub pixels: u64,
 }
 
 /// The head a BERT-style encoder is trained with, and its cross-entropy in
@@ -101,6 +105,9 @@ pub enum EncoderHead {
     DenseClassifier { labels: u64, dropout: bool },
     /// Token classification: dropout and `classifier` over every token.
     TokenClassifier { labels: u64, dropout: bool },
+    /// ViT's image classifier: the final LayerNorm, then `classifier` over
+    /// a view of the CLS token, which keeps the whole normalized state.
+    ImageClassifier { labels: u64 },
 }
 
 /// The norm module: transformers' Python RMSNorms compute in fp32 and
@@ -436,6 +443,7 @@ pub fn supported_for_activations() -> Vec<&'static str> {
         .filter(|(_, _, measure)| measure.is_some())
         .map(|(name, _, _)| *name)
         .chain(super::ENCODERS.iter().map(|(name, _)| *name))
+        .chain(["vit"])
         .collect();
     names.sort_unstable();
     names

@@ -236,6 +236,7 @@ impl Encoder {
                     MlpKind::Gelu
                 },
                 head,
+                pixels: 0,
             }),
         })
     }

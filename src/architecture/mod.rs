@@ -218,6 +218,9 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
 pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensions> {
     let parsed = Config::new(config)?;
     let model_type = parsed.model_type()?.unwrap_or("");
+    if model_type == "vit" {
+        return vit::dimensions(&parsed, task.unwrap_or(vit::DEFAULT_TASK));
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
@@ -238,6 +241,17 @@ const INPUT_TOKENS: &[(&str, InputTokens)] = &[
     ("siglip_vision_model", siglip::input_tokens_vision),
     ("vit", vit::image_tokens),
 ];
+
+/// The sequence one image becomes in a model whose activations are priced
+/// from images (ViT: its patches and the CLS token), at the config's
+/// `image_size`; `None` for a model priced from `--seq-len`.
+pub fn image_sequence(config: &Value) -> Result<Option<u64>> {
+    let config = Config::new(config)?;
+    match config.model_type()? {
+        Some("vit") => vit::sequence(&config).map(Some),
+        _ => Ok(None),
+    }
+}
 
 /// How many tokens each input of a vision encoder's config becomes, at
 /// the config's `image_size` (`a 224 px image -> 197 tokens (196 patches

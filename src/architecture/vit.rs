@@ -12,8 +12,12 @@
 //! `pooler_output_size`), `ViTForImageClassification` mounts the body as
 //! `vit` without a pooler and reads the CLS token with `classifier`.
 
-use super::config::Config;
+use super::config::{Config, exact_ratio};
 use super::decoder::{Decoder, Layers};
+use super::dimensions::{
+    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LayerLayout, Linears, MlpKind,
+    NormKind, Positions, QkNormKind, QkvLayout, Softcap,
+};
 use super::params::{Norm, Params, product, sum};
 use super::task::Task;
 use super::tower::patch_conv;
@@ -82,6 +86,101 @@ pub fn image_tokens(config: &Config) -> Result<String> {
         sum(&[patches, 1])?,
         pixels(sides(config, "patch_size", PATCH_SIZE)?),
     ))
+}
+
+/// The sizes and kinds activation memory needs for `ViTForImageClassification`
+/// (`seq-cls:N`): pre-norm layers (`layernorm_before`, `layernorm_after`,
+/// one LayerNorm kernel each), separate biased q/k/v, eager attention's
+/// softmax in fp32 and its cast copy (`eager_attention_forward`), the
+/// `gelu` MLP, bidirectional attention, the pixels the patch convolution
+/// saves, and the final LayerNorm and classifier over the CLS token. The
+/// bare model has no loss of transformers' own; dropout (0 by default) and
+/// activations other than `gelu` are not measured, and refused.
+pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
+    let Task::SequenceClassification { labels } = task else {
+        return Err(Error::InvalidValue {
+            what: "--task",
+            value: task.to_string(),
+            reason: "activations of `vit` are modelled for seq-cls:N (ViTForImageClassification), whose loss transformers computes".to_string(),
+        });
+    };
+    let hidden = config.size("hidden_size", 768)?;
+    let heads = config.size("num_attention_heads", 12)?;
+    let head_dim = exact_ratio(hidden, heads, "num_attention_heads")?;
+    if config
+        .optional_size("head_dim", None)?
+        .is_some_and(|dim| dim != head_dim)
+    {
+        return Err(Error::InvalidConfig {
+            key: "head_dim".to_string(),
+            problem: "an attention width other than the hidden size is not measured for activation memory; accepted: no head_dim".to_string(),
+        });
+    }
+    let activation = config.string("hidden_act", Some("gelu"))?.unwrap_or("gelu");
+    if activation != "gelu" {
+        return Err(Error::InvalidConfig {
+            key: "hidden_act".to_string(),
+            problem: format!(
+                "`{activation}` is not modelled for ViT's activation memory; accepted: gelu"
+            ),
+        });
+    }
+    for key in ["hidden_dropout_prob", "attention_probs_dropout_prob"] {
+        if config.fraction(key, 0.0)? > 0.0 {
+            return Err(Error::InvalidConfig {
+                key: key.to_string(),
+                problem: "ViT's dropouts are not measured for activation memory; accepted: 0 (ViTConfig's default)".to_string(),
+            });
+        }
+    }
+    let (height, width) = sides(config, "image_size", IMAGE_SIZE)?;
+    let pixels = product(&[config.size("num_channels", 3)?, height, width])?;
+    Ok(Dimensions {
+        model_type: "vit".to_string(),
+        layers: config.size("num_hidden_layers", 12)?,
+        hidden,
+        intermediate: config.size("intermediate_size", 3072)?,
+        heads,
+        kv_heads: heads,
+        head_dim,
+        vocab: labels,
+        tied_embeddings: false,
+        norm: NormKind::LayerNorm,
+        layout: LayerLayout::PreNorm,
+        qkv: QkvLayout::Separate,
+        qk_norm: QkNormKind::None,
+        softmax: EagerSoftmax::Fp32WithCast,
+        mlp: MlpKind::Gelu,
+        experts: None,
+        positions: Positions::Learned,
+        dropout: Dropout {
+            attention: false,
+            residual: false,
+            embedding: false,
+        },
+        softcap: Softcap::default(),
+        mask_positional: false,
+        linears: Linears {
+            attention_input: vec!["q_proj", "k_proj", "v_proj"],
+            attention_output: "o_proj",
+            mlp_input: vec!["fc1"],
+            mlp_output: "fc2",
+            conv1d: false,
+        },
+        encoder: Some(EncoderParts {
+            token_types_per_token: false,
+            positions_from_ids: false,
+            head_activation: MlpKind::Gelu,
+            head: EncoderHead::ImageClassifier { labels },
+            pixels,
+        }),
+    })
+}
+
+/// The sequence one image becomes for activation memory: its patches and
+/// the CLS token.
+pub fn sequence(config: &Config) -> Result<u64> {
+    sum(&[patches(config)?, 1])
 }
 
 /// The model `task`'s auto class builds for a ViT config.

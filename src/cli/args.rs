@@ -415,6 +415,12 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "PX", value_parser = at_least_one, allow_negative_numbers = true)]
     pub image_size: Option<u64>,
 
+    /// Images per sample for a vision model (default 1): each is a
+    /// sequence of its patches (+ the CLS token), so the micro-batch holds
+    /// B x N of them.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub images: Option<u64>,
+
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,

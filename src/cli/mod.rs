@@ -106,8 +106,9 @@ fn estimate_request(
         resolve::capacity(&args.capacity)?,
         parallelism,
     )?;
-    resolve::apply_workload(&mut setup, &args.workload, &args.parallel)?;
-    if let Some(dimensions) = resolve::dimensions(&args.workload)? {
+    let workload = resolve::image_workload(&args.workload, &model)?;
+    resolve::apply_workload(&mut setup, &workload, &args.parallel)?;
+    if let Some(dimensions) = resolve::dimensions(&workload)? {
         model.dimensions = Some(dimensions);
     }
     let finetune = resolve::finetune(&args.finetune)?;
@@ -142,8 +143,13 @@ fn fit(args: &FitArgs) -> Result<String> {
         )?;
         return Ok(render::fit(&fit, format, units));
     }
+    let model = model_of(
+        args.params.as_deref(),
+        args.model.as_deref(),
+        &args.workload,
+    )?;
     // The quantity searched gets a placeholder of 1 in the workload.
-    let workload = &args.workload;
+    let workload = &resolve::image_workload(&args.workload, &model)?;
     let question = match (workload.micro_batch, workload.seq_len) {
         (None, Some(_)) => Question::MicroBatch,
         (Some(_), None) => Question::SeqLen,
@@ -155,7 +161,7 @@ fn fit(args: &FitArgs) -> Result<String> {
         ..workload.clone()
     };
     resolve::apply_workload(&mut setup, &filled, &args.parallel)?;
-    let mut model = model_of(args.params.as_deref(), args.model.as_deref(), workload)?;
+    let mut model = model;
     if let Some(dimensions) = resolve::dimensions(workload)? {
         model.dimensions = Some(dimensions);
     }
@@ -252,9 +258,13 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     let mut base = Setup::new(optimizers.first().copied().unwrap_or(from), precision)
         .with_capacity(resolve::capacity_of(capacity_text, args.device.as_deref())?);
     base.parallelism = parallelism;
-    resolve::apply_workload(&mut base, &args.workload, &args.parallel)?;
+    let workload = match models.as_slice() {
+        [model] => resolve::image_workload(&args.workload, model)?,
+        _ => args.workload.clone(),
+    };
+    resolve::apply_workload(&mut base, &workload, &args.parallel)?;
     let mut models = models;
-    if let Some(dimensions) = resolve::dimensions(&args.workload)? {
+    if let Some(dimensions) = resolve::dimensions(&workload)? {
         for model in models.iter_mut().filter(|m| !m.shapes_known) {
             model.dimensions = Some(dimensions.clone());
         }

@@ -729,18 +729,21 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
             "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); the peak is the model states and the step's temporaries"
                 .to_string(),
         ),
-        // The bare model of an encoder whose other tasks are modelled; a
-        // vision encoder's activations are not modelled for any task.
+        // The bare model of an encoder whose other tasks are modelled;
+        // CLIP's and SigLIP's activations are not modelled for any task.
         (Some(_), None)
             if model.task == Some(crate::architecture::Task::Embedding)
                 && model.model_type.as_deref().is_some_and(|model_type| {
                     crate::architecture::supported_for_activations().contains(&model_type)
                 }) =>
         {
-            notes.push(
-            "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task masked-lm, seq-cls:N or token-cls:N for transformers' heads"
-                    .to_string(),
-            )
+            let heads = match model.model_type.as_deref() {
+                Some("vit") => "seq-cls:N (ViTForImageClassification)",
+                _ => "masked-lm, seq-cls:N or token-cls:N",
+            };
+            notes.push(format!(
+                "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task {heads} for transformers' heads"
+            ))
         }
         (Some(_), None) => match model.model_type.as_deref() {
             Some(model_type) if crate::architecture::supported().contains(&model_type) => {

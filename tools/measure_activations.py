@@ -11,7 +11,10 @@ encoders (``encoder_specs()``) are built with the auto class of a trainmem
 ``AutoModelForTokenClassification``, ``num_labels`` set) and trained on that
 task's labels (a copy of the ids for masked-LM, one random label per sequence or
 per token for the classifiers); their fixtures record ``"task"`` and their ids
-end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``).
+end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``). ViT (``vision_specs()``) is
+built with ``AutoModelForImageClassification`` and fed fp32 pixels ``[B, C, H, W]`` (as an
+image processor returns them) with one label per image; its ``seq_len`` is the sequence
+an image becomes (its patches and the CLS token).
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 

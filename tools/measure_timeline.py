@@ -7,7 +7,8 @@ the peak. For every configuration in ``specs()`` it builds a small HuggingFace
 causal LM (or, in ``encoder_specs()``, a BERT-style encoder built with the auto
 class of a trainmem ``--task`` and trained on that task's labels, the fixture
 naming ``--task`` in ``trainmem_flags``; the forward phase ends when the module
-returning the logits, the masked-LM decoder or the classifier, returns) with random weights (no hub: the config is a local dict, exactly as
+returning the logits, the masked-LM decoder or the classifier, returns; a ViT image
+classifier, ``vit-tiny``, is fed fp32 pixels) with random weights (no hub: the config is a local dict, exactly as
 ``measure_activations.py`` does), trains it on CPU and records every
 allocation and free that goes through torch's CPU allocator during one step.
 

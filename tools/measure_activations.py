@@ -469,6 +469,10 @@ def vision_specs() -> list[dict]:
            "num_hidden_layers": 3, "image_size": 30, "patch_size": 7, "num_channels": 1}
     out.append(spec("vit", "odd", odd, dtype="fp32", attn="eager", B=3, S=vit_tokens(odd),
                     task="seq-cls:5", description="odd sizes, 1 channel, 30 px in 7 px patches"))
+    for attn in ("eager", "sdpa"):
+        out.append(spec("vit", "gc", base, dtype="bf16", attn=attn, B=2, S=vit_tokens(base),
+                        gc=True, task="seq-cls:3",
+                        description="gradient checkpointing of every layer"))
     big = {**base, "image_size": 64}
     out.append(spec("vit", "image64", big, dtype="bf16", attn="sdpa", B=4, S=vit_tokens(big),
                     task="seq-cls:10", description="64 px images (65 tokens), B 4"))

@@ -558,6 +558,24 @@ fn a_vit_s_sequence_follows_its_images() {
     );
     let larger = activations(&["--micro-batch", "6", "--image-size", "384"]);
     assert!(larger.as_u64() > six.as_u64());
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        "vit-base-patch16-224",
+        "--task",
+        "seq-cls:10",
+        "--micro-batch",
+        "2",
+        "--images",
+        "3",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(
+            "note: images: 2 samples x 3 images each = a micro-batch of 6 sequences of 197 tokens"
+        ),
+        "{stdout}"
+    );
     for (args, expected) in [
         (
             &[

@@ -106,7 +106,8 @@ fn estimate_request(
         resolve::capacity(&args.capacity)?,
         parallelism,
     )?;
-    let workload = resolve::image_workload(&args.workload, &model)?;
+    let (workload, images) = resolve::image_workload(&args.workload, &model)?;
+    model.notes.extend(images);
     resolve::apply_workload(&mut setup, &workload, &args.parallel)?;
     if let Some(dimensions) = resolve::dimensions(&workload)? {
         model.dimensions = Some(dimensions);
@@ -149,7 +150,7 @@ fn fit(args: &FitArgs) -> Result<String> {
         &args.workload,
     )?;
     // The quantity searched gets a placeholder of 1 in the workload.
-    let workload = &resolve::image_workload(&args.workload, &model)?;
+    let workload = &resolve::image_workload(&args.workload, &model)?.0;
     let question = match (workload.micro_batch, workload.seq_len) {
         (None, Some(_)) => Question::MicroBatch,
         (Some(_), None) => Question::SeqLen,
@@ -259,7 +260,7 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
         .with_capacity(resolve::capacity_of(capacity_text, args.device.as_deref())?);
     base.parallelism = parallelism;
     let workload = match models.as_slice() {
-        [model] => resolve::image_workload(&args.workload, model)?,
+        [model] => resolve::image_workload(&args.workload, model)?.0,
         _ => args.workload.clone(),
     };
     resolve::apply_workload(&mut base, &workload, &args.parallel)?;

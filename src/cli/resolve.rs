@@ -260,9 +260,13 @@ fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
 /// The workload flags with a vision model's sequence filled in: a ViT reads
 /// each image as its patches and the CLS token (197 tokens at 224 px), so
 /// `--seq-len` follows from the image size, and `--images N` per sample
-/// makes a micro-batch of B x N sequences. `--seq-len` that disagrees, and
-/// `--images` for a model that takes no images, are refused.
-pub fn image_workload(args: &WorkloadArgs, model: &Model) -> Result<WorkloadArgs> {
+/// makes a micro-batch of B x N sequences, said in a note. `--seq-len`
+/// that disagrees, and `--images` for a model that takes no images, are
+/// refused.
+pub fn image_workload(
+    args: &WorkloadArgs,
+    model: &Model,
+) -> Result<(WorkloadArgs, Option<String>)> {
     let sequence = match &model.config {
         Some(config) => architecture::image_sequence(config)?,
         None => None,
@@ -278,7 +282,7 @@ pub fn image_workload(args: &WorkloadArgs, model: &Model) -> Result<WorkloadArgs
                 ),
             });
         }
-        return Ok(args.clone());
+        return Ok((args.clone(), None));
     };
     if let Some(seq_len) = args.seq_len
         && seq_len != tokens
@@ -306,12 +310,20 @@ pub fn image_workload(args: &WorkloadArgs, model: &Model) -> Result<WorkloadArgs
                 })
         })
         .transpose()?;
-    Ok(WorkloadArgs {
+    let note = match (args.micro_batch, micro_batch) {
+        (Some(samples), Some(sequences)) => Some(format!(
+            "images: {samples} samples x {images} image{} each = a micro-batch of {sequences} sequences of {tokens} tokens",
+            if images == 1 { "" } else { "s" }
+        )),
+        _ => None,
+    };
+    let workload = WorkloadArgs {
         micro_batch,
         seq_len: args.seq_len.or(micro_batch.map(|_| tokens)),
         images: None,
         ..args.clone()
-    })
+    };
+    Ok((workload, note))
 }
 
 /// The workload of `--micro-batch`, `--seq-len`, `--attention` and

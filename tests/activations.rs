@@ -34,6 +34,7 @@ const REQUIRED: &[&str] = &[
     "bert",
     "roberta",
     "vit",
+    "clip",
 ];
 const TOLERANCE: f64 = 0.05;
 

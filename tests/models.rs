@@ -529,6 +529,56 @@ fn image_size_rebuilds_a_vision_model_and_says_what_an_image_becomes() {
     }
 }
 
+/// CLIP's image classifier is priced from its vision tower (257 tokens at
+/// 224 px in 14 px patches); its contrastive model says it is not modelled.
+#[test]
+fn clip_s_image_classifier_is_priced_and_its_contrastive_model_is_named() {
+    let estimate = json_of(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--task",
+        "seq-cls:10",
+        "--micro-batch",
+        "4",
+        "--platform",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    assert!(estimate["activations"]["total"].as_u64().unwrap() > 0);
+    let (code, _, stderr) = run(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--task",
+        "seq-cls:10",
+        "--micro-batch",
+        "4",
+        "--seq-len",
+        "77",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with(
+            "error: invalid --seq-len `77`: clip-vit-large-patch14 reads each image as 257 tokens"
+        ),
+        "{stderr}"
+    );
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--micro-batch",
+        "4",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("note: activations are not estimated: CLIPModel's contrastive training of both towers is not modelled yet"),
+        "{stdout}"
+    );
+}
+
 /// A ViT's sequence is its image's patches and the CLS token: `--seq-len`
 /// follows `--image-size`, and `--images N` per sample makes B x N
 /// sequences.

@@ -447,7 +447,7 @@ def encoder_specs() -> list[dict]:
 # the sequence the image becomes (its patches + the CLS token); the pixels
 # are fp32, as an image processor returns them (the patch embedding casts
 # them to the model dtype).
-VISION = {"vit"}
+VISION = {"vit", "clip"}
 VIT_BASE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
             "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
 
@@ -473,6 +473,20 @@ def vision_specs() -> list[dict]:
         out.append(spec("vit", "gc", base, dtype="bf16", attn=attn, B=2, S=vit_tokens(base),
                         gc=True, task="seq-cls:3",
                         description="gradient checkpointing of every layer"))
+    # CLIPForImageClassification: the vision tower (pre_layrnorm, quick_gelu) and a classifier
+    # over the mean patch token; the text tower is built but not run
+    clip_text = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                 "num_attention_heads": 2, "vocab_size": 100, "max_position_embeddings": 16}
+    clip = {"text_config": clip_text, "vision_config": base}
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("clip", "base", clip, dtype=dtype, attn=attn, B=2,
+                            S=vit_tokens(base), task="seq-cls:3",
+                            description="tiny CLIP vision tower, quick_gelu, 32 px in 8 px"))
+    gelu = {"text_config": clip_text, "vision_config": {**odd, "hidden_act": "gelu"}}
+    out.append(spec("clip", "odd_gelu", gelu, dtype="bf16", attn="eager", B=3,
+                    S=vit_tokens(odd), task="seq-cls:5",
+                    description="odd sizes, 1 channel, hidden_act gelu"))
     big = {**base, "image_size": 64}
     out.append(spec("vit", "image64", big, dtype="bf16", attn="sdpa", B=4, S=vit_tokens(big),
                     task="seq-cls:10", description="64 px images (65 tokens), B 4"))
@@ -663,8 +677,9 @@ def measure(sp: dict, torch, transformers) -> dict:
             return res
 
     if sp["model_type"] in VISION:
-        side = cfg.image_size
-        ids = torch.randn(sp["B"], cfg.num_channels, side, side)
+        vision = getattr(cfg, "vision_config", cfg)
+        side = vision.image_size
+        ids = torch.randn(sp["B"], vision.num_channels, side, side)
         labels = torch.randint(0, cfg.num_labels, (sp["B"],))
     else:
         ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))

@@ -47,6 +47,10 @@ pub fn embeddings(
         // the CLS token's `cat` and the position embeddings' add save
         // nothing.
         saved.tensor(&[p, rank.batch, encoder.pixels])?;
+        // CLIP's `pre_layrnorm` over the embeddings.
+        if encoder.pixels_norm {
+            saved.add(layer_norm(rank, t, kernels)?)?;
+        }
         return Ok(saved.bytes());
     }
     saved.tensor(&[INT64, rank.tokens])?;
@@ -135,6 +139,10 @@ pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels) -> Result<By
                 saved.tensor(&[p, t, h])?;
             }
         }
+        EncoderHead::MeanPooledClassifier { .. } => {
+            // The classifier's input, the mean of the patch tokens.
+            saved.tensor(&[p, b, h])?;
+        }
         EncoderHead::ImageClassifier { .. } => {
             // The final LayerNorm, and its output kept whole by the
             // classifier's view of the CLS token.
@@ -159,7 +167,8 @@ pub fn phase(rank: &Rank, encoder: &EncoderParts) -> Result<LossPhase> {
         EncoderHead::MaskedLm => (rank.tokens, rank.vocab),
         EncoderHead::PooledClassifier { labels, .. }
         | EncoderHead::DenseClassifier { labels, .. }
-        | EncoderHead::ImageClassifier { labels } => (rank.batch, labels),
+        | EncoderHead::ImageClassifier { labels }
+        | EncoderHead::MeanPooledClassifier { labels } => (rank.batch, labels),
         EncoderHead::TokenClassifier { labels, .. } => (rank.tokens, labels),
     };
     let mut logits = Tally::new();

@@ -15,12 +15,16 @@
 //! `projection_dim`; `CLIPForImageClassification` keeps the vision tower
 //! and a `classifier` over its mean patch token.
 
-use super::config::Config;
+use super::config::{Config, exact_ratio};
 use super::decoder::Decoder;
+use super::dimensions::{
+    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LayerLayout, Linears, MlpKind,
+    NormKind, Positions, QkNormKind, QkvLayout, Softcap,
+};
 use super::params::{Norm, Params, sum};
 use super::task::Task;
 use super::tower::{Tower, TowerDefaults, patch_conv, patch_count, read_section, refused, whole};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Role;
 
 /// The task CLIP trains for when `--task` is not given: `CLIPModel`, the
@@ -119,6 +123,115 @@ pub fn input_tokens_vision(config: &Config) -> Result<String> {
 /// What a text becomes in a `clip_text_model` config.
 pub fn input_tokens_text(config: &Config) -> Result<String> {
     text_tokens(config)
+}
+
+/// The `hidden_act` values whose saved tensors are modelled, and how.
+const ACTIVATIONS: &[(&str, MlpKind)] =
+    &[("quick_gelu", MlpKind::QuickGelu), ("gelu", MlpKind::Gelu)];
+
+/// The sizes and kinds activation memory needs for
+/// `CLIPForImageClassification` (`seq-cls:N`), the vision tower alone:
+/// the pixels the patch convolution saves, `pre_layrnorm`, pre-norm
+/// `CLIPEncoderLayer`s (one LayerNorm kernel each, separate biased q/k/v,
+/// eager attention's softmax in fp32 and its cast copy, the
+/// `hidden_act` MLP: `quick_gelu` in Python or `gelu`), bidirectional
+/// attention, and the classifier over the mean of the patch tokens. The
+/// contrastive `CLIPModel` (both towers and their loss) is not modelled.
+pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
+    let Task::SequenceClassification { labels } = task else {
+        return Err(Error::InvalidValue {
+            what: "--task",
+            value: task.to_string(),
+            reason: "activations of `clip` are modelled for seq-cls:N (CLIPForImageClassification); CLIPModel's contrastive training of both towers is not modelled yet".to_string(),
+        });
+    };
+    read_section(config, section(config, "vision")?, |vision| {
+        vision_dimensions(vision, labels)
+    })
+}
+
+/// [`dimensions`] read from the vision sub-config.
+fn vision_dimensions(config: &Config, labels: u64) -> Result<Dimensions> {
+    let tower = Tower::read(config, VISION)?;
+    let heads = config.size("num_attention_heads", VISION.heads)?;
+    let head_dim = exact_ratio(tower.hidden, heads, "num_attention_heads")?;
+    let activation = config
+        .string("hidden_act", Some("quick_gelu"))?
+        .unwrap_or("quick_gelu");
+    let mlp = ACTIVATIONS
+        .iter()
+        .find(|(name, _)| *name == activation)
+        .map(|(_, kind)| *kind)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "hidden_act".to_string(),
+            problem: format!(
+                "`{activation}` is not modelled for CLIP's activation memory; accepted: quick_gelu, gelu"
+            ),
+        })?;
+    if config.fraction("attention_dropout", 0.0)? > 0.0 {
+        return Err(Error::InvalidConfig {
+            key: "attention_dropout".to_string(),
+            problem: "CLIP's attention dropout is not measured for activation memory; accepted: 0 (CLIPVisionConfig's default)".to_string(),
+        });
+    }
+    let side = config.size("image_size", IMAGE_SIZE)?;
+    let pixels = config
+        .size("num_channels", CHANNELS)?
+        .checked_mul(side)
+        .and_then(|pixels| pixels.checked_mul(side))
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "image_size".to_string(),
+            problem: format!("`{side}` makes too many pixels; accepted: a real image size"),
+        })?;
+    Ok(Dimensions {
+        model_type: "clip".to_string(),
+        layers: tower.layers,
+        hidden: tower.hidden,
+        intermediate: tower.intermediate,
+        heads,
+        kv_heads: heads,
+        head_dim,
+        vocab: labels,
+        tied_embeddings: false,
+        norm: NormKind::LayerNorm,
+        layout: LayerLayout::PreNorm,
+        qkv: QkvLayout::Separate,
+        qk_norm: QkNormKind::None,
+        softmax: EagerSoftmax::Fp32WithCast,
+        mlp,
+        experts: None,
+        positions: Positions::Learned,
+        dropout: Dropout {
+            attention: false,
+            residual: false,
+            embedding: false,
+        },
+        softcap: Softcap::default(),
+        mask_positional: false,
+        linears: Linears {
+            attention_input: vec!["q_proj", "k_proj", "v_proj"],
+            attention_output: "out_proj",
+            mlp_input: vec!["fc1"],
+            mlp_output: "fc2",
+            conv1d: false,
+        },
+        encoder: Some(EncoderParts {
+            token_types_per_token: false,
+            positions_from_ids: false,
+            head_activation: mlp,
+            head: EncoderHead::MeanPooledClassifier { labels },
+            pixels,
+            pixels_norm: true,
+        }),
+    })
+}
+
+/// The sequence one image becomes in a `clip` config's vision tower: its
+/// patches and the class token.
+pub fn image_sequence(config: &Config) -> Result<u64> {
+    read_section(config, section(config, "vision")?, |vision| {
+        sum(&[vision_patches(vision)?, 1])
+    })
 }
 
 /// `CLIPVisionModel`, and its hidden size.

@@ -237,6 +237,7 @@ impl Encoder {
                 },
                 head,
                 pixels: 0,
+                pixels_norm: false,
             }),
         })
     }

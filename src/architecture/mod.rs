@@ -221,6 +221,9 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     if model_type == "vit" {
         return vit::dimensions(&parsed, task.unwrap_or(vit::DEFAULT_TASK));
     }
+    if model_type == "clip" {
+        return clip::dimensions(&parsed, task.unwrap_or(clip::DEFAULT_TASK));
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
@@ -243,12 +246,14 @@ const INPUT_TOKENS: &[(&str, InputTokens)] = &[
 ];
 
 /// The sequence one image becomes in a model whose activations are priced
-/// from images (ViT: its patches and the CLS token), at the config's
+/// from images (ViT and CLIP's vision tower: its patches and the class
+/// token), at the config's
 /// `image_size`; `None` for a model priced from `--seq-len`.
 pub fn image_sequence(config: &Value) -> Result<Option<u64>> {
     let config = Config::new(config)?;
     match config.model_type()? {
         Some("vit") => vit::sequence(&config).map(Some),
+        Some("clip") => clip::image_sequence(&config).map(Some),
         _ => Ok(None),
     }
 }

@@ -173,6 +173,7 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             head_activation: MlpKind::Gelu,
             head: EncoderHead::ImageClassifier { labels },
             pixels,
+            pixels_norm: false,
         }),
     })
 }

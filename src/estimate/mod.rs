@@ -737,13 +737,17 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
                     crate::architecture::supported_for_activations().contains(&model_type)
                 }) =>
         {
-            let heads = match model.model_type.as_deref() {
-                Some("vit") => "seq-cls:N (ViTForImageClassification)",
-                _ => "masked-lm, seq-cls:N or token-cls:N",
-            };
-            notes.push(format!(
-                "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task {heads} for transformers' heads"
-            ))
+            notes.push(match model.model_type.as_deref() {
+                Some("clip") => "activations are not estimated: CLIPModel's contrastive training of both towers is not modelled yet; give --task seq-cls:N for CLIPForImageClassification, its vision tower's classifier".to_string(),
+                model_type => format!(
+                    "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task {} for transformers' heads",
+                    if model_type == Some("vit") {
+                        "seq-cls:N (ViTForImageClassification)"
+                    } else {
+                        "masked-lm, seq-cls:N or token-cls:N"
+                    }
+                ),
+            })
         }
         (Some(_), None) => match model.model_type.as_deref() {
             Some(model_type) if crate::architecture::supported().contains(&model_type) => {

@@ -33,6 +33,8 @@ const REQUIRED: &[&str] = &[
     "phi",
     "bert",
     "roberta",
+    "vit",
+    "clip",
 ];
 const TOLERANCE: f64 = 0.05;
 

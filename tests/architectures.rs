@@ -216,6 +216,36 @@ fn encoders_are_measured_for_every_task_and_default_to_masked_lm() {
 }
 
 #[test]
+fn vision_encoders_are_measured_for_their_classes_and_default_to_embedding() {
+    let mut tasks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in fixture_paths() {
+        let fixture = read(&path);
+        if let Some(task) = fixture.get("task").and_then(Value::as_str) {
+            let model_type = fixture["model_type"].as_str().unwrap_or("?").to_string();
+            tasks
+                .entry(model_type)
+                .or_default()
+                .insert(task.to_string());
+        }
+    }
+    for (model_type, measured) in [
+        ("vit", &["embedding", "seq-cls:3"][..]),
+        ("clip", &["embedding", "seq-cls:3"]),
+        ("siglip", &["embedding", "seq-cls:3"]),
+        ("clip_vision_model", &["embedding"]),
+        ("clip_text_model", &["embedding"]),
+        ("siglip_vision_model", &["embedding"]),
+    ] {
+        assert_eq!(
+            tasks[model_type],
+            measured.iter().map(|task| task.to_string()).collect(),
+            "{model_type}"
+        );
+        assert_eq!(default_task(model_type), Some(Task::Embedding));
+    }
+}
+
+#[test]
 fn every_fixture_model_type_is_supported() {
     let supported = supported();
     let missing: BTreeSet<String> = fixture_paths()

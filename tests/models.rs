@@ -393,6 +393,276 @@ fn task_picks_the_head_and_is_reported() {
     );
 }
 
+/// The vision presets: their totals are those of the measured
+/// `preset__vit-base-patch16-224`, `vit__base_patch16_224__seq-cls-3` and
+/// `preset__clip-vit-large-patch14` fixtures; embedding is the default.
+#[test]
+fn vision_presets_default_to_embedding_and_classify_images() {
+    let params = json_of(&["params", "vit-base-patch16-224", "--format", "json"]);
+    assert_eq!(params["task"], "embedding");
+    assert_eq!(params["parameters"]["total"], 86_389_248);
+    let classifier = json_of(&[
+        "params",
+        "vit-base-patch16-224",
+        "--task",
+        "seq-cls:3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(classifier["parameters"]["total"], 85_800_963);
+    let clip = json_of(&["params", "clip-vit-large-patch14", "--format", "json"]);
+    assert_eq!(clip["task"], "embedding");
+    assert_eq!(clip["parameters"]["total"], 427_616_513);
+    let (code, stdout, stderr) = run(&["params", "vit-base-patch16-224", "--task", "masked-lm"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.starts_with(
+            "error: invalid --task `masked-lm`: transformers has no AutoModelForMaskedLM class for `vit`"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("error")).count(), 1);
+}
+
+/// `--freeze vision_model` freezes CLIP's vision tower by name: what stays
+/// trainable is every other tensor of the measured
+/// `preset__clip-vit-large-patch14` fixture (the text tower, both
+/// projections and `logit_scale`).
+#[test]
+fn clip_s_vision_tower_is_frozen_by_name() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/params/preset__clip-vit-large-patch14.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outside_vision: u64 = fixture["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| !t["name"].as_str().unwrap().starts_with("vision_model."))
+        .map(|t| {
+            t["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .product::<u64>()
+        })
+        .sum();
+    let estimate = json_of(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--freeze",
+        "vision_model",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(estimate["parameters"]["total"], fixture["total"]);
+    assert_eq!(estimate["parameters"]["trainable"], outside_vision);
+}
+
+/// `--image-size` builds a vision model for that resolution: the totals of
+/// the measured `clip__vit_large_patch14_336__embedding` and
+/// `vit__image_384__*` fixtures, and the report says what an image became.
+#[test]
+fn image_size_rebuilds_a_vision_model_and_says_what_an_image_becomes() {
+    let measured = |id: &str| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/params/{id}.json"));
+        let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        fixture["total"].clone()
+    };
+    let clip = json_of(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--image-size",
+        "336",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        clip["parameters"]["total"],
+        measured("clip__vit_large_patch14_336__embedding")
+    );
+    let vit = json_of(&[
+        "params",
+        "vit-base-patch16-224",
+        "--image-size",
+        "384",
+        "--task",
+        "seq-cls:3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        vit["parameters"]["total"],
+        measured("vit__image_384__seq-cls-3")
+    );
+    let (code, stdout, _) = run(&["params", "vit-base-patch16-224", "--image-size", "384"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(
+            "note: input tokens: a 384 px image -> 577 tokens (576 patches of 16 px + the CLS token)"
+        ),
+        "{stdout}"
+    );
+    for (args, expected) in [
+        (
+            &["params", "gpt2", "--image-size", "224"][..],
+            "error: invalid --image-size `224`: `gpt2` takes no images",
+        ),
+        (
+            &["estimate", "--params", "7B", "--image-size", "224"][..],
+            "error: invalid --image-size `224`: the image size is set in a config.json",
+        ),
+        (
+            &["params", "vit-base-patch16-224", "--image-size", "100000"][..],
+            "error: invalid --image-size `100000`: accepted: an image side from 1 to 65536 pixels",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+}
+
+/// CLIP's image classifier is priced from its vision tower (257 tokens at
+/// 224 px in 14 px patches); its contrastive model says it is not modelled.
+#[test]
+fn clip_s_image_classifier_is_priced_and_its_contrastive_model_is_named() {
+    let estimate = json_of(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--task",
+        "seq-cls:10",
+        "--micro-batch",
+        "4",
+        "--platform",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    assert!(estimate["activations"]["total"].as_u64().unwrap() > 0);
+    let (code, _, stderr) = run(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--task",
+        "seq-cls:10",
+        "--micro-batch",
+        "4",
+        "--seq-len",
+        "77",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with(
+            "error: invalid --seq-len `77`: clip-vit-large-patch14 reads each image as 257 tokens"
+        ),
+        "{stderr}"
+    );
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        "clip-vit-large-patch14",
+        "--micro-batch",
+        "4",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("note: activations are not estimated: CLIPModel's contrastive training of both towers is not modelled yet"),
+        "{stdout}"
+    );
+}
+
+/// A ViT's sequence is its image's patches and the CLS token: `--seq-len`
+/// follows `--image-size`, and `--images N` per sample makes B x N
+/// sequences.
+#[test]
+fn a_vit_s_sequence_follows_its_images() {
+    let activations = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "--model",
+            "vit-base-patch16-224",
+            "--task",
+            "seq-cls:10",
+            "--platform",
+            "cpu",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&args)["activations"]["total"].clone()
+    };
+    let six = activations(&["--micro-batch", "6"]);
+    assert!(six.as_u64().unwrap() > 0);
+    assert_eq!(activations(&["--micro-batch", "2", "--images", "3"]), six);
+    assert_eq!(
+        activations(&["--micro-batch", "6", "--seq-len", "197"]),
+        six
+    );
+    let larger = activations(&["--micro-batch", "6", "--image-size", "384"]);
+    assert!(larger.as_u64() > six.as_u64());
+    let (code, stdout, _) = run(&[
+        "estimate",
+        "--model",
+        "vit-base-patch16-224",
+        "--task",
+        "seq-cls:10",
+        "--micro-batch",
+        "2",
+        "--images",
+        "3",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(
+            "note: images: 2 samples x 3 images each = a micro-batch of 6 sequences of 197 tokens"
+        ),
+        "{stdout}"
+    );
+    for (args, expected) in [
+        (
+            &[
+                "estimate",
+                "--model",
+                "vit-base-patch16-224",
+                "--task",
+                "seq-cls:2",
+                "--micro-batch",
+                "1",
+                "--seq-len",
+                "128",
+            ][..],
+            "error: invalid --seq-len `128`: vit-base-patch16-224 reads each image as 197 tokens",
+        ),
+        (
+            &[
+                "estimate",
+                "--model",
+                "gpt2",
+                "--micro-batch",
+                "1",
+                "--seq-len",
+                "8",
+                "--images",
+                "2",
+            ][..],
+            "error: invalid --images `2`: gpt2 takes no images",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn tasks_a_model_cannot_do_exit_two_with_one_line() {
     for (args, expected) in [

@@ -12,7 +12,8 @@
 //! reentrant too (`--recompute-reentrant`); transformers 4.48's loss
 //! (`--loss shift-copy`); and BERT-style encoders (bert-tiny's shape,
 //! RoBERTa's) trained for masked-LM, sequence and token classification
-//! (`--task`). `--platform cpu` runs
+//! (`--task`); and the image classifiers of ViT (deit-tiny's sizes, 224 px
+//! images as 197 tokens) and CLIP (a 4-layer CLIP-B/32 vision tower). `--platform cpu` runs
 //! the same model trainmem runs for CUDA with the CPU's kernels and the
 //! CPU's optimizer defaults; its peak must land within 3% of the measured one.
 

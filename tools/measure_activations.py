@@ -11,7 +11,10 @@ encoders (``encoder_specs()``) are built with the auto class of a trainmem
 ``AutoModelForTokenClassification``, ``num_labels`` set) and trained on that
 task's labels (a copy of the ids for masked-LM, one random label per sequence or
 per token for the classifiers); their fixtures record ``"task"`` and their ids
-end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``).
+end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``). ViT (``vision_specs()``) is
+built with ``AutoModelForImageClassification`` and fed fp32 pixels ``[B, C, H, W]`` (as an
+image processor returns them) with one label per image; its ``seq_len`` is the sequence
+an image becomes (its patches and the CLS token).
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 
@@ -246,6 +249,8 @@ def task_class(task: str, cfg, transformers):
                "masked-lm": transformers.AutoModelForMaskedLM,
                "seq-cls": transformers.AutoModelForSequenceClassification,
                "token-cls": transformers.AutoModelForTokenClassification}
+    if cfg.model_type in VISION:
+        classes["seq-cls"] = transformers.AutoModelForImageClassification
     if n:
         cfg.num_labels = int(n)
     return classes[kind]
@@ -391,6 +396,7 @@ def specs() -> list[dict]:
             add("experts_eager", base, attn="eager", experts="eager",
                 description="experts_implementation eager (loop over experts)")
     out.extend(encoder_specs())
+    out.extend(vision_specs())
     return out
 
 
@@ -434,6 +440,56 @@ def encoder_specs() -> list[dict]:
                             description="gradient checkpointing of every layer"))
         out.append(spec(mt, "gc", base, dtype="fp32", attn="sdpa", gc=True, task="masked-lm",
                         description="gradient checkpointing of every layer"))
+    return out
+
+
+# Vision encoders: ViT's image classifier over pixel inputs. A spec's S is
+# the sequence the image becomes (its patches + the CLS token); the pixels
+# are fp32, as an image processor returns them (the patch embedding casts
+# them to the model dtype).
+VISION = {"vit", "clip"}
+VIT_BASE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
+
+
+def vit_tokens(config: dict) -> int:
+    """(image_size // patch_size) ** 2 + 1: a square image's patches and the CLS token."""
+    return (config.get("image_size", 224) // config.get("patch_size", 16)) ** 2 + 1
+
+
+def vision_specs() -> list[dict]:
+    out = []
+    base = dict(VIT_BASE)
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("vit", "base", base, dtype=dtype, attn=attn, B=2,
+                            S=vit_tokens(base), task="seq-cls:3",
+                            description="tiny ViT image classifier, 32 px images in 8 px patches"))
+    odd = {**base, "hidden_size": 72, "num_attention_heads": 6, "intermediate_size": 250,
+           "num_hidden_layers": 3, "image_size": 30, "patch_size": 7, "num_channels": 1}
+    out.append(spec("vit", "odd", odd, dtype="fp32", attn="eager", B=3, S=vit_tokens(odd),
+                    task="seq-cls:5", description="odd sizes, 1 channel, 30 px in 7 px patches"))
+    for attn in ("eager", "sdpa"):
+        out.append(spec("vit", "gc", base, dtype="bf16", attn=attn, B=2, S=vit_tokens(base),
+                        gc=True, task="seq-cls:3",
+                        description="gradient checkpointing of every layer"))
+    # CLIPForImageClassification: the vision tower (pre_layrnorm, quick_gelu) and a classifier
+    # over the mean patch token; the text tower is built but not run
+    clip_text = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                 "num_attention_heads": 2, "vocab_size": 100, "max_position_embeddings": 16}
+    clip = {"text_config": clip_text, "vision_config": base}
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("clip", "base", clip, dtype=dtype, attn=attn, B=2,
+                            S=vit_tokens(base), task="seq-cls:3",
+                            description="tiny CLIP vision tower, quick_gelu, 32 px in 8 px"))
+    gelu = {"text_config": clip_text, "vision_config": {**odd, "hidden_act": "gelu"}}
+    out.append(spec("clip", "odd_gelu", gelu, dtype="bf16", attn="eager", B=3,
+                    S=vit_tokens(odd), task="seq-cls:5",
+                    description="odd sizes, 1 channel, hidden_act gelu"))
+    big = {**base, "image_size": 64}
+    out.append(spec("vit", "image64", big, dtype="bf16", attn="sdpa", B=4, S=vit_tokens(big),
+                    task="seq-cls:10", description="64 px images (65 tokens), B 4"))
     return out
 
 
@@ -620,8 +676,14 @@ def measure(sp: dict, torch, transformers) -> dict:
                                      list(r.shape), stack[-1], func.__name__)
             return res
 
-    ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
-    labels = task_labels(sp["task"], torch, ids)
+    if sp["model_type"] in VISION:
+        vision = getattr(cfg, "vision_config", cfg)
+        side = vision.image_size
+        ids = torch.randn(sp["B"], vision.num_channels, side, side)
+        labels = torch.randint(0, cfg.num_labels, (sp["B"],))
+    else:
+        ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+        labels = task_labels(sp["task"], torch, ids)
     backend_ctx = None
     if attn == "sdpa-flash":
         backend_ctx = sdpa_kernel([SDPBackend.FLASH_ATTENTION])
@@ -639,7 +701,9 @@ def measure(sp: dict, torch, transformers) -> dict:
                 backend_ctx.__enter__()
             try:
                 with Tracker():
-                    if sp["task"] == "causal-lm":
+                    if sp["model_type"] in VISION:
+                        out = model(pixel_values=ids, labels=labels)
+                    elif sp["task"] == "causal-lm":
                         out = model(input_ids=ids, labels=labels, use_cache=sp["use_cache"])
                     else:
                         out = model(input_ids=ids, labels=labels)

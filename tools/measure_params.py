@@ -521,6 +521,99 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
           "classifier_bias": False, "decoder_bias": True, "global_attn_every_n_layers": 3,
           "local_attention": 128, "pad_token_id": 50283}),
     ]
+    # Vision encoders: each variant is measured for every task in VISION_TASKS.
+    v = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
+    S["vit"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes: a 32 px image in 8 px patches", v),
+        ("odd_sizes", "hidden 72 over 6 heads, intermediate 250, 3 layers, 30 px image, 7 px patches",
+         {**v, "hidden_size": 72, "num_attention_heads": 6, "intermediate_size": 250,
+          "num_hidden_layers": 3, "image_size": 30, "patch_size": 7}),
+        ("rectangle", "image_size [32, 48], patch_size [8, 16], 1 channel",
+         {**v, "image_size": [32, 48], "patch_size": [8, 16], "num_channels": 1}),
+        ("no_qkv_bias", "qkv_bias false", {**v, "qkv_bias": False}),
+        ("head_dim", "head_dim 8 over 4 heads (attention width 32, not the hidden 64)",
+         {**v, "head_dim": 8}),
+        ("pooler_size", "pooler_output_size 48", {**v, "pooler_output_size": 48}),
+        ("image_384", "image_size 384 (vit-base-patch16-384's resolution)",
+         {"image_size": 384}),
+        # google/vit-base-patch16-224's config.json (the fields that shape parameters)
+        ("base_patch16_224", "google/vit-base-patch16-224's published sizes",
+         {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+          "num_attention_heads": 12, "image_size": 224, "patch_size": 16, "num_channels": 3,
+          "qkv_bias": True, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+    ]
+    ct = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 16}
+    cv = {"hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 3,
+          "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
+    S["clip"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny towers of different widths and depths, projection_dim 24",
+         {"text_config": ct, "vision_config": cv, "projection_dim": 24}),
+        ("odd_sizes", "30 px image in 7 px patches, 2 channels, vocab 1003",
+         {"text_config": {**ct, "vocab_size": 1003},
+          "vision_config": {**cv, "image_size": 30, "patch_size": 7, "num_channels": 2},
+          "projection_dim": 40}),
+        ("config_dict", "old published files: text_config_dict and vision_config_dict replace "
+         "text_config and vision_config",
+         {"text_config": ct, "vision_config": cv, "projection_dim": 24,
+          "text_config_dict": {**ct, "hidden_size": 32, "num_attention_heads": 2},
+          "vision_config_dict": {**cv, "num_hidden_layers": 1}}),
+        # openai/clip-vit-large-patch14-336's: the same towers at 336 px (trainmem's
+        # clip-vit-large-patch14 preset with --image-size 336)
+        ("vit_large_patch14_336", "openai/clip-vit-large-patch14-336's published sizes",
+         {"projection_dim": 768,
+          "text_config": {"hidden_size": 768, "intermediate_size": 3072,
+                          "num_attention_heads": 12, "num_hidden_layers": 12,
+                          "max_position_embeddings": 77, "vocab_size": 49408},
+          "vision_config": {"hidden_size": 1024, "intermediate_size": 4096,
+                            "num_attention_heads": 16, "num_hidden_layers": 24,
+                            "image_size": 336, "patch_size": 14}}),
+        # openai/clip-vit-large-patch14's config.json (the fields that shape parameters)
+        ("vit_large_patch14", "openai/clip-vit-large-patch14's published sizes",
+         {"projection_dim": 768, "logit_scale_init_value": 2.6592,
+          "text_config": {"hidden_size": 768, "intermediate_size": 3072,
+                          "num_attention_heads": 12, "num_hidden_layers": 12,
+                          "max_position_embeddings": 77, "vocab_size": 49408,
+                          "projection_dim": 768, "hidden_act": "quick_gelu"},
+          "vision_config": {"hidden_size": 1024, "intermediate_size": 4096,
+                            "num_attention_heads": 16, "num_hidden_layers": 24,
+                            "image_size": 224, "patch_size": 14, "projection_dim": 768,
+                            "hidden_act": "quick_gelu"}}),
+    ]
+    S["clip_vision_model"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "a tiny CLIPVisionModel", cv),
+    ]
+    S["clip_text_model"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "a tiny CLIPTextModel", ct),
+    ]
+    S["siglip"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny towers of different widths and depths",
+         {"text_config": ct, "vision_config": cv}),
+        ("projection_size", "text projection_size 40, a 30 px image in 7 px patches",
+         {"text_config": {**ct, "projection_size": 40},
+          "vision_config": {**cv, "image_size": 30, "patch_size": 7}}),
+        ("no_head", "vision_use_head false: no attention-pooling head",
+         {"text_config": ct, "vision_config": {**cv, "vision_use_head": False}}),
+        # google/siglip-base-patch16-224's config.json (the fields that shape parameters)
+        ("base_patch16_224", "google/siglip-base-patch16-224's published sizes",
+         {"text_config": {"hidden_size": 768, "intermediate_size": 3072,
+                          "num_attention_heads": 12, "num_hidden_layers": 12,
+                          "vocab_size": 32000},
+          "vision_config": {"num_attention_heads": 12, "num_hidden_layers": 12,
+                            "patch_size": 16}}),
+    ]
+    S["siglip_vision_model"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "a tiny SiglipVisionModel", cv),
+        ("no_head", "vision_use_head false", {**cv, "vision_use_head": False}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),
@@ -546,24 +639,35 @@ def _quiet():
 # The encoders' model_types, their default task and every task measured.
 ENCODERS = {"bert", "roberta", "deberta-v2", "modernbert"}
 ENCODER_TASKS = ["masked-lm", "seq-cls:3", "token-cls:5", "embedding"]
+# The vision encoders and the tasks measured for each: image classification
+# where transformers has a class for it, and the bare (or contrastive) model.
+VISION_TASKS = {"vit": ["embedding", "seq-cls:3"], "clip": ["embedding", "seq-cls:3"],
+                "siglip": ["embedding", "seq-cls:3"], "clip_vision_model": ["embedding"],
+                "clip_text_model": ["embedding"], "siglip_vision_model": ["embedding"]}
 
 
 def default_task(model_type: str) -> str:
-    """trainmem's default --task: masked-lm for encoders, causal-lm otherwise."""
+    """trainmem's default --task: masked-lm for text encoders, embedding for
+    vision encoders, causal-lm otherwise."""
+    if model_type in VISION_TASKS:
+        return "embedding"
     return "masked-lm" if model_type in ENCODERS else "causal-lm"
 
 
-def auto_class(task: str):
-    """The transformers auto class of a --task value, and its num_labels."""
+def auto_class(task: str, model_type: str = ""):
+    """The transformers auto class of a --task value, and its num_labels.
+    A vision encoder's seq-cls is AutoModelForImageClassification."""
     import transformers as t
     kind, _, labels = task.partition(":")
     classes = {"causal-lm": t.AutoModelForCausalLM, "masked-lm": t.AutoModelForMaskedLM,
                "seq-cls": t.AutoModelForSequenceClassification,
                "token-cls": t.AutoModelForTokenClassification, "embedding": t.AutoModel}
+    if model_type in VISION_TASKS:
+        classes["seq-cls"] = t.AutoModelForImageClassification
     return classes[kind], int(labels) if labels else None
 
 
-def measure(raw: dict, task: str = "causal-lm"):
+def measure(raw: dict, task: str = "causal-lm", model_type: str = ""):
     """Load `raw` as a config.json would be loaded and count the parameters
     of the model `task`'s auto class builds (num_labels set for a classifier)."""
     import torch
@@ -573,7 +677,7 @@ def measure(raw: dict, task: str = "causal-lm"):
         with open(os.path.join(tmp, "config.json"), "w") as fh:
             json.dump(raw, fh)
         cfg = AutoConfig.from_pretrained(tmp)
-    cls, labels = auto_class(task)
+    cls, labels = auto_class(task, model_type)
     if labels is not None:
         cfg.num_labels = labels
     with torch.device("meta"):
@@ -611,8 +715,10 @@ def all_cases():
             assert variant not in seen, (model_type, variant)
             seen.add(variant)
             raw = {"model_type": model_type, **raw}
-            if model_type in ENCODERS:
-                for task in ENCODER_TASKS:
+            tasks = VISION_TASKS.get(model_type) or (ENCODER_TASKS if model_type in ENCODERS
+                                                     else None)
+            if tasks:
+                for task in tasks:
                     yield (f"{model_type}__{variant}__{task.replace(':', '-')}", model_type,
                            f"synthetic: {desc}", raw, task)
             else:
@@ -643,7 +749,7 @@ def main(argv=None) -> int:
     start = time.time()
     for case_id, model_type, source, raw, task in cases:
         try:
-            total, tensors = measure(raw, task)
+            total, tensors = measure(raw, task, model_type)
         except Exception as exc:  # report and continue
             failures.append((case_id, f"{type(exc).__name__}: {exc}"))
             print(f"FAIL  {case_id}: {type(exc).__name__}: {exc}", file=sys.stderr)

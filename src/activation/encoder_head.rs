@@ -41,6 +41,18 @@ pub fn embeddings(
 ) -> Result<Bytes> {
     let (t, p, h) = (rank.sequence_tokens, rank.element, rank.hidden);
     let mut saved = Tally::new();
+    if encoder.pixels > 0 {
+        // ViT: the patch convolution saves its input, the pixels in the
+        // model dtype (`ViTPatchEmbeddings` casts them to the weights');
+        // the CLS token's `cat` and the position embeddings' add save
+        // nothing.
+        saved.tensor(&[p, rank.batch, encoder.pixels])?;
+        // CLIP's `pre_layrnorm` over the embeddings.
+        if encoder.pixels_norm {
+            saved.add(layer_norm(rank, t, kernels)?)?;
+        }
+        return Ok(saved.bytes());
+    }
     saved.tensor(&[INT64, rank.tokens])?;
     saved.tensor(&[
         INT64,
@@ -86,7 +98,10 @@ fn layer_norm(rank: &Rank, rows: u64, kernels: &Kernels) -> Result<Bytes> {
 ///   and result `P·B·h`, else the view keeps `P·T·h`), tanh's result
 ///   `P·B·h`, the second dropout's mask and result;
 /// * token classification: with dropout its mask and the classifier's
-///   input `P·T·h`, else the last hidden state itself.
+///   input `P·T·h`, else the last hidden state itself;
+/// * ViT's image classifier: the final LayerNorm's input and statistics,
+///   and its output `P·T·h`, kept by the classifier's view of the CLS
+///   token (the `vit__*` fixtures).
 pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels) -> Result<Bytes> {
     let (t, b, p, h) = (rank.sequence_tokens, rank.batch, rank.element, rank.hidden);
     let mask = kernels.dropout_mask.bytes(p);
@@ -124,6 +139,16 @@ pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels) -> Result<By
                 saved.tensor(&[p, t, h])?;
             }
         }
+        EncoderHead::MeanPooledClassifier { .. } => {
+            // The classifier's input, the mean of the patch tokens.
+            saved.tensor(&[p, b, h])?;
+        }
+        EncoderHead::ImageClassifier { .. } => {
+            // The final LayerNorm, and its output kept whole by the
+            // classifier's view of the CLS token.
+            saved.add(layer_norm(rank, t, kernels)?)?;
+            saved.tensor(&[p, t, h])?;
+        }
     }
     Ok(saved.bytes())
 }
@@ -141,7 +166,9 @@ pub fn phase(rank: &Rank, encoder: &EncoderParts) -> Result<LossPhase> {
     let (rows, width) = match encoder.head {
         EncoderHead::MaskedLm => (rank.tokens, rank.vocab),
         EncoderHead::PooledClassifier { labels, .. }
-        | EncoderHead::DenseClassifier { labels, .. } => (rank.batch, labels),
+        | EncoderHead::DenseClassifier { labels, .. }
+        | EncoderHead::ImageClassifier { labels }
+        | EncoderHead::MeanPooledClassifier { labels } => (rank.batch, labels),
         EncoderHead::TokenClassifier { labels, .. } => (rank.tokens, labels),
     };
     let mut logits = Tally::new();
@@ -230,6 +257,39 @@ mod tests {
         let (rank, encoder, kernels) = bert("bert", Task::TokenClassification { labels: 5 });
         assert_eq!(head(&rank, &encoder, &kernels).unwrap().0, 2 * 16384);
         assert_eq!(phase_of(&rank, &encoder), (1280, 1280 + 1024 + 2));
+    }
+
+    /// ViT's image classifier, 32 px RGB images in 8 px patches (T = 2·17),
+    /// hidden 64, bf16: the `vit__base__bf16__*` fixtures' groups.
+    #[test]
+    fn vit_pixels_and_image_classifier_by_hand() {
+        let config = json!({
+            "model_type": "vit", "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 32, "patch_size": 8,
+        });
+        let dims =
+            dimensions_for_task(&config, Some(Task::SequenceClassification { labels: 3 })).unwrap();
+        let workload = Workload {
+            dtype: DType::Bf16,
+            platform: Platform::Cpu,
+            ..Workload::new(2, 17)
+        };
+        let rank = Rank::new(&dims, &workload).unwrap();
+        let encoder = dims.encoder.unwrap();
+        let kernels = Platform::Cpu.kernels();
+        // The pixels the patch convolution saves: 2·2·3·32·32.
+        assert_eq!(
+            embeddings(&rank, &dims, &encoder, &kernels).unwrap().0,
+            12288
+        );
+        // The final LayerNorm's input 2·34·64 and statistics 2·2·34, its
+        // output kept by the classifier's view.
+        assert_eq!(
+            head(&rank, &encoder, &kernels).unwrap().0,
+            4352 + 136 + 4352
+        );
+        // Logits 2·2·3; log-probabilities, labels 8·2 and total_weight.
+        assert_eq!(phase_of(&rank, &encoder), (12, 12 + 16 + 2));
     }
 
     fn phase_of(rank: &Rank, encoder: &EncoderParts) -> (u64, u64) {

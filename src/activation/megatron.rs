@@ -97,7 +97,7 @@ pub fn saved(
         _ => {
             let fc1_outputs = match dims.mlp {
                 MlpKind::Gated => 2,
-                MlpKind::Gelu | MlpKind::NewGelu => 1,
+                MlpKind::Gelu | MlpKind::NewGelu | MlpKind::QuickGelu => 1,
             };
             mlp.add(normalized.bytes())?;
             mlp.tensor(&[fc1_outputs, p, t, rank.intermediate])?;

@@ -17,11 +17,15 @@ use crate::units::Bytes;
 /// * `NewGelu` (GPT-2's `NewGELUActivation`, `0.5 x (1 + tanh(sqrt(2/pi)
 ///   (x + 0.044715 x^3)))` in Python): x (`PowBackward0`), tanh's output,
 ///   `0.5 x` and `1 + tanh` (`MulBackward0`): 4.
+/// * `QuickGelu` (CLIP's `QuickGELUActivation`, `x * sigmoid(1.702 x)` in
+///   Python): x and the sigmoid's result (`MulBackward0`, whose sigmoid
+///   result `SigmoidBackward0` saves too): 2.
 pub fn intermediates(kind: MlpKind) -> u64 {
     match kind {
         MlpKind::Gated => 3,
         MlpKind::Gelu => 1,
         MlpKind::NewGelu => 4,
+        MlpKind::QuickGelu => 2,
     }
 }
 
@@ -33,6 +37,11 @@ pub fn saved(rank: &Rank, kind: MlpKind, width: u64, output_keeps_input: bool) -
     tally.tensor(&[count, rank.element, rank.tokens, width])?;
     Ok(tally.bytes())
 }
+
+/// QuickGELU's product `x * sigmoid(1.702 x)` in backward, after `fc2`
+/// released its saved input: the product's gradient and the gradients of
+/// its two factors, less the freed input.
+const QUICK_GELU_GRADIENTS: u64 = 2;
 
 /// What a gated MLP's backward holds at its height besides its saved
 /// tensors and the layer's output gradient, on a rank, when its output
@@ -59,6 +68,11 @@ pub fn product_backward(
 ) -> Result<Bytes> {
     /// The product's gradient and its two factors' gradients.
     const GATED_GRADIENTS: u64 = 3;
+    if kind == MlpKind::QuickGelu && output_keeps_input {
+        let mut tally = Tally::new();
+        tally.tensor(&[QUICK_GELU_GRADIENTS, rank.element, rank.tokens, width])?;
+        return Ok(tally.bytes());
+    }
     if kind != MlpKind::Gated || output_keeps_input {
         return Ok(Bytes::ZERO);
     }
@@ -77,5 +91,7 @@ mod tests {
         assert_eq!(intermediates(MlpKind::Gated) + 1, 4);
         assert_eq!(intermediates(MlpKind::NewGelu) + 1, 5);
         assert_eq!(intermediates(MlpKind::Gelu) + 1, 2);
+        // CLIP's quick_gelu: x, the sigmoid, fc2's input (the clip fixtures).
+        assert_eq!(intermediates(MlpKind::QuickGelu) + 1, 3);
     }
 }

@@ -269,10 +269,13 @@ fn widest_node(rank: &Rank, dims: &Dimensions, core: Bytes) -> Result<Bytes> {
 ///   gradients of x, as `tools/measure_timeline.py` measured a GPT-2 step
 ///   offloaded at B = 1, S = 512; that fixture is not kept, see below);
 /// * GELU (one fused op): the incoming gradient, its input brought back and
-///   its gradient, 3 (not measured).
+///   its gradient, 3 (not measured);
+/// * QuickGELU (`x * sigmoid(1.702 x)`): as the gated product, the incoming
+///   gradient, x and the sigmoid brought back and their two gradients, 5
+///   (not measured).
 fn mlp_backward_tensors(kind: MlpKind) -> u64 {
     match kind {
-        MlpKind::Gated => 5,
+        MlpKind::Gated | MlpKind::QuickGelu => 5,
         MlpKind::NewGelu => 7,
         MlpKind::Gelu => 3,
     }

@@ -82,6 +82,13 @@ pub struct EncoderParts {
     pub head_activation: MlpKind,
     /// The head of the task and its loss.
     pub head: EncoderHead,
+    /// The pixel values one sequence is read from (channels x height x
+    /// width: ViT's patch convolution saves them); 0 for text, whose
+    /// embeddings save token ids.
+    pub pixels: u64,
+    /// Whether a LayerNorm runs over the embeddings before the layers
+    /// (CLIP's `pre_layrnorm`).
+    pub pixels_norm: bool,
 }
 
 /// The head a BERT-style encoder is trained with, and its cross-entropy in
@@ -101,6 +108,13 @@ pub enum EncoderHead {
     DenseClassifier { labels: u64, dropout: bool },
     /// Token classification: dropout and `classifier` over every token.
     TokenClassifier { labels: u64, dropout: bool },
+    /// ViT's image classifier: the final LayerNorm, then `classifier` over
+    /// a view of the CLS token, which keeps the whole normalized state.
+    ImageClassifier { labels: u64 },
+    /// `CLIPForImageClassification`: `classifier` over the mean of the
+    /// patch tokens, a new `[B, h]` tensor (the mean saves nothing, and the
+    /// unused `post_layernorm` of the class token is freed with its branch).
+    MeanPooledClassifier { labels: u64 },
 }
 
 /// The norm module: transformers' Python RMSNorms compute in fp32 and
@@ -202,6 +216,9 @@ pub enum MlpKind {
     Gelu,
     /// GPT-2's `NewGELUActivation` in Python: four tensors, then `c_proj`'s input.
     NewGelu,
+    /// CLIP's `QuickGELUActivation`, `x * sigmoid(1.702 x)` in Python: x and
+    /// the sigmoid, then `fc2`'s input.
+    QuickGelu,
 }
 
 /// A sparse mixture of experts.
@@ -436,6 +453,7 @@ pub fn supported_for_activations() -> Vec<&'static str> {
         .filter(|(_, _, measure)| measure.is_some())
         .map(|(name, _, _)| *name)
         .chain(super::ENCODERS.iter().map(|(name, _)| *name))
+        .chain(["clip", "vit"])
         .collect();
     names.sort_unstable();
     names

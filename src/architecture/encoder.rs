@@ -236,6 +236,8 @@ impl Encoder {
                     MlpKind::Gelu
                 },
                 head,
+                pixels: 0,
+                pixels_norm: false,
             }),
         })
     }

@@ -17,7 +17,9 @@
 //! bounds the tensor count before building the inventory.
 //!
 //! BERT-style encoders fill in an [`Encoder`](encoder::Encoder), which lays
-//! out the body and the head of the task asked for.
+//! out the body and the head of the task asked for. Vision encoders (ViT,
+//! and CLIP's and SigLIP's two towers, whose shared layer is in
+//! [`tower`]) lay out their own inventory per task.
 
 mod attention;
 mod blueprint;
@@ -28,9 +30,11 @@ mod encoder;
 mod feed_forward;
 mod params;
 mod task;
+mod tower;
 
 mod bert;
 mod bloom;
+mod clip;
 mod cohere;
 mod deberta_v2;
 mod deepseek_v2;
@@ -59,8 +63,10 @@ mod qwen2_moe;
 mod qwen3;
 mod qwen3_moe;
 mod roberta;
+mod siglip;
 mod stablelm;
 mod starcoder2;
+mod vit;
 
 pub use dimensions::{
     Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
@@ -163,10 +169,24 @@ const ENCODERS: &[(&str, ReadEncoder)] = &[("bert", bert::encoder), ("roberta", 
 type LayOut = fn(&Config, Task) -> Result<Decoder>;
 
 /// Encoders whose file lays out the inventory of each task itself, without
-/// an activation model yet. Their default task is [`encoder::DEFAULT_TASK`].
-const INVENTORY_ENCODERS: &[(&str, LayOut)] = &[
-    ("deberta-v2", deberta_v2::describe),
-    ("modernbert", modernbert::describe),
+/// an activation model yet, and the task each trains for by default.
+const INVENTORY_ENCODERS: &[(&str, LayOut, Task)] = &[
+    ("clip", clip::describe, clip::DEFAULT_TASK),
+    ("clip_text_model", clip::describe_text, clip::DEFAULT_TASK),
+    (
+        "clip_vision_model",
+        clip::describe_vision,
+        clip::DEFAULT_TASK,
+    ),
+    ("deberta-v2", deberta_v2::describe, encoder::DEFAULT_TASK),
+    ("modernbert", modernbert::describe, encoder::DEFAULT_TASK),
+    ("siglip", siglip::describe, siglip::DEFAULT_TASK),
+    (
+        "siglip_vision_model",
+        siglip::describe_vision,
+        siglip::DEFAULT_TASK,
+    ),
+    ("vit", vit::describe, vit::DEFAULT_TASK),
 ];
 
 /// The model_types trainmem can read from a config.json, alphabetically.
@@ -175,7 +195,11 @@ pub fn supported() -> Vec<&'static str> {
         .iter()
         .map(|(model_type, _, _)| *model_type)
         .chain(ENCODERS.iter().map(|(model_type, _)| *model_type))
-        .chain(INVENTORY_ENCODERS.iter().map(|(model_type, _)| *model_type))
+        .chain(
+            INVENTORY_ENCODERS
+                .iter()
+                .map(|(model_type, _, _)| *model_type),
+        )
         .collect();
     names.sort_unstable();
     names
@@ -194,6 +218,12 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<Tensor>> {
 pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensions> {
     let parsed = Config::new(config)?;
     let model_type = parsed.model_type()?.unwrap_or("");
+    if model_type == "vit" {
+        return vit::dimensions(&parsed, task.unwrap_or(vit::DEFAULT_TASK));
+    }
+    if model_type == "clip" {
+        return clip::dimensions(&parsed, task.unwrap_or(clip::DEFAULT_TASK));
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
@@ -202,15 +232,109 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     }
 }
 
+/// Describes what an input of the model becomes.
+type InputTokens = fn(&Config) -> Result<String>;
+
+/// The vision encoders and what each of their inputs becomes.
+const INPUT_TOKENS: &[(&str, InputTokens)] = &[
+    ("clip", clip::input_tokens),
+    ("clip_text_model", clip::input_tokens_text),
+    ("clip_vision_model", clip::input_tokens_vision),
+    ("siglip", siglip::input_tokens),
+    ("siglip_vision_model", siglip::input_tokens_vision),
+    ("vit", vit::image_tokens),
+];
+
+/// The sequence one image becomes in a model whose activations are priced
+/// from images (ViT and CLIP's vision tower: its patches and the class
+/// token), at the config's
+/// `image_size`; `None` for a model priced from `--seq-len`.
+pub fn image_sequence(config: &Value) -> Result<Option<u64>> {
+    let config = Config::new(config)?;
+    match config.model_type()? {
+        Some("vit") => vit::sequence(&config).map(Some),
+        Some("clip") => clip::image_sequence(&config).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// How many tokens each input of a vision encoder's config becomes, at
+/// the config's `image_size` (`a 224 px image -> 197 tokens (196 patches
+/// of 16 px + the CLS token)`); `None` for a text-only model.
+pub fn input_tokens(config: &Value) -> Result<Option<String>> {
+    let config = Config::new(config)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    INPUT_TOKENS
+        .iter()
+        .find(|(known, _)| *known == model_type)
+        .map(|(_, describe)| describe(&config))
+        .transpose()
+}
+
+/// The most pixels an image side may have: 2^16, beyond any published
+/// vision encoder's resolution (896 px for SigLIP's largest, 1,024 for
+/// some ViTs) many times over.
+pub const MAX_IMAGE_SIZE: u64 = 1 << 16;
+
+/// `config` with its images `image_size` pixels square: ViT's own
+/// `image_size`, a CLIP or SigLIP model's `vision_config` (and an old CLIP
+/// file's `vision_config_dict`, which replaces it), a vision tower's own.
+/// transformers builds the position embeddings for that size, as it does
+/// for a checkpoint fine-tuned at a new resolution. A text-only model is
+/// refused.
+pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
+    let invalid = |reason: String| Error::InvalidValue {
+        what: "--image-size",
+        value: image_size.to_string(),
+        reason,
+    };
+    if image_size == 0 || image_size > MAX_IMAGE_SIZE {
+        return Err(invalid(format!(
+            "accepted: an image side from 1 to {MAX_IMAGE_SIZE} pixels"
+        )));
+    }
+    let model_type = Config::new(config)?.model_type()?.unwrap_or("");
+    let sections: &[&str] = match model_type {
+        "vit" | "clip_vision_model" | "siglip_vision_model" => &[""],
+        "clip" => &["vision_config", "vision_config_dict"],
+        "siglip" => &["vision_config"],
+        _ => {
+            return Err(invalid(format!(
+                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, siglip, siglip_vision_model, vit"
+            )));
+        }
+    };
+    let mut config = config.clone();
+    for section in sections {
+        let target = if section.is_empty() {
+            Some(&mut config)
+        } else {
+            match config.get_mut(*section) {
+                Some(Value::Null) | None if *section == "vision_config" => {
+                    config[*section] = Value::Object(Default::default());
+                    config.get_mut(*section)
+                }
+                other => other,
+            }
+        };
+        if let Some(Value::Object(keys)) = target {
+            keys.insert("image_size".to_string(), Value::from(image_size));
+        }
+    }
+    Ok(config)
+}
+
 /// The task a `model_type` trains for when none is asked: causal-lm for the
-/// decoders, masked-lm for the encoders; `None` for an unknown type.
+/// decoders, masked-lm for the text encoders, embedding (the bare or
+/// contrastive model) for the vision encoders; `None` for an unknown type.
 pub fn default_task(model_type: &str) -> Option<Task> {
-    if ENCODERS.iter().any(|(known, _)| *known == model_type)
-        || INVENTORY_ENCODERS
-            .iter()
-            .any(|(known, _)| *known == model_type)
-    {
+    if ENCODERS.iter().any(|(known, _)| *known == model_type) {
         Some(encoder::DEFAULT_TASK)
+    } else if let Some((_, _, task)) = INVENTORY_ENCODERS
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+    {
+        Some(*task)
     } else if ARCHITECTURES
         .iter()
         .any(|(known, _, _)| *known == model_type)
@@ -232,11 +356,11 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
         let task = task.unwrap_or(encoder::DEFAULT_TASK);
         return Ok((task, read(&config)?.decoder(task)?.into_tensors()?));
     }
-    if let Some((_, lay_out)) = INVENTORY_ENCODERS
+    if let Some((_, lay_out, default)) = INVENTORY_ENCODERS
         .iter()
-        .find(|(known, _)| *known == model_type)
+        .find(|(known, _, _)| *known == model_type)
     {
-        let task = task.unwrap_or(encoder::DEFAULT_TASK);
+        let task = task.unwrap_or(*default);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
     }
     let describe = ARCHITECTURES
@@ -285,7 +409,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 38);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -377,6 +501,122 @@ mod tests {
             refused,
             Err(Error::InvalidValue { what: "--task", .. })
         ));
+    }
+
+    #[test]
+    fn vision_encoders_refuse_tasks_without_a_class_and_bad_image_sizes() {
+        for (model_type, task, expected) in [
+            (
+                "vit",
+                "masked-lm",
+                "no AutoModelForMaskedLM class for `vit`",
+            ),
+            (
+                "vit",
+                "token-cls:2",
+                "accepted for `vit`: embedding (the default",
+            ),
+            ("clip", "causal-lm", "accepted for `clip`: embedding"),
+            ("siglip", "seq2seq", "SiglipForImageClassification"),
+            ("clip_vision_model", "seq-cls:2", "CLIPVisionModel"),
+            ("clip_text_model", "masked-lm", "CLIPTextModel"),
+            ("siglip_vision_model", "token-cls:2", "SiglipVisionModel"),
+        ] {
+            let config = json!({"model_type": model_type});
+            match tensors_for_task(&config, Some(Task::parse(task).unwrap())) {
+                Err(error @ Error::InvalidValue { what: "--task", .. }) => {
+                    let message = error.to_string();
+                    assert!(message.contains(expected), "{model_type}: {message}");
+                }
+                other => panic!("expected {task} refused for {model_type}, got {other:?}"),
+            }
+        }
+        let (key, _) = invalid(json!({"model_type": "vit", "patch_size": 0}));
+        assert_eq!(key, "patch_size");
+        let (key, problem) = invalid(json!({"model_type": "vit", "image_size": [1, 2, 3]}));
+        assert_eq!(key, "image_size");
+        assert!(problem.contains("`[height, width]`"), "{problem}");
+        let (key, _) = invalid(json!({"model_type": "clip", "vision_config": {"patch_size": 0}}));
+        assert_eq!(key, "vision_config.patch_size");
+        let (key, _) =
+            invalid(json!({"model_type": "siglip", "text_config": {"num_hidden_layers": 1025}}));
+        assert_eq!(key, "text_config.num_hidden_layers");
+        let (key, _) = invalid(json!({"model_type": "clip", "text_config": 7}));
+        assert_eq!(key, "text_config");
+    }
+
+    #[test]
+    fn an_image_size_rebuilds_the_position_embeddings_of_vision_models_only() {
+        let rows = |config: Value, name: &str| {
+            let (_, tensors) = tensors_for_task(&config, None).unwrap();
+            tensors
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.shape.dims().to_vec())
+                .unwrap()
+        };
+        let vit = with_image_size(&json!({"model_type": "vit"}), 384).unwrap();
+        assert_eq!(rows(vit, "embeddings.position_embeddings"), [1, 577, 768]);
+        let clip = with_image_size(
+            &json!({"model_type": "clip", "vision_config_dict": {"patch_size": 14}}),
+            336,
+        )
+        .unwrap();
+        assert_eq!(
+            rows(clip, "vision_model.embeddings.position_embedding.weight"),
+            [577, 768]
+        );
+        let siglip =
+            with_image_size(&json!({"model_type": "siglip", "vision_config": null}), 384).unwrap();
+        assert_eq!(
+            rows(siglip, "vision_model.embeddings.position_embedding.weight"),
+            [576, 768]
+        );
+        for (config, size, expected) in [
+            (
+                json!({"model_type": "llama"}),
+                224,
+                "`llama` takes no images",
+            ),
+            (
+                json!({"model_type": "clip_text_model"}),
+                224,
+                "takes no images",
+            ),
+            (json!({"model_type": "vit"}), 0, "from 1 to 65536 pixels"),
+            (
+                json!({"model_type": "vit"}),
+                65537,
+                "from 1 to 65536 pixels",
+            ),
+        ] {
+            let message = with_image_size(&config, size).unwrap_err().to_string();
+            assert!(message.starts_with("invalid --image-size"), "{message}");
+            assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    #[test]
+    fn vision_inputs_say_how_many_tokens_they_become() {
+        let tokens = |config: Value| input_tokens(&config).unwrap().unwrap();
+        assert_eq!(
+            tokens(json!({"model_type": "vit"})),
+            "a 224 px image -> 197 tokens (196 patches of 16 px + the CLS token)"
+        );
+        assert_eq!(
+            tokens(json!({"model_type": "vit", "image_size": [32, 48], "patch_size": [8, 16]})),
+            "a 32x48 px image -> 13 tokens (12 patches of 8x16 px + the CLS token)"
+        );
+        assert_eq!(
+            tokens(json!({"model_type": "clip", "vision_config": {"patch_size": 14}})),
+            "vision tower: a 224 px image -> 257 tokens (256 patches of 14 px + the class token); \
+             text tower: a text -> at most 77 tokens (max_position_embeddings)"
+        );
+        assert_eq!(
+            tokens(json!({"model_type": "siglip_vision_model"})),
+            "a 224 px image -> 196 tokens (patches of 16 px, no class token)"
+        );
+        assert_eq!(input_tokens(&json!({"model_type": "llama"})).unwrap(), None);
     }
 
     #[test]

@@ -425,6 +425,18 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "TASK")]
     pub task: Option<String>,
 
+    /// A vision model's image side in pixels (default: the config's
+    /// image_size): the model as transformers builds it for that size,
+    /// its position embeddings one per patch.
+    #[arg(long, value_name = "PX", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub image_size: Option<u64>,
+
+    /// Images per sample for a vision model (default 1): each is a
+    /// sequence of its patches (+ the CLS token), so the micro-batch holds
+    /// B x N of them.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub images: Option<u64>,
+
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,
@@ -746,6 +758,11 @@ pub struct ParamsArgs {
     /// token-cls:N, seq2seq or embedding (default: the model type's own).
     #[arg(long, value_name = "TASK")]
     pub task: Option<String>,
+
+    /// A vision model's image side in pixels (default: the config's
+    /// image_size): its position embeddings one per patch.
+    #[arg(long, value_name = "PX", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub image_size: Option<u64>,
 
     #[command(flatten)]
     pub output: OutputArgs,

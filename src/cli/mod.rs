@@ -41,7 +41,7 @@ use args::{Command, CompareArgs, EstimateArgs, FitArgs, ParamsArgs, WorkloadArgs
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Fit, Question, Setup, Textbook, TextbookRequest, estimate};
-use crate::input::{PRESETS, load_model_os, preset_model, with_task};
+use crate::input::{PRESETS, load_model_os, preset_model, with_image_size, with_task};
 use crate::model::Model;
 use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
@@ -98,9 +98,10 @@ pub fn run(cli: Cli) -> Result<String> {
     }
 }
 
-/// The model of `--params N` or `--model MODEL`, built for `--task`.
-fn model_of(params: Option<&str>, model: Option<&OsStr>, task: Option<&str>) -> Result<Model> {
-    let task = resolve::task(task)?;
+/// The model of `--params N` or `--model MODEL`, built for `--task` and
+/// `--image-size`.
+fn model_of(params: Option<&str>, model: Option<&OsStr>, workload: &WorkloadArgs) -> Result<Model> {
+    let task = resolve::task(workload.task.as_deref())?;
     let model = match (params, model) {
         (_, Some(spec)) => load_model_os(spec)?,
         (Some(count), None) => Model::flat(count.parse()?),
@@ -113,8 +114,12 @@ fn model_of(params: Option<&str>, model: Option<&OsStr>, task: Option<&str>) -> 
             });
         }
     };
-    match task {
-        Some(task) => with_task(model, task),
+    let model = match task {
+        Some(task) => with_task(model, task)?,
+        None => model,
+    };
+    match workload.image_size {
+        Some(image_size) => with_image_size(model, image_size),
         None => Ok(model),
     }
 }
@@ -135,7 +140,7 @@ fn estimate_request(
     let mut model = model_of(
         args.params.as_deref(),
         args.model.as_deref(),
-        args.workload.task.as_deref(),
+        &args.workload,
     )?;
     let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
     let parallelism = resolve::parallelism(&args.parallel)?;
@@ -144,9 +149,11 @@ fn estimate_request(
         resolve::capacity(&args.capacity)?,
         parallelism,
     )?;
-    resolve::apply_workload(&mut setup, &args.workload, &args.parallel)?;
+    let (workload, images) = resolve::image_workload(&args.workload, &model)?;
+    model.notes.extend(images);
+    resolve::apply_workload(&mut setup, &workload, &args.parallel)?;
     setup.speed = resolve::speed(&args.speed, &args.capacity, &parallelism)?;
-    if let Some(dimensions) = resolve::dimensions(&args.workload)? {
+    if let Some(dimensions) = resolve::dimensions(&workload)? {
         model.dimensions = Some(dimensions);
     }
     let finetune = resolve::finetune(&args.finetune)?;
@@ -181,8 +188,13 @@ fn fit(args: &FitArgs) -> Result<String> {
         )?;
         return Ok(render::fit(&fit, format, units));
     }
+    let model = model_of(
+        args.params.as_deref(),
+        args.model.as_deref(),
+        &args.workload,
+    )?;
     // The quantity searched gets a placeholder of 1 in the workload.
-    let workload = &args.workload;
+    let workload = &resolve::image_workload(&args.workload, &model)?.0;
     let question = match (workload.micro_batch, workload.seq_len) {
         (None, Some(_)) => Question::MicroBatch,
         (Some(_), None) => Question::SeqLen,
@@ -194,11 +206,7 @@ fn fit(args: &FitArgs) -> Result<String> {
         ..workload.clone()
     };
     resolve::apply_workload(&mut setup, &filled, &args.parallel)?;
-    let mut model = model_of(
-        args.params.as_deref(),
-        args.model.as_deref(),
-        workload.task.as_deref(),
-    )?;
+    let mut model = model;
     if let Some(dimensions) = resolve::dimensions(workload)? {
         model.dimensions = Some(dimensions);
     }
@@ -230,6 +238,10 @@ fn params(args: &ParamsArgs) -> Result<String> {
     let model = match resolve::task(args.task.as_deref())? {
         Some(task) => with_task(load_model_os(spec)?, task)?,
         None => load_model_os(spec)?,
+    };
+    let model = match args.image_size {
+        Some(image_size) => with_image_size(model, image_size)?,
+        None => model,
     };
     render::params(&model, format, args.tensors)
 }
@@ -272,7 +284,7 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     });
     let (from, to) = resolve::swap(&args.swap)?;
     let models = match &args.model {
-        Some(spec) => vec![model_of(None, Some(spec), args.workload.task.as_deref())?],
+        Some(spec) => vec![model_of(None, Some(spec), &args.workload)?],
         None => resolve::counts(&args.params)?
             .into_iter()
             .map(Model::flat)
@@ -291,9 +303,13 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     let mut base = Setup::new(optimizers.first().copied().unwrap_or(from), precision)
         .with_capacity(resolve::capacity_of(capacity_text, args.device.as_deref())?);
     base.parallelism = parallelism;
-    resolve::apply_workload(&mut base, &args.workload, &args.parallel)?;
+    let workload = match models.as_slice() {
+        [model] => resolve::image_workload(&args.workload, model)?.0,
+        _ => args.workload.clone(),
+    };
+    resolve::apply_workload(&mut base, &workload, &args.parallel)?;
     let mut models = models;
-    if let Some(dimensions) = resolve::dimensions(&args.workload)? {
+    if let Some(dimensions) = resolve::dimensions(&workload)? {
         for model in models.iter_mut().filter(|m| !m.shapes_known) {
             model.dimensions = Some(dimensions.clone());
         }

@@ -5,12 +5,13 @@ use super::args::{
     WorkloadArgs,
 };
 use crate::activation::{Attention, LoraDropout, Loss, Platform, Recompute, Workload};
-use crate::architecture::{Dimensions, Task};
+use crate::architecture::{self, Dimensions, Task};
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Capacity, Setup, StepOptions};
 use crate::finetune::{Bias, FineTune, Lora, Quantization, Targets};
+use crate::model::Model;
 use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
 use crate::parallel::{
     Framework, FsdpMixedPrecision, Init, Offload, Parallelism, ZeroStage, check_sequence_parallel,
@@ -256,6 +257,75 @@ fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
         return Err(invalid());
     }
     Ok(version < BITSANDBYTES_SAVES_NO_INPUT)
+}
+
+/// The workload flags with a vision model's sequence filled in: a ViT reads
+/// each image as its patches and the CLS token (197 tokens at 224 px), so
+/// `--seq-len` follows from the image size, and `--images N` per sample
+/// makes a micro-batch of B x N sequences, said in a note. `--seq-len`
+/// that disagrees, and `--images` for a model that takes no images, are
+/// refused.
+pub fn image_workload(
+    args: &WorkloadArgs,
+    model: &Model,
+) -> Result<(WorkloadArgs, Option<String>)> {
+    let sequence = match &model.config {
+        Some(config) => architecture::image_sequence(config)?,
+        None => None,
+    };
+    let Some(tokens) = sequence else {
+        if let Some(images) = args.images {
+            return Err(Error::InvalidValue {
+                what: "--images",
+                value: images.to_string(),
+                reason: format!(
+                    "{} takes no images whose activations trainmem models; accepted: a vit model",
+                    model.name
+                ),
+            });
+        }
+        return Ok((args.clone(), None));
+    };
+    if let Some(seq_len) = args.seq_len
+        && seq_len != tokens
+    {
+        return Err(Error::InvalidValue {
+            what: "--seq-len",
+            value: seq_len.to_string(),
+            reason: format!(
+                "{} reads each image as {tokens} tokens (its patches and the CLS token): the sequence follows --image-size; drop --seq-len",
+                model.name
+            ),
+        });
+    }
+    let images = args.images.unwrap_or(1);
+    let micro_batch = args
+        .micro_batch
+        .map(|batch| {
+            batch
+                .checked_mul(images)
+                .ok_or_else(|| Error::InvalidValue {
+                    what: "--images",
+                    value: images.to_string(),
+                    reason: "the micro-batch's images overflow; accepted: a real number of images"
+                        .to_string(),
+                })
+        })
+        .transpose()?;
+    let note = match (args.micro_batch, micro_batch) {
+        (Some(samples), Some(sequences)) => Some(format!(
+            "images: {samples} samples x {images} image{} each = a micro-batch of {sequences} sequences of {tokens} tokens",
+            if images == 1 { "" } else { "s" }
+        )),
+        _ => None,
+    };
+    let workload = WorkloadArgs {
+        micro_batch,
+        seq_len: args.seq_len.or(micro_batch.map(|_| tokens)),
+        images: None,
+        ..args.clone()
+    };
+    Ok((workload, note))
 }
 
 /// The workload of `--micro-batch`, `--seq-len`, `--attention` and

@@ -761,10 +761,26 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
             "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); the peak is the model states and the step's temporaries"
                 .to_string(),
         ),
-        (Some(_), None) if model.task == Some(crate::architecture::Task::Embedding) => notes.push(
-            "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task masked-lm, seq-cls:N or token-cls:N for transformers' heads"
-                .to_string(),
-        ),
+        // The bare model of an encoder whose other tasks are modelled;
+        // CLIP's and SigLIP's activations are not modelled for any task.
+        (Some(_), None)
+            if model.task == Some(crate::architecture::Task::Embedding)
+                && model.model_type.as_deref().is_some_and(|model_type| {
+                    crate::architecture::supported_for_activations().contains(&model_type)
+                }) =>
+        {
+            notes.push(match model.model_type.as_deref() {
+                Some("clip") => "activations are not estimated: CLIPModel's contrastive training of both towers is not modelled yet; give --task seq-cls:N for CLIPForImageClassification, its vision tower's classifier".to_string(),
+                model_type => format!(
+                    "activations are not estimated: the embedding task is the bare AutoModel, whose loss (contrastive, pooling) is the training script's own; give --task {} for transformers' heads",
+                    if model_type == Some("vit") {
+                        "seq-cls:N (ViTForImageClassification)"
+                    } else {
+                        "masked-lm, seq-cls:N or token-cls:N"
+                    }
+                ),
+            })
+        }
         (Some(_), None) => match model.model_type.as_deref() {
             Some(model_type) if crate::architecture::supported().contains(&model_type) => {
                 notes.push(format!(

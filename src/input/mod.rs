@@ -107,7 +107,10 @@ pub fn preset_model(preset: &Preset) -> Result<Model> {
         problem: format!("invalid JSON: {e}"),
     })?;
     let mut model = from_config(&config, preset.name, format!("preset {}", preset.name))?;
-    model.notes.push(PRESET_NOTE.to_string());
+    model.notes.push(match preset.abridged {
+        None => PRESET_NOTE.to_string(),
+        Some(left_out) => format!("{PRESET_NOTE}, without {left_out}"),
+    });
     Ok(model)
 }
 
@@ -308,6 +311,46 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
     // Activation sizes for the architectures that have an activation model;
     // the parameter inventory does not depend on them.
     model.dimensions = architecture::dimensions(config).ok();
+    if let Some(tokens) = architecture::input_tokens(config)? {
+        model.notes.push(format!("{INPUT_TOKENS_NOTE}{tokens}"));
+    }
+    Ok(model)
+}
+
+/// The start of the note that says what a vision input becomes.
+const INPUT_TOKENS_NOTE: &str = "input tokens: ";
+
+/// `model` rebuilt for square images of `image_size` pixels
+/// (`--image-size`): its config.json with that `image_size` (see
+/// [`architecture::with_image_size`]), read again for its task. A model
+/// without a config.json, or one that takes no images, is refused.
+pub fn with_image_size(mut model: Model, image_size: u64) -> Result<Model> {
+    let Some(config) = &model.config else {
+        return Err(Error::InvalidValue {
+            what: "--image-size",
+            value: image_size.to_string(),
+            reason: format!(
+                "the image size is set in a config.json, and {} has none; accepted: a vision model's preset, config.json, model folder or hub id",
+                model.name
+            ),
+        });
+    };
+    let config = architecture::with_image_size(config, image_size)?;
+    let (task, tensors) = architecture::tensors_for_task(&config, model.task)?;
+    model.dimensions = architecture::dimensions_for_task(&config, Some(task)).ok();
+    model.tensors = tensors;
+    model.task = Some(task);
+    model
+        .notes
+        .retain(|note| !note.starts_with(INPUT_TOKENS_NOTE) && !note.starts_with(CHECKPOINT_NOTE));
+    if let Some(tokens) = architecture::input_tokens(&config)? {
+        model.notes.push(format!("{INPUT_TOKENS_NOTE}{tokens}"));
+    }
+    model.config = Some(config);
+    if let Some(summary) = model.checkpoint.clone() {
+        let note = checkpoint_note(&summary, &model)?;
+        model.notes.extend(note);
+    }
     Ok(model)
 }
 

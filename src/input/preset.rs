@@ -14,6 +14,9 @@ pub struct Preset {
     pub hub_id: &'static str,
     /// The config.json text, as published.
     pub config: &'static str,
+    /// What was left out of the published file, when something was (keys
+    /// that change no tensor: label tables, a tower's tokenizer ids).
+    pub abridged: Option<&'static str>,
 }
 
 impl Named for Preset {
@@ -159,6 +162,9 @@ pub fn preset_with_hub_id(id: &str) -> Option<&'static Preset> {
 
 macro_rules! preset {
     ($name:literal, $hub_id:literal) => {
+        preset!($name, $hub_id, None)
+    };
+    ($name:literal, $hub_id:literal, $abridged:expr) => {
         Preset {
             name: $name,
             hub_id: $hub_id,
@@ -168,6 +174,7 @@ macro_rules! preset {
                 $name,
                 ".json"
             )),
+            abridged: $abridged,
         }
     };
 }
@@ -237,6 +244,16 @@ pub const PRESETS: &[Preset] = &[
     preset!("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
     preset!("bert-base-uncased", "google-bert/bert-base-uncased"),
     preset!("roberta-large", "FacebookAI/roberta-large"),
+    preset!(
+        "vit-base-patch16-224",
+        "google/vit-base-patch16-224",
+        Some("its 1,000-entry id2label and label2id tables")
+    ),
+    preset!(
+        "clip-vit-large-patch14",
+        "openai/clip-vit-large-patch14",
+        Some("the keys of its sub-configs that shape no tensor")
+    ),
 ];
 
 #[cfg(test)]

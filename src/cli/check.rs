@@ -394,7 +394,7 @@ fn resolve_deferred(
                 let hidden = model_of(
                     args.params.as_deref(),
                     args.model.as_deref(),
-                    args.workload.task.as_deref(),
+                    &args.workload,
                 )
                 .ok()
                 .and_then(|m| m.dimensions.map(|d| d.hidden));

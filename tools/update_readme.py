@@ -15,9 +15,11 @@ BLOCK = re.compile(r"```console\n\$ trainmem ?(.*?)\n.*?```", re.S)
 
 def rerun(match: re.Match) -> str:
     args = match.group(1)
-    out = subprocess.run(
-        ["./target/release/trainmem", *args.split()], capture_output=True, text=True, check=True
-    ).stdout
+    run = subprocess.run(["./target/release/trainmem", *args.split()], capture_output=True, text=True)
+    # `trainmem check` exits 1 for a run that does not fit; 2 is bad input.
+    if run.returncode not in (0, 1):
+        raise SystemExit(f"`trainmem {args}` failed: {run.stderr.strip()}")
+    out = run.stdout
     return f"```console\n$ trainmem {args}".rstrip() + "\n" + out + "```"
 
 

@@ -1,0 +1,704 @@
+//! One micro-batch on one rank: every layer's saved tensors, recomputed
+//! parts and backward working set, assembled into a pipeline stage's
+//! [`Activations`] and its [`Schedule`] for the step timeline.
+
+use super::attention::Kernel;
+use super::lora::Training;
+use super::offload::{MIN_OFFLOAD_SIZE, Offloaded};
+use super::parallel::{Rank, Stage};
+use super::recompute::{Kept, PARTS};
+use super::tally::{Tally, plus, times};
+use super::{
+    Activations, FP32_BYTES, Kernels, LayerActivations, Loss, Part, Platform, Recompute, Schedule,
+    Workload, chunked_loss, context, embeddings, encoder_head, fp8, fused_loss, layer, loss,
+    megatron, mlp, norms, offload, recompute, techniques,
+};
+use crate::architecture::{Dimensions, LayerLayout, NormKind};
+use crate::error::Result;
+use crate::units::Bytes;
+
+/// One micro-batch on one rank: everything the formulas read.
+pub(super) struct Step<'a> {
+    dims: &'a Dimensions,
+    workload: &'a Workload,
+    kernels: &'a Kernels,
+    rank: Rank,
+    training: Training<'a>,
+    kernel: Kernel,
+}
+
+impl<'a> Step<'a> {
+    pub(super) fn new(
+        dims: &'a Dimensions,
+        workload: &'a Workload,
+        kernels: &'a Kernels,
+    ) -> Result<Step<'a>> {
+        let kernel = Kernel::resolve(
+            workload.attention,
+            kernels,
+            dims,
+            workload.dtype,
+            dims.dropout.attention,
+        );
+        techniques::check(dims, workload, kernel)?;
+        Ok(Step {
+            dims,
+            workload,
+            kernels,
+            rank: Rank::new(dims, workload)?,
+            training: Training::new(workload),
+            kernel,
+        })
+    }
+
+    /// What one layer keeps: under the recompute mode when `checkpointed`
+    /// (see `--recompute-every`), everything otherwise.
+    pub(super) fn layer(&self, sparse: bool, checkpointed: bool) -> Result<Kept> {
+        let mode = if checkpointed {
+            self.workload.recompute
+        } else {
+            Recompute::None
+        };
+        let op = if mode == Recompute::Op {
+            self.op_saved()?
+        } else {
+            recompute::OpSaved::default()
+        };
+        recompute::kept(
+            mode,
+            self.workload.recompute_reentrant,
+            &self.saved_layer(sparse)?,
+            op,
+        )
+    }
+
+    /// What torchtitan's per-op policy keeps of a layer besides its input:
+    /// the odd matmuls' outputs and the sdpa kernel's output and fp32
+    /// log-sum-exp [B, a, S] (`techniques::check` refuses other layers).
+    pub(super) fn op_saved(&self) -> Result<recompute::OpSaved> {
+        let rank = &self.rank;
+        let d = self.dims.head_dim;
+        let mut log_sum_exp = Tally::new();
+        log_sum_exp.tensor(&[FP32_BYTES, rank.batch, rank.heads, rank.seq])?;
+        recompute::op_saved(
+            rank.element,
+            rank.tokens,
+            recompute::OpWidths {
+                queries: rank.heads.saturating_mul(d),
+                keys_values: rank.kv_heads.saturating_mul(d),
+                hidden: rank.hidden,
+                intermediate: rank.intermediate,
+                mlp_inputs: self.dims.linears.mlp_input.len() as u64,
+            },
+            log_sum_exp.bytes(),
+        )
+    }
+
+    /// Everything one layer saves, before recomputation decides what stays.
+    pub(super) fn saved_layer(&self, sparse: bool) -> Result<layer::SavedLayer> {
+        if self.workload.megatron_kernels {
+            return megatron::saved(
+                &self.rank,
+                self.dims,
+                self.kernels,
+                sparse,
+                self.workload.fp8.is_some_and(|f| f.saves_fp8_inputs),
+            );
+        }
+        layer::saved(
+            &self.rank,
+            self.dims,
+            self.kernels,
+            &self.training,
+            self.kernel,
+            sparse,
+        )
+    }
+
+    /// What one layer's backward holds at its height besides its saved
+    /// tensors (all of them, recomputed ones included), the larger of two
+    /// moments, as the CPU timeline fixtures show:
+    /// * the MLP's backward: the gradient of the layer's output (P·n·h, the
+    ///   residual stream's) and one gradient as wide as the widest
+    ///   intermediate (P·T·w), or, when a dense gated MLP's `down_proj`
+    ///   is frozen and kept no input, its product's backward when larger
+    ///   (`mlp::product_backward`: 3·P·T·f);
+    /// * the attention's backward, after the MLP's saved tensors, the second
+    ///   norm's and the dropout masks' second half are freed: the residual
+    ///   gradient, with eager or math attention the gradients of the
+    ///   probabilities ((4 + P)·B·a·S²: see below), and the gradients of q,
+    ///   k and v (P·T·(a·d + 2·kv·d)).
+    pub(super) fn layer_backward(&self, sparse: bool) -> Result<Bytes> {
+        let rank = &self.rank;
+        let saved = self.saved_layer(sparse)?;
+        let mut residual = Tally::new();
+        residual.tensor(&[rank.element, rank.sequence_tokens, rank.hidden])?;
+        let mut mlp = residual;
+        let product = if sparse {
+            Bytes::ZERO
+        } else {
+            mlp::product_backward(
+                rank,
+                self.dims.mlp,
+                rank.intermediate,
+                self.training.keeps_input(&[self.dims.linears.mlp_output]),
+            )?
+        };
+        mlp.add(self.widest_tensor()?.max(product))?;
+        let mut attention = residual;
+        if matches!(self.kernel, Kernel::Eager | Kernel::Math) {
+            // The softmax runs in fp32: the probabilities' gradient cast to
+            // fp32 and the softmax's fp32 backward output, with the
+            // gradient in the model's dtype still alive (P = 4: 2 x 4X).
+            attention.tensor(&[
+                FP32_BYTES + rank.element,
+                rank.batch,
+                rank.heads,
+                rank.seq,
+                rank.seq,
+            ])?;
+        }
+        attention.add(context::backward(
+            rank,
+            self.dims,
+            self.workload.context_parallel,
+        )?)?;
+        let d = self.dims.head_dim;
+        attention.tensor(&[
+            rank.element,
+            rank.tokens,
+            rank.heads.saturating_add(rank.kv_heads.saturating_mul(2)),
+            d,
+        ])?;
+        let released = [
+            saved.mlp,
+            saved.experts,
+            Bytes(saved.norms.0 / 2),
+            Bytes(saved.dropout.0 / 2),
+            saved.output_input,
+        ]
+        .into_iter()
+        .try_fold(Bytes::ZERO, plus)?;
+        Ok(mlp
+            .bytes()
+            .max(Bytes(attention.bytes().0.saturating_sub(released.0))))
+    }
+
+    /// Whether every layer is checkpointed (full or per-op recomputation
+    /// on every layer): the rotary tables are then held by the checkpoints.
+    pub(super) fn every_layer_checkpointed(&self) -> bool {
+        matches!(self.workload.recompute, Recompute::Full | Recompute::Op)
+            && self.workload.recompute_every <= 1
+    }
+
+    /// What offloading does to one layer that keeps `kept` (see `offload.rs`).
+    pub(super) fn layer_offload(
+        &self,
+        sparse: bool,
+        checkpointed: bool,
+        kept: &Kept,
+    ) -> Result<offload::LayerOffload> {
+        let saved = self.saved_layer(sparse)?;
+        let linears = &self.dims.linears;
+        let packs = |names: &[&str]| {
+            names
+                .iter()
+                .map(|name| {
+                    u64::from(self.training.keeps_input(&[name]) && !self.training.frozen_base)
+                        + self.training.adapters(&[name])
+                })
+                .sum::<u64>()
+        };
+        offload::layer(&offload::LayerSite {
+            rank: &self.rank,
+            dims: self.dims,
+            platform: self.workload.platform,
+            recompute: if checkpointed {
+                self.workload.recompute
+            } else {
+                Recompute::None
+            },
+            kept: kept.total()?,
+            input: saved.input,
+            core: saved.core.saved,
+            output_view: if saved.core.output_shared {
+                saved.output_input
+            } else {
+                Bytes::ZERO
+            },
+            hidden_norms: layer::hidden_norms(self.dims.layout),
+            stats_bytes: self.kernels.layer_norm_stats.bytes(self.rank.element),
+            input_packs: (packs(&linears.attention_input), packs(&linears.mlp_input)),
+            rotary: embeddings::shared_by_layers(
+                &self.rank,
+                self.dims,
+                self.every_layer_checkpointed(),
+                self.kernel,
+            )?,
+        })
+    }
+
+    /// The final norm under offloading: the device bytes it no longer keeps
+    /// (none with CUDA streams: its packs are the last of forward, still in
+    /// torchtune's `fwd_stash` when backward starts) and its host copies.
+    pub(super) fn final_norm_offload(&self) -> Result<(Bytes, Bytes)> {
+        let rank = &self.rank;
+        let norm = norms::saved(
+            norms::NormSite {
+                kind: self.dims.norm,
+                width: rank.hidden,
+                rows: rank.sequence_tokens,
+                element: rank.element,
+                frozen: self.training.frozen_base,
+            },
+            self.kernels.layer_norm_stats,
+        )?;
+        let mut copies = Tally::new();
+        copies.add(norm)?;
+        if self.dims.norm != NormKind::LayerNorm {
+            // The fp32 input and the rsqrt, each saved by two nodes.
+            copies.tensor(&[
+                FP32_BYTES,
+                rank.sequence_tokens,
+                rank.hidden.saturating_add(1),
+            ])?;
+        }
+        let device = if self.workload.platform == Platform::Cuda {
+            Bytes::ZERO
+        } else {
+            norm
+        };
+        Ok((device, copies.bytes()))
+    }
+
+    /// P·T·w for the layer's widest intermediate w.
+    pub(super) fn widest_tensor(&self) -> Result<Bytes> {
+        let rank = &self.rank;
+        let widest = rank
+            .intermediate
+            .max(rank.expert_intermediate)
+            .max(rank.shared_intermediate)
+            .max(rank.hidden);
+        let mut tally = Tally::new();
+        tally.tensor(&[rank.element, rank.tokens, widest])?;
+        Ok(tally.bytes())
+    }
+
+    /// The activations a pipeline stage holds.
+    pub(super) fn stage(&self, stage: Stage) -> Result<Activations> {
+        let end = stage.first_layer.saturating_add(stage.layers);
+        let every = self.workload.recompute_every;
+        // The four kinds of layer: [dense, sparse] x [kept whole, checkpointed].
+        let mut kinds = [[Kept::default(); 2]; 2];
+        let mut counts = [[0u64; 2]; 2];
+        for (is_sparse, row) in kinds.iter_mut().enumerate() {
+            for (checkpointed, kind) in row.iter_mut().enumerate() {
+                *kind = self.layer(is_sparse == 1, checkpointed == 1)?;
+            }
+        }
+        for layer in stage.first_layer..end {
+            let row = usize::from(self.dims.is_sparse(layer));
+            let column = usize::from(recompute::checkpointed(layer, every));
+            counts[row][column] += 1;
+        }
+        let in_flight = stage.in_flight;
+        let fp8_figures = match &self.workload.fp8 {
+            Some(recipe) => Some(fp8::figures(&self.rank, self.dims, recipe, stage.layers)?),
+            None => None,
+        };
+        // What offloading does to each of the four kinds of layer.
+        let offloads = if self.workload.offload_activations {
+            let mut all = [[offload::LayerOffload::default(); 2]; 2];
+            for (is_sparse, row) in all.iter_mut().enumerate() {
+                for (checkpointed, slot) in row.iter_mut().enumerate() {
+                    *slot = self.layer_offload(
+                        is_sparse == 1,
+                        checkpointed == 1,
+                        &kinds[is_sparse][checkpointed],
+                    )?;
+                }
+            }
+            Some(all)
+        } else {
+            None
+        };
+
+        let mut layers = Vec::new();
+        let mut layer_total = Tally::new();
+        for (index, name) in PARTS.iter().enumerate() {
+            let mut bytes = Bytes::ZERO;
+            for (row, counts_row) in kinds.iter().zip(counts) {
+                for (kind, count) in row.iter().zip(counts_row) {
+                    bytes = plus(bytes, times(kind.parts[index], count)?)?;
+                }
+            }
+            let bytes = times(bytes, in_flight)?;
+            if offloads.is_some() {
+                continue;
+            }
+            layer_total.add(bytes)?;
+            if bytes > Bytes::ZERO {
+                layers.push(Part {
+                    name: (*name).to_string(),
+                    bytes,
+                });
+            }
+        }
+
+        let mut schedule = Schedule {
+            stage: stage.index,
+            in_flight,
+            has_head: stage.head,
+            ..Schedule::default()
+        };
+        let backward = [self.layer_backward(false)?, self.layer_backward(true)?];
+        schedule.widest_tensor = self.widest_tensor()?;
+        for layer in stage.first_layer..end {
+            let is_sparse = self.dims.is_sparse(layer);
+            let column = usize::from(recompute::checkpointed(layer, every));
+            let kind = &kinds[usize::from(is_sparse)][column];
+            let offload = offloads.map(|o| o[usize::from(is_sparse)][column]);
+            schedule.layers.push(LayerActivations {
+                layer,
+                kept: offload.map_or(kind.total(), |o| Ok(o.resident))?,
+                recomputed: kind.recomputed,
+                backward: plus(
+                    backward[usize::from(is_sparse)],
+                    fp8_figures.map_or(Bytes::ZERO, |f| f.backward_casts),
+                )?,
+                unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),
+                closing: offload.map_or(Bytes::ZERO, |o| o.closing),
+                ring: context::forward(&self.rank, self.dims, self.workload.context_parallel)?,
+                fp8_casts: fp8_figures.map_or(Bytes::ZERO, |f| f.forward_casts),
+            });
+        }
+        let mut host = Tally::new();
+        if let Some(offloads) = offloads {
+            let mut resident = Tally::new();
+            for (row, counts_row) in offloads.iter().zip(counts) {
+                for (kind, count) in row.iter().zip(counts_row) {
+                    resident.add(times(kind.resident, count)?)?;
+                    host.add(times(kind.host, count)?)?;
+                }
+            }
+            let resident = times(resident.bytes(), in_flight)?;
+            layer_total.add(resident)?;
+            if resident > Bytes::ZERO {
+                layers.push(Part {
+                    name: "under the offload threshold".to_string(),
+                    bytes: resident,
+                });
+            }
+        }
+        let mut outside = Tally::new();
+        let mut embeddings_offloaded = Bytes::ZERO;
+        if stage.embeddings {
+            schedule.embeddings = match &self.dims.encoder {
+                Some(encoder) => {
+                    encoder_head::embeddings(&self.rank, self.dims, encoder, self.kernels)?
+                }
+                None => embeddings::saved(&self.rank, self.dims, self.kernels)?,
+            };
+            if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
+                host.add(schedule.embeddings)?;
+                embeddings_offloaded = std::mem::take(&mut schedule.embeddings);
+            }
+            outside.add(schedule.embeddings)?;
+        }
+        if stage.layers > 0 {
+            schedule.shared = embeddings::shared_by_layers(
+                &self.rank,
+                self.dims,
+                self.every_layer_checkpointed(),
+                self.kernel,
+            )?;
+            outside.add(schedule.shared)?;
+        }
+        let (mut logits, mut loss_bytes, mut transient) = (Bytes::ZERO, Bytes::ZERO, Bytes::ZERO);
+        schedule.outside_forward_only = offloads.is_some();
+        if let Some(figures) = &fp8_figures {
+            schedule.resident = plus(figures.weight_cache, figures.scaling_state)?;
+        }
+        let mut head_offloaded = Bytes::ZERO;
+        if stage.head {
+            // Liger's kernel computes the head's gradients in its forward;
+            // cut-cross-entropy on CPU saves a copy of the head's input.
+            let liger =
+                self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
+            schedule.head = match &self.dims.encoder {
+                Some(encoder) => encoder_head::head(&self.rank, encoder, self.kernels)?,
+                None => loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?,
+            };
+            if offloads.is_some() {
+                let (device, copies) = self.final_norm_offload()?;
+                head_offloaded = device;
+                host.add(copies)?;
+                schedule.head = Bytes(schedule.head.0.saturating_sub(device.0));
+            }
+            outside.add(schedule.head)?;
+            let phase = if let Some(encoder) = &self.dims.encoder {
+                encoder_head::phase(&self.rank, encoder)?
+            } else if self.workload.megatron_kernels {
+                // The fp32 copy is the saved softmax: no separate upcast.
+                let (saved, backward) = megatron::loss(&self.rank)?;
+                loss::LossPhase {
+                    upcast: Bytes::ZERO,
+                    saved,
+                    backward,
+                    ..loss::standard(&self.rank)?
+                }
+            } else {
+                match self.workload.loss {
+                    Loss::Standard => loss::standard(&self.rank)?,
+                    Loss::ShiftCopy => loss::shift_copy(&self.rank)?,
+                    Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
+                    Loss::Fused => match self.workload.platform {
+                        Platform::Cuda => {
+                            fused_loss::phase(&self.rank, self.workload.weights_dtype.bytes())?
+                        }
+                        Platform::Cpu => fused_loss::torch_compile_phase(
+                            &self.rank,
+                            self.workload.weights_dtype.bytes(),
+                        )?,
+                    },
+                }
+            };
+            logits = phase.logits;
+            loss_bytes = phase.saved;
+            transient = phase.backward;
+            schedule.logits = phase.logits;
+            schedule.logits_upcast = phase.upcast;
+            schedule.loss = phase.saved;
+            schedule.loss_backward = phase.backward;
+            schedule.logits_gradient = phase.logits_gradient;
+        }
+        for (row, counts_row) in kinds.iter().zip(counts) {
+            for (kind, count) in row.iter().zip(counts_row) {
+                if count > 0 {
+                    transient = transient.max(kind.recomputed);
+                }
+            }
+        }
+        let outside_layers = times(outside.bytes(), in_flight)?;
+        let offload = match offloads {
+            Some(_) => {
+                // What left the device: every layer's saved tensors but the
+                // residue, the embeddings, the final norm.
+                let mut saved = Tally::new();
+                for (row, counts_row) in kinds.iter().zip(counts) {
+                    for (kind, count) in row.iter().zip(counts_row) {
+                        saved.add(times(kind.total()?, count)?)?;
+                    }
+                }
+                let residue = layer_total.bytes();
+                let mut gone = Tally::new();
+                gone.add(Bytes(
+                    times(saved.bytes(), in_flight)?.0.saturating_sub(residue.0),
+                ))?;
+                gone.add(times(
+                    plus(embeddings_offloaded, head_offloaded)?,
+                    in_flight,
+                )?)?;
+                Some(Offloaded {
+                    implementation: "torchtune OffloadActivations",
+                    streams: self.workload.platform == Platform::Cuda,
+                    min_offload_size: Bytes(MIN_OFFLOAD_SIZE),
+                    device_bytes_saved: gone.bytes(),
+                    host_bytes: times(host.bytes(), in_flight)?,
+                })
+            }
+            None => None,
+        };
+        let logits = times(logits, in_flight)?;
+        let loss_bytes = times(loss_bytes, in_flight)?;
+
+        let mut total = layer_total;
+        total.add(outside_layers)?;
+        total.add(logits)?;
+        total.add(loss_bytes)?;
+        let mut notes = Vec::new();
+        if self.workload.pipeline > 1 {
+            notes.push(format!(
+                "pipeline: stage {} of {} is the most loaded, holding {} micro-batch(es) of {} layer(s) (1F1B, at least {} micro-batches per step)",
+                stage.index + 1,
+                self.workload.pipeline,
+                in_flight,
+                stage.layers,
+                self.workload.pipeline,
+            ));
+        }
+        Ok(Activations {
+            total: total.bytes(),
+            layers,
+            outside_layers,
+            logits,
+            loss: loss_bytes,
+            backward_transient: transient,
+            loss_function: self.workload.loss,
+            recompute: self.workload.recompute,
+            recompute_every: self.workload.recompute_every,
+            offload,
+            fp8: fp8_figures,
+            notes,
+            schedule,
+        })
+    }
+
+    pub(super) fn empty(&self) -> Activations {
+        Activations {
+            total: Bytes::ZERO,
+            layers: Vec::new(),
+            outside_layers: Bytes::ZERO,
+            logits: Bytes::ZERO,
+            loss: Bytes::ZERO,
+            backward_transient: Bytes::ZERO,
+            loss_function: self.workload.loss,
+            recompute: self.workload.recompute,
+            recompute_every: self.workload.recompute_every,
+            offload: None,
+            fp8: None,
+            notes: Vec::new(),
+            schedule: Schedule::default(),
+        }
+    }
+
+    /// How the figures were reached.
+    pub(super) fn notes(&self) -> Vec<String> {
+        let (dims, workload) = (self.dims, self.workload);
+        let mut notes = vec![format!("attention: {}", self.kernel.describe())];
+        if workload.platform == Platform::Cuda {
+            if dims.norm == NormKind::LayerNorm {
+                notes.push("CUDA: LayerNorm saves its mean and rstd in fp32".to_string());
+            }
+            let dropout = dims.dropout;
+            if dropout.attention || dropout.residual || dropout.embedding {
+                notes.push(
+                    "CUDA: dropout saves 1-byte bool masks (native_dropout); flash and memory-efficient attention keep only a seed".to_string(),
+                );
+            }
+        }
+        match workload.recompute {
+            Recompute::None => {}
+            Recompute::Selective => notes.push(
+                "selective recomputation: the attention core (probabilities, the kernel's q, k, v copies) is rebuilt in backward; its inputs q, k, v stay".to_string(),
+            ),
+            Recompute::Op => notes.push(
+                "op recomputation (torchtitan's per-op policy): each layer keeps its input, the sdpa kernel's output and log-sum-exp and every second matmul's output (q, v, gate, down); norms, rotary, activations and the other matmuls are rebuilt in backward".to_string(),
+            ),
+            Recompute::Full => notes.push(
+                "full recomputation: each layer keeps its input; rotary tables and cache positions held by the checkpoints outside autograd are not counted".to_string(),
+            ),
+        }
+        if workload.recompute_every > 1 {
+            notes.push(format!(
+                "recompute every {}: only layers whose 1-based index is a multiple of {} are checkpointed (torchtune, torchtitan); the others keep everything",
+                workload.recompute_every, workload.recompute_every,
+            ));
+        }
+        match workload.loss {
+            Loss::Standard => notes.push(
+                "loss: standard (transformers' ForCausalLMLoss: whole logits, their fp32 copy, fp32 log-softmax)".to_string(),
+            ),
+            Loss::ShiftCopy => notes.push(
+                "loss: shift-copy (transformers' ForCausalLMLoss up to 4.48: the fp32 upcast of the logits and a contiguous fp32 copy of the shifted logits, fp32 log-softmax)".to_string(),
+            ),
+            Loss::Chunked(chunks) => notes.push(format!(
+                "loss: chunked:{chunks} (torchtune's CEWithChunkedOutputLoss): all {chunks} logits chunks exist; each is upcast to fp32 and its gradients computed one chunk of {} tokens at a time; every chunk's fp32 log-softmax stays until backward",
+                chunked_loss::chunk_tokens(&self.rank, chunks),
+            )),
+            Loss::Fused if workload.platform == Platform::Cuda => notes.push(format!(
+                "loss: fused (Liger's fused linear-cross-entropy, CUDA): no logits; chunks of {} tokens' logits at a time; the output projection's input gradient and weight gradient (in the weights' dtype) are kept from the forward",
+                fused_loss::chunk_tokens(self.rank.tokens, self.rank.vocab, self.rank.hidden),
+            )),
+            Loss::Fused => notes.push(
+                "loss: fused on CPU is cut-cross-entropy's torch_compile implementation (Liger's and CCE's kernels are CUDA-only): Inductor keeps the shifted logits in their own dtype, without an fp32 copy, log-softmax or T x V gradient".to_string(),
+            ),
+        }
+        if workload.frozen_base {
+            notes.push(
+                "frozen base: frozen linears and norms save no weight-gradient inputs; LoRA adapters keep their input and lora_A's T x r output; routed experts are counted as trainable".to_string(),
+            );
+        }
+        if workload.lora_rank > 0 {
+            let adapter = workload.lora_dtype.unwrap_or(workload.dtype);
+            if workload.lora_dropout.is_active() {
+                notes.push(format!(
+                    "LoRA dropout {}: each adapter saves its own dropped input (T x in, {adapter}) and the dropout mask ({}) instead of sharing the layer's input (peft's nn.Dropout before lora_A)",
+                    workload.lora_dropout.probability(),
+                    match workload.platform {
+                        Platform::Cpu => "CPU: noise in the input dtype",
+                        Platform::Cuda => "CUDA: 1-byte native_dropout mask",
+                    }
+                ));
+            } else if adapter != workload.dtype {
+                notes.push(format!(
+                    "{adapter} adapters under {} compute: peft casts the input of each adapter to {adapter} (_cast_input_dtype), so each saves its own {adapter} copy of it",
+                    workload.dtype
+                ));
+            }
+        }
+        if workload.tensor_parallel > 1 {
+            notes.push(format!(
+                "tensor parallel {}: heads, MLP and expert widths and the vocabulary split per rank, rounded up{} (Korthikanti et al. 2022, Table 2)",
+                workload.tensor_parallel,
+                if workload.sequence_parallel {
+                    "; sequence parallelism splits the rest along the sequence"
+                } else {
+                    ""
+                },
+            ));
+        }
+        if workload.recompute != Recompute::Full {
+            match dims.layout {
+                LayerLayout::ParallelResidual => notes
+                    .push("parallel residual: both LayerNorms read one saved input".to_string()),
+                LayerLayout::ParallelSharedNorm => notes.push(
+                    "parallel residual: attention and the MLP read one LayerNorm's saved output"
+                        .to_string(),
+                ),
+                LayerLayout::PreNorm | LayerLayout::PostNorm | LayerLayout::Sandwich => {}
+            }
+        }
+        if workload.context_parallel > 1 {
+            notes.push(format!(
+                "context parallel {}: each rank holds {} of the {} positions of every sequence (head-and-tail load balancing), plus ring attention's key/value buffers per layer: all {} ranks' key/value shards and the fp32 merge in forward (torch context_parallel, all-gather rotation), the fp32 gradient accumulators and the dK/dV ring in backward",
+                workload.context_parallel,
+                self.rank.seq,
+                workload.seq_len,
+                workload.context_parallel,
+            ));
+        }
+        if let Some(fp8) = &workload.fp8 {
+            notes.push(if fp8.saves_fp8_inputs {
+                format!("fp8 ({}): linears save their inputs in fp8 (1 byte); each layer's four GEMM modules keep their cached fp8 weight and transpose and an fp32 amax history of {} rows, resident from the first step (dense layers; expert weights not counted)", fp8.implementation, fp8.amax_history_len)
+            } else {
+                format!("fp8 ({}): linears save their high-precision inputs (ctx.save_for_backward(input_hp, weight_hp_t)); the fp8 casts of the widest linear are a temporary of each layer's forward and backward; dynamic scaling keeps no amax history; FSDP's float8 all-gather is not modelled", fp8.implementation)
+            });
+        }
+        if workload.offload_activations {
+            notes.push(format!(
+                "activation offloading (torchtune OffloadActivations{}): saved tensors of at least {} bytes, parameters aside, are copied to host memory in forward, one copy per saved reference, and brought back node by node in backward; {}the output head's input, the logits and the loss stay on the device",
+                if workload.platform == Platform::Cuda {
+                    ", use_streams=True"
+                } else {
+                    ", use_streams=False as on CPU"
+                },
+                MIN_OFFLOAD_SIZE,
+                match (workload.recompute, workload.platform) {
+                    (Recompute::Full, _) => "with full recomputation only the checkpointed layer inputs move (DeepSpeed's cpu_checkpointing); ",
+                    (_, Platform::Cuda) => "the stream keeps the final norm's packs until backward and one more node's tensors in backward; ",
+                    (_, Platform::Cpu) => "",
+                },
+            ));
+        }
+        notes.push(
+            match workload.loss {
+                Loss::Standard | Loss::ShiftCopy => "backward transient: the loss's two fp32 T x V gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Chunked(_) => "backward transient: one chunk's two fp32 gradients (nll_loss and log_softmax backward), or the largest recomputed layer",
+                Loss::Fused => "backward transient: the largest recomputed layer (the fused loss's gradients were computed in its forward)",
+            }
+            .to_string(),
+        );
+        notes
+    }
+}

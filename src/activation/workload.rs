@@ -1,0 +1,277 @@
+//! What one training micro-step is: its shape, its kernels and the
+//! techniques switched on, as the activation formulas read them.
+
+use serde::Serialize;
+
+use super::LoraDropout;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// The attention implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Attention {
+    /// transformers' eager attention: the softmax probabilities are saved.
+    Eager,
+    /// `scaled_dot_product_attention` (flash or memory-efficient kernel).
+    Sdpa,
+    /// flash-attention 2.
+    Flash,
+}
+
+/// Activation recomputation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recompute {
+    /// Everything saved.
+    None,
+    /// Attention recomputed (Korthikanti et al. 2022).
+    Selective,
+    /// torchtitan's per-op selective checkpointing: every second matmul's
+    /// output and the attention kernel's are saved, the rest recomputed.
+    Op,
+    /// Gradient checkpointing: each layer keeps only its input.
+    Full,
+}
+
+/// The loss function: how the logits and the cross-entropy are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// transformers' `ForCausalLMLoss`: the whole logits, their fp32 copy.
+    Standard,
+    /// transformers' `ForCausalLMLoss` before it shifted the labels
+    /// instead of the logits (4.48.1 `loss/loss_utils.py`): a contiguous
+    /// fp32 copy of the shifted logits besides their fp32 upcast.
+    ShiftCopy,
+    /// torchtune's `CEWithChunkedOutputLoss` with the output projection
+    /// applied per chunk: N chunks along the sequence, each upcast alone.
+    Chunked(u64),
+    /// Liger's `LigerFusedLinearCrossEntropyLoss`: the logits are never
+    /// materialized whole.
+    Fused,
+}
+
+impl Loss {
+    /// The chunks `chunked:N` allows at most (torchtune's default is 8).
+    pub const MAX_CHUNKS: u64 = 1 << 20;
+
+    /// Reads `standard`, `chunked:N` (N at least 1) or `fused`.
+    pub fn parse(name: &str) -> Result<Loss> {
+        let name = name.trim().to_ascii_lowercase();
+        let invalid = |reason: &str| Error::InvalidValue {
+            what: "--loss",
+            value: name.clone(),
+            reason: reason.to_string(),
+        };
+        match name.as_str() {
+            "standard" => Ok(Loss::Standard),
+            "shift-copy" => Ok(Loss::ShiftCopy),
+            "fused" => Ok(Loss::Fused),
+            other => match other.strip_prefix("chunked:") {
+                Some(count) => match count.parse::<u64>() {
+                    Ok(0) => Err(invalid("chunked:N needs at least 1 chunk")),
+                    Ok(n) if n <= Loss::MAX_CHUNKS => Ok(Loss::Chunked(n)),
+                    Ok(_) => Err(invalid("chunked:N allows at most 1048576 chunks")),
+                    Err(_) => Err(invalid(
+                        "chunked:N needs a whole number of chunks N (torchtune's default is chunked:8)",
+                    )),
+                },
+                None => Err(Error::UnknownName {
+                    kind: "loss",
+                    name: other.to_string(),
+                    suggestion: (other == "chunked").then(|| "chunked:8".to_string()),
+                    accepted: "standard, shift-copy, chunked:N, fused".to_string(),
+                }),
+            },
+        }
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> String {
+        match self {
+            Loss::Standard => "standard".to_string(),
+            Loss::ShiftCopy => "shift-copy".to_string(),
+            Loss::Chunked(n) => format!("chunked:{n}"),
+            Loss::Fused => "fused".to_string(),
+        }
+    }
+}
+
+impl Serialize for Loss {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
+}
+
+impl Attention {
+    /// Reads `eager`, `sdpa` or `flash` (`flash-attention-2`).
+    pub fn parse(name: &str) -> Result<Attention> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "eager" => Ok(Attention::Eager),
+            "sdpa" => Ok(Attention::Sdpa),
+            "flash" | "flash-attention-2" | "flash_attention_2" => Ok(Attention::Flash),
+            other => Err(Error::UnknownName {
+                kind: "attention",
+                name: other.to_string(),
+                suggestion: None,
+                accepted: "eager, sdpa, flash".to_string(),
+            }),
+        }
+    }
+}
+
+impl Recompute {
+    /// Every mode, in the order `trainmem fit` reports them.
+    pub const ALL: [Recompute; 4] = [
+        Recompute::None,
+        Recompute::Selective,
+        Recompute::Op,
+        Recompute::Full,
+    ];
+
+    /// Reads `none`, `selective`, `op` or `full`.
+    pub fn parse(name: &str) -> Result<Recompute> {
+        Recompute::ALL
+            .into_iter()
+            .find(|mode| mode.name() == name.trim().to_ascii_lowercase())
+            .ok_or_else(|| Error::UnknownName {
+                kind: "recompute mode",
+                name: name.trim().to_ascii_lowercase(),
+                suggestion: None,
+                accepted: "none, selective, op, full".to_string(),
+            })
+    }
+
+    /// The name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Recompute::None => "none",
+            Recompute::Selective => "selective",
+            Recompute::Op => "op",
+            Recompute::Full => "full",
+        }
+    }
+}
+
+/// Where the kernels run: their saved tensors differ in a few places
+/// (LayerNorm statistics, dropout masks, which sdpa kernel runs); see
+/// [`Platform::kernels`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// CUDA kernels.
+    Cuda,
+    /// CPU kernels (what the fixtures measured).
+    Cpu,
+}
+
+impl Platform {
+    /// Reads `cuda` or `cpu`.
+    pub fn parse(name: &str) -> Result<Platform> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "cuda" | "gpu" => Ok(Platform::Cuda),
+            "cpu" => Ok(Platform::Cpu),
+            other => Err(Error::UnknownName {
+                kind: "platform",
+                name: other.to_string(),
+                suggestion: None,
+                accepted: "cuda, cpu".to_string(),
+            }),
+        }
+    }
+}
+
+/// One training micro-step's shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Workload {
+    /// Sequences per micro-batch B.
+    pub micro_batch: u64,
+    /// Tokens per sequence S.
+    pub seq_len: u64,
+    /// The attention implementation.
+    pub attention: Attention,
+    /// Activation recomputation.
+    pub recompute: Recompute,
+    /// Recomputation applies to every N-th layer (1: all of them).
+    pub recompute_every: u64,
+    /// Full checkpointing runs `torch.utils.checkpoint` with
+    /// `use_reentrant=True` (`--recompute-reentrant`; see `recompute.rs`).
+    pub recompute_reentrant: bool,
+    /// The loss function.
+    pub loss: Loss,
+    /// The dtype activations are computed in.
+    pub dtype: DType,
+    /// The dtype the weights are stored in (fp32 under autocast), which
+    /// the fused loss's weight-gradient buffer takes.
+    pub weights_dtype: DType,
+    /// The kernels' platform.
+    pub platform: Platform,
+    /// Whether the base weights are frozen (LoRA): frozen linears save no input.
+    pub frozen_base: bool,
+    /// Module-name suffixes carrying LoRA adapters (`q_proj`), whose inputs stay saved.
+    pub adapted: Vec<String>,
+    /// The LoRA rank r (its A outputs, T × r, are saved).
+    pub lora_rank: u64,
+    /// peft's `lora_dropout` before each adapter (`--lora-dropout`; 0: `nn.Identity`).
+    pub lora_dropout: LoraDropout,
+    /// The dtype the adapters compute in, when it differs from `dtype` can
+    /// (peft's fp32 adapters under a bf16 base); `None`: `dtype`.
+    pub lora_dtype: Option<DType>,
+    /// Tensor-parallel degree t.
+    pub tensor_parallel: u64,
+    /// Whether sequence parallelism splits the non-tensor-parallel parts by t.
+    pub sequence_parallel: bool,
+    /// Pipeline stages p: the first stage holds p micro-batches in flight (1F1B).
+    pub pipeline: u64,
+    /// bitsandbytes before 0.43.2: each 4-bit matmul (`MatMul4Bit`) saved its
+    /// input for backward even with a frozen weight.
+    pub quantized_inputs_kept: bool,
+    /// Megatron-core's layers with Transformer Engine's fused kernels
+    /// (`--framework megatron`) instead of the transformers modules.
+    pub megatron_kernels: bool,
+    /// torchtune's `OffloadActivations`: saved tensors go to host memory
+    /// (`--offload-activations`, see `offload.rs`).
+    pub offload_activations: bool,
+    /// Context-parallel degree N: ring attention splits each sequence
+    /// across N ranks (`--cp`, see `context.rs`).
+    pub context_parallel: u64,
+    /// The fp8 matmul recipe of the precision, if any (see `fp8.rs`).
+    pub fp8: Option<crate::precision::Fp8>,
+}
+
+impl Workload {
+    /// `micro_batch` sequences of `seq_len` tokens in bf16 with sdpa
+    /// attention, no recomputation, on CUDA, fully trained, on one rank:
+    /// the estimate fills in the dtype, the parallel degrees and the
+    /// fine-tuning from the setup and the model.
+    pub fn new(micro_batch: u64, seq_len: u64) -> Workload {
+        Workload {
+            micro_batch,
+            seq_len,
+            attention: Attention::Sdpa,
+            recompute: Recompute::None,
+            recompute_every: 1,
+            recompute_reentrant: false,
+            loss: Loss::Standard,
+            dtype: DType::Bf16,
+            weights_dtype: DType::Bf16,
+            platform: Platform::Cuda,
+            frozen_base: false,
+            adapted: Vec::new(),
+            lora_rank: 0,
+            lora_dropout: LoraDropout::default(),
+            lora_dtype: None,
+            tensor_parallel: 1,
+            sequence_parallel: false,
+            pipeline: 1,
+            quantized_inputs_kept: false,
+            megatron_kernels: false,
+            offload_activations: false,
+            context_parallel: 1,
+            fp8: None,
+        }
+    }
+}

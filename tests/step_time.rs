@@ -229,3 +229,32 @@ fn the_device_catalogue_gives_speeds_with_sources() {
             .contains("datasheet")
     );
 }
+
+/// A negative rate is named and explained, not taken for an unknown flag.
+#[test]
+fn negative_rates_are_named() {
+    for (flag, value) in [
+        ("--mfu", "-1"),
+        ("--peak-tflops", "-5"),
+        ("--intra-node-bandwidth", "-5GB/s"),
+        ("--inter-node-bandwidth", "-1"),
+    ] {
+        let (code, stdout, stderr) = run(&[
+            "estimate",
+            "--model",
+            "llama-3.2-1b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "512",
+            flag,
+            value,
+        ]);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{flag} {value}");
+        assert!(
+            stderr.starts_with(&format!("error: invalid {flag} `{value}`")),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}

@@ -599,22 +599,22 @@ pub struct SpeedArgs {
     /// The share of the matmul peak the step's executed FLOPs reach, e.g.
     /// 0.45 or 45% (default: by hidden size, 44% to 64%, from Megatron-LM's
     /// A100 runs in Korthikanti et al. 2022 Table 5).
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", allow_hyphen_values = true)]
     pub mfu: Option<String>,
 
     /// Dense bf16 peak of one accelerator in TFLOP/s, for --capacity or to
     /// override --device's datasheet figure.
-    #[arg(long, value_name = "TFLOPS")]
+    #[arg(long, value_name = "TFLOPS", allow_hyphen_values = true)]
     pub peak_tflops: Option<String>,
 
     /// One direction of a GPU's link inside its node, e.g. 450GB/s
     /// (default: --device's NVLink figure).
-    #[arg(long, value_name = "SIZE/s")]
+    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true)]
     pub intra_node_bandwidth: Option<String>,
 
     /// One direction of a GPU's share of the network between nodes, e.g.
     /// 50GB/s (default: --device's reference system, one 400 Gb/s NIC per GPU on H100).
-    #[arg(long, value_name = "SIZE/s")]
+    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true)]
     pub inter_node_bandwidth: Option<String>,
 
     /// Virtual pipeline stages per rank (Megatron's interleaved 1F1B): the

@@ -138,6 +138,46 @@ impl<'a> Training<'a> {
     pub fn adapters(&self, names: &[&str]) -> u64 {
         names.iter().filter(|name| self.is_adapted(name)).count() as u64
     }
+
+    /// The bytes per output element an adapted linear holds at the height
+    /// of its own forward, with `element` the compute dtype's bytes.
+    ///
+    /// peft's `Linear.forward` (`peft/tuners/lora/layer.py`, peft 0.21):
+    /// `result = self.base_layer(x)` (the frozen output, `element`), then
+    /// `result = result + lora_B(lora_A(dropout(x))) * scaling` and
+    /// `result = result.to(torch_result_dtype)`. In that order:
+    /// * `* scaling`: `lora_B`'s output and its scaled copy, both in the
+    ///   adapter's dtype, with `result` alive (nothing saves `lora_B`'s
+    ///   output: `MulBackward0` by a Python scalar saves no tensor);
+    /// * `+`: `result`, the scaled term and the sum in the promoted dtype
+    ///   (torch's type promotion: the wider of the two). On the CPU,
+    ///   `TensorIteratorBase::compute_types` (`aten/src/ATen/TensorIterator.cpp`)
+    ///   casts an input of another dtype to the common one into a temporary
+    ///   (`op.tensor().to(common_dtype_)`), one more tensor in the promoted
+    ///   dtype; CUDA kernels cast while loading (`copy_on_cpu` is false);
+    /// * `.to(...)`: the sum and its copy in the compute dtype, when the
+    ///   sum was promoted.
+    ///
+    /// Measured: the CPU fixtures `*__full__*__lora-all-*-fp32*.json`
+    /// (peak at `up_proj`'s `aten::add`: the bf16 result, the fp32 scaled
+    /// term, the fp32 copy of the result and the fp32 sum).
+    pub fn forward_height(&self, element: u64, cast_by_copy: bool) -> u64 {
+        let adapter = self.adapter_element;
+        let promoted = adapter.max(element);
+        let copy = if cast_by_copy && adapter != element {
+            promoted
+        } else {
+            0
+        };
+        let scaled = element + 2 * adapter;
+        let sum = element + adapter + copy + promoted;
+        let cast = if promoted != element {
+            promoted + element
+        } else {
+            0
+        };
+        scaled.max(sum).max(cast)
+    }
 }
 
 #[cfg(test)]
@@ -180,6 +220,27 @@ mod tests {
         let training = Training::new(&workload);
         assert!(training.own_inputs && training.dropout);
         assert_eq!(training.adapter_element, 2);
+    }
+
+    /// peft's `result + lora_B(...) * scaling`: fp32 adapters under bf16 on
+    /// the CPU hold the bf16 result, the fp32 term, the fp32 copy of the
+    /// result and the fp32 sum (the `up_proj` peak of the fixtures).
+    #[test]
+    fn adapted_forward_height_counts_promoted_temporaries() {
+        let workload = Workload {
+            adapted: vec!["up_proj".to_string()],
+            frozen_base: true,
+            lora_dtype: Some(DType::Fp32),
+            ..Workload::new(1, 8)
+        };
+        let fp32 = Training::new(&workload);
+        assert_eq!(fp32.forward_height(2, true), 2 + 4 + 4 + 4);
+        assert_eq!(fp32.forward_height(2, false), 2 + 4 + 4);
+        let same = Training {
+            adapter_element: 2,
+            ..fp32
+        };
+        assert_eq!(same.forward_height(2, true), 3 * 2);
     }
 
     #[test]

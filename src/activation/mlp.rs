@@ -81,6 +81,28 @@ pub fn product_backward(
     Ok(tally.bytes())
 }
 
+/// A gated MLP's backward under a frozen base (LoRA), on top of its saved
+/// tensors and the layer's output gradient: the same three `T x f`
+/// gradients of `MulBackward0` (see [`product_backward`]), less what the
+/// output projection saved of its input (`released`), which its backward
+/// has freed by then: the frozen base's weight gradients that stand for it
+/// in full training are never made.
+///
+/// With an adapter on the output projection the product's gradient is the
+/// sum over two paths, the frozen `MmBackward0` and `lora_A`'s (after
+/// peft's dropout and cast, `ToCopyBackward0`): autograd's `InputBuffer`
+/// adds them out of place (both are views of `mm` outputs, which
+/// `can_accumulate_inplace` refuses), three `T x f` tensors again, when
+/// the saved input is already released. The CPU fixtures
+/// `*__full__*__lora-all-r16-d0-bf16*.json` peak at that `aten::add`.
+pub fn frozen_product_backward(rank: &Rank, width: u64, released: Bytes) -> Result<Bytes> {
+    /// The product's gradient and its two factors' gradients.
+    const GATED_GRADIENTS: u64 = 3;
+    let mut tally = Tally::new();
+    tally.tensor(&[GATED_GRADIENTS, rank.element, rank.tokens, width])?;
+    Ok(Bytes(tally.bytes().0.saturating_sub(released.0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

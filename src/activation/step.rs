@@ -13,7 +13,7 @@ use super::{
     Workload, chunked_loss, context, embeddings, encoder_head, fp8, fused_loss, layer, loss,
     megatron, mlp, norms, offload, recompute, techniques,
 };
-use crate::architecture::{Dimensions, LayerLayout, NormKind};
+use crate::architecture::{Dimensions, LayerLayout, MlpKind, NormKind};
 use crate::error::Result;
 use crate::units::Bytes;
 
@@ -128,23 +128,36 @@ impl<'a> Step<'a> {
     ///   gradient, with eager or math attention the gradients of the
     ///   probabilities ((4 + P)·B·a·S²: see below), and the gradients of q,
     ///   k and v (P·T·(a·d + 2·kv·d)).
-    pub(super) fn layer_backward(&self, sparse: bool) -> Result<Bytes> {
+    pub(super) fn layer_backward(&self, sparse: bool, checkpointed: bool) -> Result<Bytes> {
         let rank = &self.rank;
         let saved = self.saved_layer(sparse)?;
         let mut residual = Tally::new();
         residual.tensor(&[rank.element, rank.sequence_tokens, rank.hidden])?;
         let mut mlp = residual;
+        let output = self.dims.linears.mlp_output;
         let product = if sparse {
             Bytes::ZERO
+        } else if self.training.frozen_base && self.dims.mlp == MlpKind::Gated {
+            mlp::frozen_product_backward(rank, rank.intermediate, self.mlp_output_saved()?)?
         } else {
             mlp::product_backward(
                 rank,
                 self.dims.mlp,
                 rank.intermediate,
-                self.training.keeps_input(&[self.dims.linears.mlp_output]),
+                self.training.keeps_input(&[output]),
             )?
         };
         mlp.add(self.widest_tensor()?.max(product))?;
+        let rebuilt = if checkpointed && !sparse {
+            self.adapted_mlp_recompute()?
+        } else {
+            Bytes::ZERO
+        };
+        let mlp = {
+            let mut most = Tally::new();
+            most.add(mlp.bytes().max(rebuilt))?;
+            most
+        };
         let mut attention = residual;
         if matches!(self.kernel, Kernel::Eager | Kernel::Math) {
             // The softmax runs in fp32: the probabilities' gradient cast to
@@ -182,6 +195,123 @@ impl<'a> Step<'a> {
         Ok(mlp
             .bytes()
             .max(Bytes(attention.bytes().0.saturating_sub(released.0))))
+    }
+
+    /// The bytes the MLP's output projection saves of its input (`T x f`):
+    /// the compute-dtype product when it keeps it (trained, or sharing it
+    /// with its adapter), and its adapter's own input and dropout mask (see
+    /// `lora.rs`). All of it is released by the projection's backward.
+    fn mlp_output_saved(&self) -> Result<Bytes> {
+        let rank = &self.rank;
+        let training = &self.training;
+        let output = self.dims.linears.mlp_output;
+        let mut tally = Tally::new();
+        if training.keeps_input(&[output]) {
+            tally.tensor(&[rank.element, rank.tokens, rank.intermediate])?;
+        }
+        if training.is_adapted(output) && training.own_inputs {
+            let mask = if training.dropout {
+                self.kernels.dropout_mask.bytes(training.adapter_element)
+            } else {
+                0
+            };
+            tally.tensor(&[
+                training.adapter_element + mask,
+                rank.tokens,
+                rank.intermediate,
+            ])?;
+        }
+        Ok(tally.bytes())
+    }
+
+    /// What a checkpointed layer whose MLP linears carry LoRA adapters
+    /// holds, besides its full saved set, at the height of its
+    /// recomputation (`--recompute full`, frozen base).
+    ///
+    /// The recomputation runs inside the layer's backward, so the layer's
+    /// output gradient (`T x h`) is alive; without reentrancy the engine
+    /// has also run the nodes that need no saved tensor before the first
+    /// one that does (`lora_B`'s `MmBackward0` of the output projection):
+    /// the layer's residual `AddBackward0`, peft's `.to()` and `+`, whose
+    /// `AddBackward0` casts the gradient of the frozen `result` to the
+    /// compute dtype when the sum was promoted, and `* scaling`, a new
+    /// gradient in the adapter's dtype. The reentrant checkpoint recomputes
+    /// before any of the layer's nodes runs (`CheckpointFunction.backward`).
+    ///
+    /// During the MLP's forward the decoder layer's residual (`T x h`,
+    /// `residual = hidden_states` in `LlamaDecoderLayer.forward`, saved by
+    /// nobody) and the MLP's input, unless a linear keeps it, are alive.
+    /// Two moments then stand out (peft's `Linear.forward`, see
+    /// [`Training::forward_height`]):
+    /// * inside the last input projection (`up_proj`), whose `T x f`
+    ///   output is at its forward height, less what is not rebuilt yet: its
+    ///   own output once cast (saved by the product) and the output
+    ///   projection's saved input;
+    /// * inside the output projection: the product (its input, unless it
+    ///   saves it), the cast copy of it when dropout saves the dropped one
+    ///   instead, and the `T x h` output: the frozen `result` alone without
+    ///   reentrancy, because torch's non-reentrant checkpoint stops the
+    ///   recomputation once the last saved tensor is rebuilt (`early_stop`,
+    ///   `torch/utils/checkpoint.py` `_StopRecomputationError`), here
+    ///   `lora_A`'s output; the whole forward height with it.
+    ///
+    /// Measured: the CPU fixtures `*__full__*__lora-all-*.json` (peaks in
+    /// `up_proj`'s `aten::add` with fp32 adapters, at `down_proj`'s
+    /// `lora_A` with dropout).
+    fn adapted_mlp_recompute(&self) -> Result<Bytes> {
+        let training = &self.training;
+        let linears = &self.dims.linears;
+        let inputs = training.adapters(&linears.mlp_input);
+        let output = training.is_adapted(linears.mlp_output);
+        if !training.frozen_base
+            || (inputs == 0 && !output)
+            || self.workload.recompute != Recompute::Full
+        {
+            return Ok(Bytes::ZERO);
+        }
+        let rank = &self.rank;
+        let (element, adapter) = (rank.element, training.adapter_element);
+        let reentrant = self.workload.recompute_reentrant;
+        let height = training.forward_height(element, self.workload.platform == Platform::Cpu);
+        let area = |bytes: u64, width: u64| -> Result<Bytes> {
+            let mut tally = Tally::new();
+            tally.tensor(&[bytes, rank.tokens, width])?;
+            Ok(tally.bytes())
+        };
+        let (hidden, width) = (rank.hidden, rank.intermediate);
+        let mut around = Tally::new();
+        // The layer's output gradient and the decoder layer's residual.
+        around.tensor(&[2, element, rank.tokens, hidden])?;
+        if !reentrant && output {
+            around.add(area(adapter, hidden)?)?;
+            if adapter != element {
+                around.add(area(element, hidden)?)?;
+            }
+        }
+        if !training.keeps_input(&linears.mlp_input) {
+            around.add(area(element, hidden)?)?;
+        }
+        let up = if inputs > 0 {
+            let not_yet = plus(area(element, width)?, self.mlp_output_saved()?)?;
+            Bytes(area(height, width)?.0.saturating_sub(not_yet.0))
+        } else {
+            Bytes::ZERO
+        };
+        let down = if output {
+            let mut tally = Tally::new();
+            if !training.keeps_input(&[linears.mlp_output]) {
+                tally.add(area(element, width)?)?;
+            }
+            if adapter != element && training.dropout {
+                tally.add(area(adapter, width)?)?;
+            }
+            tally.add(area(if reentrant { height } else { element }, hidden)?)?;
+            tally.bytes()
+        } else {
+            Bytes::ZERO
+        };
+        around.add(up.max(down))?;
+        Ok(around.bytes())
     }
 
     /// Whether every layer is checkpointed (full or per-op recomputation
@@ -351,7 +481,12 @@ impl<'a> Step<'a> {
             has_head: stage.head,
             ..Schedule::default()
         };
-        let backward = [self.layer_backward(false)?, self.layer_backward(true)?];
+        let mut backward = [[Bytes::ZERO; 2]; 2];
+        for (sparse, row) in backward.iter_mut().enumerate() {
+            for (checkpointed, cell) in row.iter_mut().enumerate() {
+                *cell = self.layer_backward(sparse == 1, checkpointed == 1)?;
+            }
+        }
         schedule.widest_tensor = self.widest_tensor()?;
         for layer in stage.first_layer..end {
             let is_sparse = self.dims.is_sparse(layer);
@@ -363,7 +498,7 @@ impl<'a> Step<'a> {
                 kept: offload.map_or(kind.total(), |o| Ok(o.resident))?,
                 recomputed: kind.recomputed,
                 backward: plus(
-                    backward[usize::from(is_sparse)],
+                    backward[usize::from(is_sparse)][column],
                     fp8_figures.map_or(Bytes::ZERO, |f| f.backward_casts),
                 )?,
                 unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),

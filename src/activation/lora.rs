@@ -154,7 +154,8 @@ impl<'a> Training<'a> {
     ///   `TensorIteratorBase::compute_types` (`aten/src/ATen/TensorIterator.cpp`)
     ///   casts an input of another dtype to the common one into a temporary
     ///   (`op.tensor().to(common_dtype_)`), one more tensor in the promoted
-    ///   dtype; CUDA kernels cast while loading (`copy_on_cpu` is false);
+    ///   dtype (the fixtures' second fp32 `aten::add` allocation); CUDA
+    ///   kernels cast while loading;
     /// * `.to(...)`: the sum and its copy in the compute dtype, when the
     ///   sum was promoted.
     ///

@@ -91,9 +91,9 @@ pub fn product_backward(
 /// With an adapter on the output projection the product's gradient is the
 /// sum over two paths, the frozen `MmBackward0` and `lora_A`'s (after
 /// peft's dropout and cast, `ToCopyBackward0`): autograd's `InputBuffer`
-/// adds them out of place (both are views of `mm` outputs, which
-/// `can_accumulate_inplace` refuses), three `T x f` tensors again, when
-/// the saved input is already released. The CPU fixtures
+/// (`torch/csrc/autograd/input_buffer.cpp`) adds them out of place (the
+/// fixtures' `aten::add` under `ViewBackward0`), three `T x f` tensors
+/// again, when the saved input is already released. The CPU fixtures
 /// `*__full__*__lora-all-r16-d0-bf16*.json` peak at that `aten::add`.
 pub fn frozen_product_backward(rank: &Rank, width: u64, released: Bytes) -> Result<Bytes> {
     /// The product's gradient and its two factors' gradients.

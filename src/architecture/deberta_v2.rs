@@ -134,21 +134,7 @@ pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
             }
         }
     }
-    layer.linear(
-        "attention.output.dense",
-        hidden,
-        hidden,
-        true,
-        Role::Attention,
-    )?;
-    layer.norm(
-        "attention.output.LayerNorm",
-        vec![hidden],
-        Norm::WeightAndBias,
-    )?;
-    layer.linear("intermediate.dense", hidden, intermediate, true, Role::Mlp)?;
-    layer.linear("output.dense", intermediate, hidden, true, Role::Mlp)?;
-    layer.norm("output.LayerNorm", vec![hidden], Norm::WeightAndBias)?;
+    super::encoder::output_blocks(&mut layer, hidden, intermediate)?;
 
     let mut after_layers = Params::new();
     if relative {

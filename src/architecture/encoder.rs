@@ -381,21 +381,7 @@ impl Encoder {
                 Role::Attention,
             )?;
         }
-        layer.linear(
-            "attention.output.dense",
-            hidden,
-            hidden,
-            true,
-            Role::Attention,
-        )?;
-        layer.norm(
-            "attention.output.LayerNorm",
-            vec![hidden],
-            Norm::WeightAndBias,
-        )?;
-        layer.linear("intermediate.dense", hidden, intermediate, true, Role::Mlp)?;
-        layer.linear("output.dense", intermediate, hidden, true, Role::Mlp)?;
-        layer.norm("output.LayerNorm", vec![hidden], Norm::WeightAndBias)?;
+        output_blocks(&mut layer, hidden, intermediate)?;
         Ok(layer)
     }
 
@@ -424,4 +410,26 @@ impl Encoder {
         }
         Ok(())
     }
+}
+
+/// What BERT and DeBERTa-v2 build after the self-attention's projections:
+/// the attention output projection and LayerNorm (`BertSelfOutput`,
+/// `DebertaV2SelfOutput`), the intermediate linear (`BertIntermediate`) and
+/// the output linear and LayerNorm (`BertOutput`).
+pub(super) fn output_blocks(layer: &mut Params, hidden: u64, intermediate: u64) -> Result<()> {
+    layer.linear(
+        "attention.output.dense",
+        hidden,
+        hidden,
+        true,
+        Role::Attention,
+    )?;
+    layer.norm(
+        "attention.output.LayerNorm",
+        vec![hidden],
+        Norm::WeightAndBias,
+    )?;
+    layer.linear("intermediate.dense", hidden, intermediate, true, Role::Mlp)?;
+    layer.linear("output.dense", intermediate, hidden, true, Role::Mlp)?;
+    layer.norm("output.LayerNorm", vec![hidden], Norm::WeightAndBias)
 }

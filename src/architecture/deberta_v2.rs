@@ -14,11 +14,8 @@ use super::config::{Config, exact_ratio};
 use super::decoder::{Decoder, Layers};
 use super::params::{Norm, Params, product};
 use super::task::Task;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::Role;
-
-/// What DeBERTa-v2 accepts for `--task`, for the message refusing another.
-const TASKS: &str = "masked-lm (the default), seq-cls:N, token-cls:N or embedding";
 
 /// The model `task`'s auto class builds for a DeBERTa-v2 config:
 ///
@@ -42,22 +39,7 @@ const TASKS: &str = "masked-lm (the default), seq-cls:N, token-cls:N or embeddin
 ///   (`pooler_hidden_size`, default `hidden_size`) and `classifier`;
 ///   token classification: `classifier`; `embedding`: the bare model.
 pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
-    let bare = match task {
-        Task::Embedding => true,
-        Task::MaskedLm | Task::SequenceClassification { .. } | Task::TokenClassification { .. } => {
-            false
-        }
-        Task::CausalLm | Task::Seq2Seq => {
-            return Err(Error::InvalidValue {
-                what: "--task",
-                value: task.to_string(),
-                reason: format!(
-                    "`deberta-v2` is a bidirectional encoder; transformers has no {} class for it; accepted for `deberta-v2`: {TASKS}",
-                    task.auto_class()
-                ),
-            });
-        }
-    };
+    let bare = super::encoder::is_bare_body(task, "deberta-v2")?;
     let within = |name: &str| {
         if bare {
             name.to_string()

@@ -100,7 +100,8 @@ const ACTIVATIONS: &[(&str, MlpKind)] = &[("gelu", MlpKind::Gelu), ("gelu_new", 
 pub const DEFAULT_TASK: Task = Task::MaskedLm;
 
 /// What an encoder accepts, for the message refusing another task.
-const ENCODER_TASKS: &str = "masked-lm (the default), seq-cls:N, token-cls:N or embedding";
+pub(super) const ENCODER_TASKS: &str =
+    "masked-lm (the default), seq-cls:N, token-cls:N or embedding";
 
 impl Encoder {
     /// Reads the keys `BertConfig` declares (and `RobertaConfig` copies),
@@ -409,6 +410,27 @@ impl Encoder {
             )?;
         }
         Ok(())
+    }
+}
+
+/// Whether `task` builds the bare body of the masked-LM encoder
+/// `model_type` (`embedding`) rather than the body under a head (masked-LM,
+/// the classifiers); causal-lm and seq2seq are refused, as transformers has
+/// no class for them (DeBERTa-v2, ModernBERT).
+pub(super) fn is_bare_body(task: Task, model_type: &str) -> Result<bool> {
+    match task {
+        Task::Embedding => Ok(true),
+        Task::MaskedLm | Task::SequenceClassification { .. } | Task::TokenClassification { .. } => {
+            Ok(false)
+        }
+        Task::CausalLm | Task::Seq2Seq => Err(Error::InvalidValue {
+            what: "--task",
+            value: task.to_string(),
+            reason: format!(
+                "`{model_type}` is a bidirectional encoder; transformers has no {} class for it; accepted for `{model_type}`: {ENCODER_TASKS}",
+                task.auto_class()
+            ),
+        }),
     }
 }
 

@@ -14,11 +14,8 @@ use super::config::{Config, exact_ratio};
 use super::decoder::{Decoder, Layers, Placement};
 use super::params::{Norm, Params, product};
 use super::task::Task;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::Role;
-
-/// What ModernBERT accepts for `--task`, for the message refusing another.
-const TASKS: &str = "masked-lm (the default), seq-cls:N, token-cls:N or embedding";
 
 /// The model `task`'s auto class builds for a ModernBERT config: the body
 /// as `model` (bare for `embedding`), `head` and `decoder` (tied to the
@@ -28,22 +25,7 @@ const TASKS: &str = "masked-lm (the default), seq-cls:N, token-cls:N or embeddin
 /// on the attention and MLP linears, `classifier_bias` (default false) on
 /// `head.dense`.
 pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
-    let bare = match task {
-        Task::Embedding => true,
-        Task::MaskedLm | Task::SequenceClassification { .. } | Task::TokenClassification { .. } => {
-            false
-        }
-        Task::CausalLm | Task::Seq2Seq => {
-            return Err(Error::InvalidValue {
-                what: "--task",
-                value: task.to_string(),
-                reason: format!(
-                    "`modernbert` is a bidirectional encoder; transformers has no {} class for it; accepted for `modernbert`: {TASKS}",
-                    task.auto_class()
-                ),
-            });
-        }
-    };
+    let bare = super::encoder::is_bare_body(task, "modernbert")?;
     let within = |name: &str| {
         if bare {
             name.to_string()

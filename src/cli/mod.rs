@@ -32,6 +32,7 @@ pub(crate) fn default_speed(
         &crate::parallel::Parallelism::SINGLE,
     )
 }
+pub(crate) use usage::one_line;
 pub use usage::usage_error;
 
 use std::ffi::OsStr;

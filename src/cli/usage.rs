@@ -52,8 +52,9 @@ pub fn usage_error(error: &clap::Error, arguments: &[OsString]) -> String {
     escape(&one_line(&error.render().to_string())).into_owned()
 }
 
-/// clap's multi-line usage error as one line: the error, its tip and where help is.
-fn one_line(rendered: &str) -> String {
+/// clap's multi-line usage error as one line: the error, its tip and where
+/// help is (what `main.rs` prints, and what the web API answers).
+pub(crate) fn one_line(rendered: &str) -> String {
     let mut line = String::new();
     for part in rendered.lines().map(str::trim) {
         if part.is_empty() || part.starts_with("Usage:") {

@@ -29,7 +29,7 @@ use super::pool::{Pool, Refusal, Weight};
 
 use crate::architecture::tensors_for_task;
 use crate::catalogue::{self, Named};
-use crate::cli::{Cli, run};
+use crate::cli::{Cli, one_line, run};
 use crate::device::DEVICES;
 use crate::dtype::DType;
 use crate::error::Error;
@@ -419,21 +419,6 @@ fn run_command(arguments: &[String]) -> Result<String, Failure> {
     let cli = Cli::try_parse_from(arguments)
         .map_err(|e| Failure::bad(one_line(&e.render().to_string())))?;
     run(cli).map_err(|e| Failure::from_error(&e))
-}
-
-/// clap's multi-line usage error as one line, as `main.rs` prints it.
-fn one_line(rendered: &str) -> String {
-    let mut line = String::new();
-    for part in rendered.lines().map(str::trim) {
-        if part.is_empty() || part.starts_with("Usage:") {
-            continue;
-        }
-        if !line.is_empty() {
-            line += if line.ends_with(':') { " " } else { "; " };
-        }
-        line += part;
-    }
-    line
 }
 
 /// The estimate of a pasted config.json under the other flags.

@@ -46,6 +46,17 @@ pub enum Scaling {
     Delayed,
 }
 
+impl Scaling {
+    /// The name in reports, as the JSON spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scaling::Tensorwise => "tensorwise",
+            Scaling::Rowwise => "rowwise",
+            Scaling::Delayed => "delayed",
+        }
+    }
+}
+
 /// An fp8 recipe's rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Fp8 {

@@ -270,24 +270,21 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
     if let Some(fp8) = e.activations.as_ref().and_then(|a| a.fp8.as_ref()) {
         lines.push(if fp8.saves_fp8_inputs {
             format!(
-                "fp8 ({}, {:?} scaling): linears save fp8 inputs; cached fp8 weights {} and scaling state {} per accelerator",
+                "fp8 ({}, {} scaling): linears save fp8 inputs; cached fp8 weights {} and scaling state {} per accelerator",
                 fp8.implementation,
-                fp8.scaling,
+                fp8.scaling.name(),
                 fp8.weight_cache.display(units),
                 fp8.scaling_state.display(units),
             )
         } else {
             format!(
-                "fp8 ({}, {:?} scaling): linears save their bf16 inputs; the widest linear's fp8 casts are {} in forward, {} in backward",
+                "fp8 ({}, {} scaling): linears save their bf16 inputs; the widest linear's fp8 casts are {} in forward, {} in backward",
                 fp8.implementation,
-                fp8.scaling,
+                fp8.scaling.name(),
                 fp8.forward_casts.display(units),
                 fp8.backward_casts.display(units),
             )
-        }
-        .replace("Tensorwise", "tensorwise")
-        .replace("Rowwise", "rowwise")
-        .replace("Delayed", "delayed"));
+        });
     }
     if e.parallelism.layout.offload != Offload::None {
         lines.push(format!("host memory is per node ({processes} processes)"));

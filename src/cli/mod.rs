@@ -3,6 +3,8 @@
 mod args;
 mod check;
 mod completions;
+mod flags;
+mod plan;
 mod plot;
 mod resolve;
 mod serve;
@@ -55,6 +57,12 @@ pub fn respond(cli: Cli, matches: &clap::ArgMatches) -> Result<Checked> {
         (Some(Command::Check(args)), Some(("check", check_matches))) => {
             check::run(args, check_matches)
         }
+        (Some(Command::Plan(args)), Some(("plan", plan_matches))) => plan::run(args, plan_matches)
+            .map(|report| Checked {
+                report,
+                warnings: Vec::new(),
+                exit: 0,
+            }),
         _ => run(cli).map(|report| Checked {
             report,
             warnings: Vec::new(),
@@ -70,6 +78,12 @@ pub fn run(cli: Cli) -> Result<String> {
             what: "command line",
             accepted:
                 "check reads which flags were typed from the command line: run `trainmem check`"
+                    .to_string(),
+        }),
+        Some(Command::Plan(_)) => Err(Error::Missing {
+            what: "command line",
+            accepted:
+                "plan reads which flags were typed from the command line: run `trainmem plan`"
                     .to_string(),
         }),
         None => compare(&cli.compare),

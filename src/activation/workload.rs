@@ -8,7 +8,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// The attention implementation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Attention {
     /// transformers' eager attention: the softmax probabilities are saved.
@@ -20,7 +20,7 @@ pub enum Attention {
 }
 
 /// Activation recomputation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Recompute {
     /// Everything saved.
@@ -35,7 +35,7 @@ pub enum Recompute {
 }
 
 /// The loss function: how the logits and the cross-entropy are computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Loss {
     /// transformers' `ForCausalLMLoss`: the whole logits, their fp32 copy.
     Standard,
@@ -159,7 +159,7 @@ impl Recompute {
 /// Where the kernels run: their saved tensors differ in a few places
 /// (LayerNorm statistics, dropout masks, which sdpa kernel runs); see
 /// [`Platform::kernels`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
     /// CUDA kernels.
@@ -185,7 +185,7 @@ impl Platform {
 }
 
 /// One training micro-step's shape.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Hash)]
 pub struct Workload {
     /// Sequences per micro-batch B.
     pub micro_batch: u64,

@@ -581,7 +581,7 @@ fn heaviest_step(
             model,
             setup,
             device,
-            activations.as_ref(),
+            activations.as_ref().map(|a| &a.schedule),
         )?)?;
         if best
             .as_ref()
@@ -601,7 +601,7 @@ fn heaviest_step(
             model,
             setup,
             &device,
-            activations.as_ref(),
+            activations.as_ref().map(|a| &a.schedule),
         )?)?;
     }
     Ok((device, activations, step))
@@ -775,7 +775,23 @@ fn activations_with(
     adapters: &AdapterFacts,
     setup: &Setup,
 ) -> Result<Option<Vec<Activations>>> {
-    let (Some(workload), Some(dims)) = (&setup.workload, &model.dimensions) else {
+    match (
+        activation_workload(model, adapters, setup)?,
+        &model.dimensions,
+    ) {
+        (Some(workload), Some(dims)) => Ok(Some(activation::stages(dims, &workload)?)),
+        _ => Ok(None),
+    }
+}
+
+/// The workload the activations are computed for: the user's, with what
+/// the layout, the recipe and the adapters decide.
+fn activation_workload(
+    model: &Model,
+    adapters: &AdapterFacts,
+    setup: &Setup,
+) -> Result<Option<Workload>> {
+    let (Some(workload), Some(_)) = (&setup.workload, &model.dimensions) else {
         return Ok(None);
     };
     if workload.offload_activations
@@ -813,7 +829,7 @@ fn activations_with(
         adapted: adapters.adapted.clone(),
         ..workload.clone()
     };
-    Ok(Some(activation::stages(dims, &workload)?))
+    Ok(Some(workload))
 }
 
 fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<String> {

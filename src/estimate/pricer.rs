@@ -15,7 +15,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::device::{DeviceMemory, ModelIndex, per_stage_indexed};
-use super::{AdapterFacts, Setup, check_setup, stage_candidates, step_plan, with_autocast};
+use super::{AdapterFacts, Setup, activation_workload, check_setup, step_plan};
+use crate::activation::{Schedule, Workload};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::parallel::{Parallelism, Splittable};
@@ -32,7 +33,14 @@ pub struct Pricer<'m> {
     /// workload aside: another one empties the cache.
     base: Option<Setup>,
     stages: HashMap<Parallelism, Rc<Vec<DeviceMemory>>>,
+    /// The step schedules of the stages that can be the most loaded, per
+    /// activation workload (the same on every sharding of one split).
+    schedules: HashMap<Workload, Rc<Vec<Schedule>>>,
 }
+
+/// The most workloads whose schedules are kept: a search visits the
+/// shardings of one tensor/pipeline/context split together.
+const MOST_SCHEDULES: usize = 1024;
 
 /// What one setup costs on its most loaded rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +61,7 @@ impl<'m> Pricer<'m> {
             adapters: AdapterFacts::of(model),
             base: None,
             stages: HashMap::new(),
+            schedules: HashMap::new(),
         }
     }
 
@@ -79,6 +88,7 @@ impl<'m> Pricer<'m> {
         };
         if self.base.as_ref() != Some(&base) {
             self.stages.clear();
+            self.schedules.clear();
             self.base = Some(base);
         }
         if let Some(stages) = self.stages.get(&setup.parallelism) {
@@ -129,25 +139,59 @@ impl<'m> Pricer<'m> {
         Ok(floor)
     }
 
-    /// The peak `estimate(model, setup)` gives, priced without its report.
+    /// The schedules of `setup`'s activations, computed once per workload.
+    fn schedules(&mut self, setup: &Setup) -> Result<Option<Rc<Vec<Schedule>>>> {
+        let Some(workload) = activation_workload(self.model, &self.adapters, setup)? else {
+            return Ok(None);
+        };
+        if let Some(found) = self.schedules.get(&workload) {
+            return Ok(Some(Rc::clone(found)));
+        }
+        let Some(dims) = &self.model.dimensions else {
+            return Ok(None);
+        };
+        let schedules: Rc<Vec<Schedule>> = Rc::new(
+            crate::activation::stages(dims, &workload)?
+                .into_iter()
+                .map(|a| a.schedule)
+                .collect(),
+        );
+        if self.schedules.len() >= MOST_SCHEDULES {
+            self.schedules.clear();
+        }
+        self.schedules.insert(workload, Rc::clone(&schedules));
+        Ok(Some(schedules))
+    }
+
+    /// The peak `estimate(model, setup)` gives, priced without its report:
+    /// the same stages (`estimate`'s `heaviest_step`), each replayed for its
+    /// peak alone. The step plan reads only the activations' schedule, so
+    /// autocast's copies (in the stage's modules) need no second pass.
     pub fn price(&mut self, setup: &Setup) -> Result<Priced> {
         self.check(setup)?;
         let stages = self.stages(setup)?;
+        // The base is settled by `stages`: the schedules cache follows it.
+        let schedules = self.schedules(setup)?;
         let mut peak: Option<Bytes> = None;
-        for (stage, activations) in
-            stage_candidates(self.model, &self.adapters, setup, stages.len())?
-        {
-            let Some(device) = stages.get(stage) else {
-                continue;
-            };
-            let activations = activations.map(|a| with_autocast(a, device)).transpose()?;
-            let step = timeline::peak_only(&step_plan::plan(
-                self.model,
-                setup,
-                device,
-                activations.as_ref(),
-            )?)?;
+        let mut replay = |device: &DeviceMemory, schedule: Option<&Schedule>| -> Result<()> {
+            let step = timeline::peak_only(&step_plan::plan(self.model, setup, device, schedule)?)?;
             peak = Some(peak.map_or(step.bytes, |p| p.max(step.bytes)));
+            Ok(())
+        };
+        match &schedules {
+            None => {
+                for device in stages.iter() {
+                    replay(device, None)?;
+                }
+            }
+            Some(schedules) => {
+                for schedule in schedules.iter() {
+                    let stage = usize::try_from(schedule.stage).unwrap_or(usize::MAX);
+                    if let Some(device) = stages.get(stage) {
+                        replay(device, Some(schedule))?;
+                    }
+                }
+            }
         }
         Ok(Priced {
             peak: peak.ok_or_else(|| Error::overflow("the pipeline stages"))?,

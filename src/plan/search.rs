@@ -13,12 +13,20 @@ use crate::units::Bytes;
 #[derive(Debug, Clone)]
 pub struct Row {
     pub layout: Layout,
-    /// The flags that choose it (beside the user's own).
-    pub flags: Vec<String>,
     /// The step's peak on the most loaded rank: `estimate`'s `memory.peak`.
     pub peak: Bytes,
     /// The step's time, when the device's peak is known.
     pub time: Option<StepTime>,
+    /// Its place in the enumeration: the last tie-break, so that any number
+    /// of workers gives the same order.
+    order: (usize, usize),
+}
+
+impl Row {
+    /// The flags that choose it (beside the user's own).
+    pub fn flags(&self) -> Vec<String> {
+        self.layout.flags()
+    }
 }
 
 /// What a search found.
@@ -46,14 +54,24 @@ pub fn search(request: &Request) -> Result<Outcome> {
     let work = Work::of(request.model);
     let jobs = request.jobs.max(1).min(structures.len().max(1));
     let mut parts: Vec<Result<Outcome>> = if jobs == 1 {
-        vec![search_part(request, &work, structures.iter())]
+        vec![search_part(request, &work, structures.iter().enumerate())]
     } else {
+        // Contiguous shares: neighbouring structures share their activations.
+        let share = structures.len().div_ceil(jobs);
         std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..jobs)
-                .map(|job| {
-                    let (work, structures) = (&work, &structures);
+            let handles: Vec<_> = structures
+                .chunks(share)
+                .enumerate()
+                .map(|(chunk, part)| {
+                    let work = &work;
                     scope.spawn(move || {
-                        search_part(request, work, structures.iter().skip(job).step_by(jobs))
+                        search_part(
+                            request,
+                            work,
+                            part.iter()
+                                .enumerate()
+                                .map(move |(i, s)| (chunk * share + i, s)),
+                        )
                     })
                 })
                 .collect();
@@ -91,8 +109,8 @@ pub fn search(request: &Request) -> Result<Outcome> {
                 (a.layout.offload != Offload::None).cmp(&(b.layout.offload != Offload::None))
             })
             .then_with(|| a.peak.cmp(&b.peak))
-            .then_with(|| a.flags.len().cmp(&b.flags.len()))
-            .then_with(|| a.flags.cmp(&b.flags))
+            .then_with(|| a.layout.flag_count().cmp(&b.layout.flag_count()))
+            .then_with(|| a.order.cmp(&b.order))
     });
     Ok(outcome)
 }
@@ -114,7 +132,7 @@ fn base<'r>(request: &'r Request, framework: Framework) -> Result<&'r Setup> {
 fn search_part<'s>(
     request: &Request,
     work: &Work,
-    structures: impl Iterator<Item = &'s Structure>,
+    structures: impl Iterator<Item = (usize, &'s Structure)>,
 ) -> Result<Outcome> {
     let axes = &request.axes;
     let mut pricer = Pricer::new(request.model);
@@ -126,7 +144,7 @@ fn search_part<'s>(
         kept: Vec::new(),
         time_unavailable: None,
     };
-    for structure in structures {
+    for (position, structure) in structures {
         let base = base(request, structure.sharding.framework)?;
         let rates = match &base.speed {
             Speed::Known(rates) => Some(rates.clone()),
@@ -189,11 +207,11 @@ fn search_part<'s>(
                 continue;
             }
         }
-        for &choice in &accepted {
+        for (slot, &choice) in accepted.iter().enumerate() {
             // Larger micro-batches never peak lower within one accumulation
             // regime (gradients kept across micro-batches, or not).
             let mut too_big_while_accumulating = false;
-            for &batch in &batches {
+            for (index, &batch) in batches.iter().enumerate() {
                 let accumulating = batch.1 > 1;
                 if request.prune && accumulating && too_big_while_accumulating {
                     continue;
@@ -234,9 +252,9 @@ fn search_part<'s>(
                 });
                 out.kept.push(Row {
                     layout: candidate,
-                    flags: candidate.flags(),
                     peak,
                     time,
+                    order: (position, slot * batches.len() + index),
                 });
             }
         }

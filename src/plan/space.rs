@@ -283,27 +283,29 @@ pub(super) fn kernels(framework: Framework, axes: &Axes) -> Vec<(Loss, bool)> {
     out
 }
 
-/// Every structure of `axes` its framework accepts, in a fixed order.
+/// Every structure of `axes` its framework accepts, in a fixed order: the
+/// shardings of one tensor/pipeline/context/expert split together, since
+/// they share its activations.
 pub(super) fn structures(axes: &Axes) -> Vec<Structure> {
     let mut out = Vec::new();
-    for &sharding in &axes.shardings {
-        for &tensor in &axes.tensor {
-            for &pipeline in &axes.pipeline {
-                for &context in &axes.context {
-                    let Some(model_parallel) = tensor
-                        .checked_mul(pipeline)
-                        .and_then(|m| m.checked_mul(context))
-                    else {
-                        continue;
-                    };
-                    if !axes.gpus.is_multiple_of(model_parallel) {
+    for &tensor in &axes.tensor {
+        for &pipeline in &axes.pipeline {
+            for &context in &axes.context {
+                let Some(model_parallel) = tensor
+                    .checked_mul(pipeline)
+                    .and_then(|m| m.checked_mul(context))
+                else {
+                    continue;
+                };
+                if !axes.gpus.is_multiple_of(model_parallel) {
+                    continue;
+                }
+                let data_and_context = axes.gpus / model_parallel * context;
+                for &expert in &axes.expert {
+                    if !data_and_context.is_multiple_of(expert) {
                         continue;
                     }
-                    let data_and_context = axes.gpus / model_parallel * context;
-                    for &expert in &axes.expert {
-                        if !data_and_context.is_multiple_of(expert) {
-                            continue;
-                        }
+                    for &sharding in &axes.shardings {
                         for &offload in &axes.offload {
                             let structure = Structure {
                                 sharding,
@@ -408,6 +410,27 @@ impl Layout {
             push("--grad-accumulation", self.accumulation.to_string());
         }
         flags
+    }
+
+    /// How many flags [`Layout::flags`] gives, without building them.
+    pub fn flag_count(&self) -> usize {
+        let words = |present: bool, n: usize| if present { n } else { 0 };
+        let sharding = match self.sharding.framework {
+            Framework::DeepSpeed | Framework::Fsdp2 => 2,
+            Framework::Megatron | Framework::Fsdp1 => 4,
+        };
+        sharding
+            + words(self.tensor > 1, 2)
+            + words(self.pipeline > 1, 2)
+            + words(self.context > 1, 2)
+            + words(self.expert > 1, 2)
+            + words(self.sequence_parallel, 1)
+            + words(self.offload != Offload::None, 2)
+            + words(self.recompute != Recompute::None, 2)
+            + words(self.loss != Loss::Standard, 2)
+            + words(self.offload_activations, 1)
+            + 2
+            + words(self.accumulation > 1, 2)
     }
 
     /// `base` (the user's flags, under this layout's framework) with this

@@ -39,12 +39,12 @@ struct JsonPlan<'a> {
     time_unavailable: Option<&'a str>,
     base_flags: &'a [String],
     notes: &'a [String],
-    layouts: Vec<JsonLayout<'a>>,
+    layouts: Vec<JsonLayout>,
 }
 
 #[derive(Serialize)]
-struct JsonLayout<'a> {
-    flags: &'a [String],
+struct JsonLayout {
+    flags: Vec<String>,
     command: String,
     peak: Bytes,
     fits: bool,
@@ -91,7 +91,7 @@ struct JsonShape {
 /// `trainmem estimate <the user's flags> <the layout's>`, quoted for a shell.
 fn command(base: &[String], row: &Row) -> String {
     let mut words = vec!["trainmem".to_string(), "estimate".to_string()];
-    for word in base.iter().chain(&row.flags) {
+    for word in base.iter().chain(&row.flags()) {
         if word.is_empty()
             || word.contains(|c: char| c.is_whitespace() || "'\"$`\\|&;<>()*?".contains(c))
         {
@@ -132,6 +132,30 @@ fn zero_digit(zero: crate::parallel::ZeroStage) -> u8 {
     }
 }
 
+/// The first `top` rows worth showing: a row whose only difference from a
+/// row already shown is a loss kernel or activation offloading that does
+/// not lower its peak is left out (JSON keeps every layout).
+fn shown(kept: &[Row], top: usize) -> Vec<&Row> {
+    let mut out: Vec<&Row> = Vec::new();
+    for row in kept {
+        if out.len() == top {
+            break;
+        }
+        let plain = |l: &crate::plan::Layout| crate::plan::Layout {
+            loss: crate::activation::Loss::Standard,
+            offload_activations: false,
+            ..*l
+        };
+        let redundant = out
+            .iter()
+            .any(|seen| plain(&seen.layout) == plain(&row.layout) && seen.peak <= row.peak);
+        if !redundant {
+            out.push(row);
+        }
+    }
+    out
+}
+
 /// Renders the plan; `top` rows in the table, markdown and csv.
 pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) -> String {
     let outcome = &report.outcome;
@@ -155,7 +179,7 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
                 .kept
                 .iter()
                 .map(|row| JsonLayout {
-                    flags: &row.flags,
+                    flags: row.flags(),
                     command: command(&report.base_flags, row),
                     peak: row.peak,
                     fits: true,
@@ -214,7 +238,7 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
         ">tokens/s",
         ">MFU",
     ]);
-    let shown: Vec<&Row> = outcome.kept.iter().take(top).collect();
+    let shown = shown(&outcome.kept, top);
     for (index, row) in shown.iter().enumerate() {
         let l = &row.layout;
         let mut name = sharding(row);

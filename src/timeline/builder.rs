@@ -353,7 +353,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         "fp8 weight caches and scaling state (Transformer Engine)",
         activations.map_or(Bytes::ZERO, |a| a.resident),
     )?;
-    let mut gradient_blocks = Vec::new();
+    let mut gradient_blocks = Vec::with_capacity(units.len() + 1);
     if plan.gradients.resident_from_start {
         gradient_blocks.push(b.alloc(
             Kind::Gradients,

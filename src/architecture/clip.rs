@@ -235,7 +235,7 @@ pub fn image_sequence(config: &Config) -> Result<u64> {
 }
 
 /// `CLIPVisionModel`, and its hidden size.
-fn vision_tower(config: &Config) -> Result<(Params, u64)> {
+pub fn vision_tower(config: &Config) -> Result<(Params, u64)> {
     let tower = Tower::read(config, VISION)?;
     let hidden = tower.hidden;
     let patch = config.size("patch_size", PATCH_SIZE)?;

@@ -31,6 +31,7 @@ mod feed_forward;
 mod params;
 mod task;
 mod tower;
+mod vision_language;
 
 mod bert;
 mod bloom;
@@ -42,6 +43,7 @@ mod deepseek_v3;
 mod falcon;
 mod gemma;
 mod gemma2;
+mod gemma3;
 mod gemma3_text;
 mod gpt2;
 mod gpt_bigcode;
@@ -49,8 +51,10 @@ mod gpt_neox;
 mod gptj;
 mod granite;
 mod llama;
+mod llava;
 mod mistral;
 mod mixtral;
+mod mllama;
 mod modernbert;
 mod mpt;
 mod olmo;
@@ -60,6 +64,7 @@ mod phi;
 mod phi3;
 mod qwen2;
 mod qwen2_moe;
+mod qwen2_vl;
 mod qwen3;
 mod qwen3_moe;
 mod roberta;
@@ -77,6 +82,7 @@ pub use dimensions::{
 pub use self::config::MAX_EXPERTS;
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
 pub use self::task::{MAX_LABELS, TASKS_ACCEPTED, Task};
+pub use self::vision_language::{PARTS, part_prefixes};
 
 use serde_json::Value;
 
@@ -189,6 +195,46 @@ const INVENTORY_ENCODERS: &[(&str, LayOut, Task)] = &[
     ("vit", vit::describe, vit::DEFAULT_TASK),
 ];
 
+/// The vision-language models (`AutoModelForImageTextToText`), each
+/// laying out its vision tower, projector and language model; their
+/// default task is [`vision_language::DEFAULT_TASK`], and their
+/// activations are not modelled.
+const VISION_LANGUAGE: &[(&str, LayOut)] = &[
+    ("gemma3", gemma3::describe),
+    ("llava", llava::describe),
+    ("mllama", mllama::describe),
+    ("qwen2_5_vl", qwen2_vl::describe_2_5),
+    ("qwen2_vl", qwen2_vl::describe),
+];
+
+/// The names of the vision-language model types.
+pub fn vision_language() -> Vec<&'static str> {
+    VISION_LANGUAGE.iter().map(|(name, _)| *name).collect()
+}
+
+/// The tensors of the causal LM `text` (a text config with its
+/// `model_type`) describes, for a vision-language model's language model.
+fn causal_lm(text: &Value) -> Result<Vec<Tensor>> {
+    let config = Config::new(text)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    let describe = ARCHITECTURES
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+        .map(|(_, describe, _)| describe)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "model_type".to_string(),
+            problem: format!(
+                "`{model_type}` is not a decoder trainmem reads; accepted: {}",
+                ARCHITECTURES
+                    .iter()
+                    .map(|(name, _, _)| *name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })?;
+    describe(&config)?.into_tensors()
+}
+
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ARCHITECTURES
@@ -200,6 +246,7 @@ pub fn supported() -> Vec<&'static str> {
                 .iter()
                 .map(|(model_type, _, _)| *model_type),
         )
+        .chain(VISION_LANGUAGE.iter().map(|(model_type, _)| *model_type))
         .collect();
     names.sort_unstable();
     names
@@ -340,6 +387,11 @@ pub fn default_task(model_type: &str) -> Option<Task> {
         .any(|(known, _, _)| *known == model_type)
     {
         Some(Task::CausalLm)
+    } else if VISION_LANGUAGE
+        .iter()
+        .any(|(known, _)| *known == model_type)
+    {
+        Some(vision_language::DEFAULT_TASK)
     } else {
         None
     }
@@ -361,6 +413,13 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
         .find(|(known, _, _)| *known == model_type)
     {
         let task = task.unwrap_or(*default);
+        return Ok((task, lay_out(&config, task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out)) = VISION_LANGUAGE
+        .iter()
+        .find(|(known, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(vision_language::DEFAULT_TASK);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
     }
     let describe = ARCHITECTURES

@@ -1,14 +1,18 @@
 //! `--freeze PATTERN`: tensors that full fine-tuning leaves untouched.
 
+use crate::architecture::part_prefixes;
 use crate::error::{Error, Result};
 use crate::model::Model;
 
 /// The model with every tensor whose name matches a pattern frozen. A
 /// pattern with `*` is a glob over the whole name (`*.embed_tokens.*`,
 /// `model.layers.[0-9].*` is not supported); without, a substring
-/// (`embed_tokens`). A pattern matching nothing is an error, and so is an
-/// empty one, which would freeze everything; a repeated pattern freezes
-/// nothing more.
+/// (`embed_tokens`). On a vision-language model the part names
+/// `vision_tower`, `multi_modal_projector` and `language_model` stand for
+/// that model's own prefixes (Qwen2-VL's `model.visual.blocks`, Mllama's
+/// `model.vision_model`; see [`crate::architecture::PARTS`]). A pattern
+/// matching nothing is an error, and so is an empty one, which would
+/// freeze everything; a repeated pattern freezes nothing more.
 pub fn freeze(mut model: Model, patterns: &[String]) -> Result<Model> {
     for pattern in patterns {
         if pattern.trim().is_empty() {
@@ -18,9 +22,19 @@ pub fn freeze(mut model: Model, patterns: &[String]) -> Result<Model> {
                 reason: "an empty pattern would match every tensor; give a name such as `embed_tokens` or a glob such as `*.layers.0.*`".to_string(),
             });
         }
+        let part = model
+            .model_type
+            .as_deref()
+            .and_then(|model_type| part_prefixes(model_type, pattern));
         let mut matched = 0usize;
         for tensor in &mut model.tensors {
-            if matches(&tensor.name, pattern) {
+            let hit = match part {
+                Some(prefixes) => prefixes
+                    .iter()
+                    .any(|prefix| tensor.name.starts_with(prefix)),
+                None => matches(&tensor.name, pattern),
+            };
+            if hit {
                 tensor.trainable = false;
                 matched += 1;
             }

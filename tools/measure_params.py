@@ -638,6 +638,13 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
          {"text_config": lt, "vision_config": lv, "tie_word_embeddings": True}),
         ("tied_text", "tie_word_embeddings true in text_config only",
          {"text_config": {**lt, "tie_word_embeddings": True}, "vision_config": lv}),
+        # what `--image-size 224` makes of the class defaults: LlavaConfig's CLIP
+        # init kwargs written out, at 224 px
+        ("defaults_at_224", "LlavaConfig's CLIP init kwargs at image_size 224 (--image-size 224)",
+         {"vision_config": {"intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
+                            "image_size": 224, "num_hidden_layers": 24,
+                            "num_attention_heads": 16, "vocab_size": 32000,
+                            "projection_dim": 768}}),
     ]
     qv = {"depth": 2, "embed_dim": 32, "hidden_size": 64, "mlp_ratio": 4, "num_heads": 4,
           "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2}
@@ -687,6 +694,8 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
          {"text_config": gt, "vision_config": lv, "tie_word_embeddings": False}),
         ("untied_text", "tie_word_embeddings false in text_config only",
          {"text_config": {**gt, "tie_word_embeddings": False}, "vision_config": lv}),
+        ("tiny_at_48", "the tiny config at image_size 48 (--image-size 48)",
+         {"text_config": gt, "vision_config": {**lv, "image_size": 48}}),
     ]
     mv = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
           "num_global_layers": 1, "attention_heads": 4, "image_size": 16, "patch_size": 4,
@@ -705,6 +714,8 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
                             "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1], [2, 2], [1, 4]]}}),
         ("no_cross", "cross_attention_layers [] (a text-only stack)",
          {"text_config": {**mt, "cross_attention_layers": []}, "vision_config": mv}),
+        ("tiny_at_32", "the tiny config at image_size 32 (--image-size 32)",
+         {"text_config": mt, "vision_config": {**mv, "image_size": 32}}),
     ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [

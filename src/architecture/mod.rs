@@ -290,7 +290,70 @@ const INPUT_TOKENS: &[(&str, InputTokens)] = &[
     ("siglip", siglip::input_tokens),
     ("siglip_vision_model", siglip::input_tokens_vision),
     ("vit", vit::image_tokens),
+    ("llava", |config| Ok(llava::image_tokens(config)?.1)),
+    ("gemma3", |config| Ok(gemma3::image_tokens(config)?.1)),
+    ("mllama", |config| Ok(mllama::image_tokens(config)?.1)),
+    ("qwen2_vl", qwen2_vl::dynamic_tokens),
+    ("qwen2_5_vl", qwen2_vl::dynamic_tokens),
 ];
+
+/// The largest `--image-tokens`: Qwen2-VL's image processor's default
+/// `max_pixels` (12,845,056) over 28 x 28 pixels per merged token.
+pub const MAX_IMAGE_TOKENS: u64 = 16_384;
+
+/// What one image becomes in a vision-language model's language sequence:
+/// how many tokens it adds to each sample's `--seq-len`, and a sentence
+/// saying so; `None` for a model that is not a vision-language model.
+/// `images` is `--images`, for messages; `image_tokens` (`--image-tokens`)
+/// is the token count of a Qwen2-VL
+/// image, whose resolution is dynamic; the other models fix it in their
+/// config and refuse it.
+pub fn vision_language_image(
+    config: &Value,
+    images: u64,
+    image_tokens: Option<u64>,
+) -> Result<Option<(u64, String)>> {
+    let parsed = Config::new(config)?;
+    let model_type = parsed.model_type()?.unwrap_or("");
+    let fixed = match model_type {
+        "llava" => llava::image_tokens(&parsed)?,
+        "gemma3" => gemma3::image_tokens(&parsed)?,
+        "mllama" => mllama::image_tokens(&parsed)?,
+        "qwen2_vl" | "qwen2_5_vl" => {
+            let Some(tokens) = image_tokens else {
+                return Err(Error::InvalidValue {
+                    what: "--images",
+                    value: images.to_string(),
+                    reason: format!(
+                        "`{model_type}` reads each image at its own resolution, so its tokens are not fixed; give --image-tokens N (tokens per image after the 2x2 merge, such as 256 for a 448 x 448 px image)"
+                    ),
+                });
+            };
+            if tokens == 0 || tokens > MAX_IMAGE_TOKENS {
+                return Err(Error::InvalidValue {
+                    what: "--image-tokens",
+                    value: tokens.to_string(),
+                    reason: format!(
+                        "accepted: from 1 to {MAX_IMAGE_TOKENS} tokens per image (Qwen2-VL's image processor caps an image at 12,845,056 pixels)"
+                    ),
+                });
+            }
+            return qwen2_vl::image_tokens(&parsed, tokens).map(Some);
+        }
+        _ => return Ok(None),
+    };
+    if let Some(tokens) = image_tokens {
+        return Err(Error::InvalidValue {
+            what: "--image-tokens",
+            value: tokens.to_string(),
+            reason: format!(
+                "`{model_type}` fixes what an image becomes ({}); --image-tokens is for qwen2_vl and qwen2_5_vl, whose resolution is dynamic",
+                fixed.1
+            ),
+        });
+    }
+    Ok(Some(fixed))
+}
 
 /// The sequence one image becomes in a model whose activations are priced
 /// from images (ViT and CLIP's vision tower: its patches and the class
@@ -344,14 +407,27 @@ pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
     let sections: &[&str] = match model_type {
         "vit" | "clip_vision_model" | "siglip_vision_model" => &[""],
         "clip" => &["vision_config", "vision_config_dict"],
-        "siglip" => &["vision_config"],
+        "siglip" | "gemma3" | "mllama" => &["vision_config"],
+        "llava" => &["vision_config"],
+        "qwen2_vl" | "qwen2_5_vl" => {
+            return Err(invalid(format!(
+                "`{model_type}` reads each image at its own resolution; give --image-tokens N (tokens per image after the 2x2 merge) instead"
+            )));
+        }
         _ => {
             return Err(invalid(format!(
-                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, siglip, siglip_vision_model, vit"
+                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, gemma3, llava, mllama, siglip, siglip_vision_model, vit"
             )));
         }
     };
     let mut config = config.clone();
+    if model_type == "llava" {
+        // An absent vision_config is LlavaConfig's CLIP at 336 px: written
+        // out before its image size changes.
+        let parsed = Config::new(&config)?;
+        let vision = llava::vision_config(&parsed)?;
+        config["vision_config"] = vision;
+    }
     for section in sections {
         let target = if section.is_empty() {
             Some(&mut config)

@@ -190,12 +190,43 @@ pub fn describe_2_5(config: &Config, task: Task) -> Result<Decoder> {
     describe_version(config, Version::Qwen2_5)
 }
 
-/// The vision config's patch side and merge size: an image of `t` tokens
-/// (after the merge) is `t × merge²` patches of `patch` pixels square.
-pub fn patch_grid(config: &Config) -> Result<(u64, u64)> {
+/// The vision config's patch side and merge size.
+fn patch_grid(config: &Config) -> Result<(u64, u64)> {
     let vision = sub_config(config, "vision_config", &[])?;
     read_value(&vision, "vision_config", |vision| {
         let patches = Patches::read(vision)?;
         Ok((patches.patch, patches.merge))
     })
+}
+
+/// What an image becomes without `--image-tokens`: as many tokens as its
+/// resolution gives.
+pub fn dynamic_tokens(config: &Config) -> Result<String> {
+    let (patch, merge) = patch_grid(config)?;
+    let side = product(&[patch, merge])?;
+    Ok(format!(
+        "an image -> one token per {side} x {side} px ({merge}x{merge} merged patches of {patch} px) at its own resolution; give --image-tokens N"
+    ))
+}
+
+/// What an image of `tokens` tokens (after the merge) is: `tokens × merge²`
+/// patches of `patch` pixels square, and their pixels.
+pub fn image_tokens(config: &Config, tokens: u64) -> Result<(u64, String)> {
+    let (patch, merge) = patch_grid(config)?;
+    let patches = product(&[tokens, merge, merge])?;
+    let pixels = product(&[patches, patch, patch])?;
+    let side = product(&[patch, merge])?;
+    let root = tokens.isqrt();
+    let square = if root * root == tokens {
+        let px = product(&[root, side])?;
+        format!(", such as {px} x {px} px")
+    } else {
+        String::new()
+    };
+    Ok((
+        tokens,
+        format!(
+            "an image of {tokens} tokens (--image-tokens) = {patches} patches of {patch} px merged {merge}x{merge} = {pixels} pixels{square}"
+        ),
+    ))
 }

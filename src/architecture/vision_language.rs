@@ -11,7 +11,7 @@
 //! (`model.language_model`, the causal LM's `model.` without its head),
 //! and `lm_head` at the root.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::config::Config;
 use super::decoder::MAX_LAYERS;
@@ -288,9 +288,4 @@ pub fn causal_lm_only(model_type: &str, task: Task, class: &str) -> Result<()> {
             "trainmem prices the vision-language model `{model_type}` as {class} (what AutoModelForImageTextToText builds) only; accepted for it: causal-lm (the default)"
         ),
     })
-}
-
-/// An empty JSON object.
-pub fn empty() -> Value {
-    Value::Object(Map::new())
 }

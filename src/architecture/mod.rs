@@ -544,7 +544,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 38);
+        assert_eq!(names.len(), 43);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 

@@ -91,4 +91,41 @@ mod tests {
         ));
         assert!(!matches("ab", "a*b*c"));
     }
+
+    /// Qwen2-VL's vision tower is `model.visual` without its `merger`,
+    /// which is the projector; the language model includes `lm_head`.
+    #[test]
+    fn part_names_stand_for_each_models_prefixes() {
+        let config = serde_json::json!({
+            "model_type": "qwen2_vl",
+            "text_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+                            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100},
+            "vision_config": {"depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 4},
+        });
+        let tensors = crate::architecture::tensors_from_config(&config).unwrap();
+        let mut model = Model::from_tensors("tiny", "tiny", tensors);
+        model.model_type = Some("qwen2_vl".to_string());
+        let frozen = |parts: &[&str]| -> Vec<String> {
+            let parts: Vec<String> = parts.iter().map(|p| p.to_string()).collect();
+            freeze(model.clone(), &parts)
+                .unwrap()
+                .tensors
+                .into_iter()
+                .filter(|t| !t.trainable)
+                .map(|t| t.name)
+                .collect()
+        };
+        let tower = frozen(&["vision_tower"]);
+        assert!(tower.contains(&"model.visual.patch_embed.proj.weight".to_string()));
+        assert!(tower.contains(&"model.visual.blocks.0.attn.qkv.weight".to_string()));
+        assert!(tower.iter().all(|name| !name.contains("merger")), "{tower:?}");
+        let projector = frozen(&["multi_modal_projector"]);
+        assert!(projector.iter().all(|name| name.starts_with("model.visual.merger.")));
+        assert_eq!(projector.len(), 6);
+        let language = frozen(&["language_model"]);
+        assert!(language.contains(&"lm_head.weight".to_string()));
+        assert!(language.iter().all(|name| !name.starts_with("model.visual")));
+        // A substring that is no part name still matches as a substring.
+        assert_eq!(frozen(&["merger"]), projector);
+    }
 }

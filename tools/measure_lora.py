@@ -224,6 +224,8 @@ VISION_LANGUAGE_TYPES = {"llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"}
 VISION_LANGUAGE = ["llava__tiny", "qwen2_vl__tiny", "qwen2_5_vl__tiny", "gemma3__tiny",
                    "gemma3__no_head", "mllama__tiny"]
 VISION_PARTS = r".*\.(vision_tower|visual|vision_model|multi_modal_projector)(\..*)?"
+# the vision tower alone: Qwen2-VL's patch_embed and blocks (its merger is the projector)
+VISION_TOWER = r".*\.(vision_tower|vision_model|visual\.blocks|visual\.patch_embed)(\..*)?"
 VISION_LANGUAGE_VARIANTS = [
     ("all_linear_r8", {"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "bias": "none",
                        "modules_to_save": None, "use_dora": False, "use_rslora": False},
@@ -235,6 +237,12 @@ VISION_LANGUAGE_VARIANTS = [
       "exclude_modules": VISION_PARTS},
      "all-linear in the language model only (exclude_modules: the vision tower and projector)",
      ["vision_tower", "multi_modal_projector"]),
+    ("projector_language_all_linear_r8",
+     {"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "bias": "none",
+      "modules_to_save": None, "use_dora": False, "use_rslora": False,
+      "exclude_modules": VISION_TOWER},
+     "all-linear but the vision tower (exclude_modules): the projector and language model",
+     ["vision_tower"]),
 ]
 
 

@@ -436,7 +436,8 @@ pub struct WorkloadArgs {
 
     /// Images per sample for a vision model (default 1): each is a
     /// sequence of its patches (+ the CLS token), so the micro-batch holds
-    /// B x N of them.
+    /// B x N of them; a vision-language model's image tokens are part of
+    /// each sample's --seq-len instead.
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub images: Option<u64>,
 

@@ -224,12 +224,7 @@ fn causal_lm(text: &Value) -> Result<Vec<Tensor>> {
         .ok_or_else(|| Error::InvalidConfig {
             key: "model_type".to_string(),
             problem: format!(
-                "`{model_type}` is not a decoder trainmem reads; accepted: {}",
-                ARCHITECTURES
-                    .iter()
-                    .map(|(name, _, _)| *name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "`{model_type}` is not a decoder trainmem reads as a language model; accepted: a llama-style decoder (its modules under `model.`) such as llama, mistral, qwen2 or gemma3_text"
             ),
         })?;
     describe(&config)?.into_tensors()

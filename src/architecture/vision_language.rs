@@ -289,3 +289,70 @@ pub fn causal_lm_only(model_type: &str, task: Task, class: &str) -> Result<()> {
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::architecture::tensors_for_task;
+
+    fn refusal(config: Value, task: Option<Task>) -> String {
+        match tensors_for_task(&config, task) {
+            Err(error) => error.to_string(),
+            Ok(_) => panic!("expected {config} to be refused"),
+        }
+    }
+
+    #[test]
+    fn only_the_causal_lm_and_modelled_towers_are_accepted() {
+        for model_type in ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"] {
+            let message = refusal(
+                json!({"model_type": model_type}),
+                Some(Task::SequenceClassification { labels: 3 }),
+            );
+            assert!(message.contains("accepted for it: causal-lm"), "{message}");
+        }
+        let gpt2 = refusal(
+            json!({"model_type": "llava", "text_config": {"model_type": "gpt2"}}),
+            None,
+        );
+        assert!(gpt2.contains("text_config.model_type"), "{gpt2}");
+        assert!(gpt2.contains("outside `model.`"), "{gpt2}");
+        let bert = refusal(
+            json!({"model_type": "llava", "text_config": {"model_type": "bert"}}),
+            None,
+        );
+        assert!(bert.contains("llama-style decoder"), "{bert}");
+        let siglip = refusal(
+            json!({"model_type": "llava", "vision_config": {"model_type": "siglip_vision_model"}}),
+            None,
+        );
+        assert!(siglip.contains("accepted: clip_vision_model"), "{siglip}");
+        let tied = refusal(
+            json!({"model_type": "mllama", "text_config": {"tie_word_embeddings": true}}),
+            None,
+        );
+        assert!(tied.contains("vocab_size + 8"), "{tied}");
+        let text = refusal(json!({"model_type": "gemma3", "text_config": 3}), None);
+        assert!(text.contains("is not an object"), "{text}");
+    }
+
+    #[test]
+    fn part_names_map_to_each_models_prefixes() {
+        assert_eq!(
+            part_prefixes("qwen2_vl", "multi_modal_projector"),
+            Some(&["model.visual.merger."][..])
+        );
+        assert_eq!(
+            part_prefixes("mllama", "vision_tower"),
+            Some(&["model.vision_model."][..])
+        );
+        assert_eq!(part_prefixes("llama", "vision_tower"), None);
+        assert_eq!(part_prefixes("llava", "visual"), None);
+        for (model_type, parts) in PARTS {
+            assert_eq!(parts.len(), 3, "{model_type}");
+            assert!(super::super::vision_language().contains(model_type));
+        }
+    }
+}

@@ -293,7 +293,11 @@ fn image_size_rebuilds_vision_language_models_as_transformers_does() {
         assert_ne!(total_of(&resized), total_of(&base["config"]));
     }
     for model_type in ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"] {
-        assert_eq!(default_task(model_type), Some(Task::CausalLm), "{model_type}");
+        assert_eq!(
+            default_task(model_type),
+            Some(Task::CausalLm),
+            "{model_type}"
+        );
     }
     let qwen = serde_json::json!({"model_type": "qwen2_vl"});
     let refused = with_image_size(&qwen, 448).unwrap_err().to_string();

@@ -65,7 +65,9 @@ fn feature_layers(config: &Config) -> Result<u64> {
         Some(Value::Array(layers)) if !layers.is_empty() => Ok(layers.len() as u64),
         Some(_) => Err(Error::InvalidConfig {
             key: "vision_feature_layer".to_string(),
-            problem: "is neither a layer index nor a list of them; accepted: such as `-2` or `[-2, -5]`".to_string(),
+            problem:
+                "is neither a layer index nor a list of them; accepted: such as `-2` or `[-2, -5]`"
+                    .to_string(),
         }),
     }
 }
@@ -74,8 +76,7 @@ fn feature_layers(config: &Config) -> Result<u64> {
 pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
     causal_lm_only("llava", task, "LlavaForConditionalGeneration")?;
     let vision = vision_config(config)?;
-    let (vision_params, vision_hidden) =
-        read_value(&vision, "vision_config", clip::vision_tower)?;
+    let (vision_params, vision_hidden) = read_value(&vision, "vision_config", clip::vision_tower)?;
     let text = sub_config(config, "text_config", &[])?;
     let (language, text_hidden) =
         language_model(config, text, "text_config", &TEXT, Tying::Either)?;

@@ -28,9 +28,7 @@ use super::decoder::Decoder;
 use super::params::{Norm, Params, product, sum};
 use super::task::Task;
 use super::tower::{patch_count, whole};
-use super::vision_language::{
-    causal_lm_only, layer_count, list_length, read_value, sub_config,
-};
+use super::vision_language::{causal_lm_only, layer_count, list_length, read_value, sub_config};
 use crate::error::{Error, Result};
 use crate::model::Role;
 
@@ -81,7 +79,11 @@ fn vision_layer(hidden: u64, inner: u64, intermediate: u64, gated: bool) -> Resu
     layer.linear("mlp.fc1", hidden, intermediate, true, Role::Mlp)?;
     layer.linear("mlp.fc2", intermediate, hidden, true, Role::Mlp)?;
     layer.norm("input_layernorm", vec![hidden], Norm::WeightAndBias)?;
-    layer.norm("post_attention_layernorm", vec![hidden], Norm::WeightAndBias)?;
+    layer.norm(
+        "post_attention_layernorm",
+        vec![hidden],
+        Norm::WeightAndBias,
+    )?;
     Ok(layer)
 }
 
@@ -92,7 +94,10 @@ fn vision_model(config: &Config) -> Result<(Params, u64)> {
     let inner = product(&[heads, ratio(hidden, heads, "attention_heads")?])?;
     let intermediate = config.size("intermediate_size", VISION_INTERMEDIATE)?;
     let patch = config.size("patch_size", PATCH_SIZE)?;
-    let positions = sum(&[patch_count(config.size("image_size", IMAGE_SIZE)?, patch)?, 1])?;
+    let positions = sum(&[
+        patch_count(config.size("image_size", IMAGE_SIZE)?, patch)?,
+        1,
+    ])?;
     let tiles = config.size("max_num_tiles", MAX_TILES)?;
     let ratios = sum(&[
         list_length(config, "supported_aspect_ratios", ASPECT_RATIOS)?,
@@ -116,7 +121,10 @@ fn vision_model(config: &Config) -> Result<(Params, u64)> {
         vec![ratios, product(&[tiles, positions, hidden])?],
         Role::Embedding,
     )?;
-    for tile in ["pre_tile_positional_embedding", "post_tile_positional_embedding"] {
+    for tile in [
+        "pre_tile_positional_embedding",
+        "post_tile_positional_embedding",
+    ] {
         params.tensor(format!("{tile}.gate"), vec![1], Role::Embedding)?;
         params.tensor(
             format!("{tile}.embedding.weight"),
@@ -128,7 +136,12 @@ fn vision_model(config: &Config) -> Result<(Params, u64)> {
     params.norm("layernorm_post", vec![hidden], Norm::WeightAndBias)?;
     for (stack, key, default, gated) in [
         ("transformer", "num_hidden_layers", VISION_LAYERS, false),
-        ("global_transformer", "num_global_layers", GLOBAL_LAYERS, true),
+        (
+            "global_transformer",
+            "num_global_layers",
+            GLOBAL_LAYERS,
+            true,
+        ),
     ] {
         let layer = vision_layer(hidden, inner, intermediate, gated)?;
         for index in 0..layer_count(config, key, default)? {
@@ -143,7 +156,10 @@ fn vision_model(config: &Config) -> Result<(Params, u64)> {
 fn cross_layers(config: &Config) -> Result<BTreeSet<u64>> {
     Ok(match config.raw("cross_attention_layers") {
         None | Some(serde_json::Value::Null) => CROSS_LAYERS.into_iter().collect(),
-        Some(_) => config.size_list("cross_attention_layers")?.into_iter().collect(),
+        Some(_) => config
+            .size_list("cross_attention_layers")?
+            .into_iter()
+            .collect(),
     })
 }
 
@@ -155,7 +171,10 @@ fn text_model(config: &Config) -> Result<(Params, Params, u64)> {
     let heads = config.size("num_attention_heads", HEADS)?;
     let kv_heads = config.size("num_key_value_heads", KV_HEADS)?;
     let head_dim = ratio(hidden, heads, "num_attention_heads")?;
-    let (query, key_value) = (product(&[heads, head_dim])?, product(&[kv_heads, head_dim])?);
+    let (query, key_value) = (
+        product(&[heads, head_dim])?,
+        product(&[kv_heads, head_dim])?,
+    );
     let intermediate = config.size("intermediate_size", INTERMEDIATE)?;
     if config.flag("tie_word_embeddings", false)? {
         return Err(Error::InvalidConfig {
@@ -169,10 +188,34 @@ fn text_model(config: &Config) -> Result<(Params, Params, u64)> {
         layer.linear("mlp.down_proj", intermediate, hidden, false, Role::Mlp)
     };
     let attention = |layer: &mut Params, module: &str| -> Result<()> {
-        layer.linear(&format!("{module}.q_proj"), hidden, query, false, Role::Attention)?;
-        layer.linear(&format!("{module}.k_proj"), hidden, key_value, false, Role::Attention)?;
-        layer.linear(&format!("{module}.v_proj"), hidden, key_value, false, Role::Attention)?;
-        layer.linear(&format!("{module}.o_proj"), query, hidden, false, Role::Attention)
+        layer.linear(
+            &format!("{module}.q_proj"),
+            hidden,
+            query,
+            false,
+            Role::Attention,
+        )?;
+        layer.linear(
+            &format!("{module}.k_proj"),
+            hidden,
+            key_value,
+            false,
+            Role::Attention,
+        )?;
+        layer.linear(
+            &format!("{module}.v_proj"),
+            hidden,
+            key_value,
+            false,
+            Role::Attention,
+        )?;
+        layer.linear(
+            &format!("{module}.o_proj"),
+            query,
+            hidden,
+            false,
+            Role::Attention,
+        )
     };
     let mut self_layer = Params::new();
     attention(&mut self_layer, "self_attn")?;

@@ -115,7 +115,13 @@ fn vision_tower(config: &Config, version: Version) -> Result<Params> {
     let mut block = Params::new();
     block.norm("norm1", vec![width], norm)?;
     block.norm("norm2", vec![width], norm)?;
-    block.linear("attn.qkv", width, product(&[3, width])?, true, Role::Attention)?;
+    block.linear(
+        "attn.qkv",
+        width,
+        product(&[3, width])?,
+        true,
+        Role::Attention,
+    )?;
     block.linear("attn.proj", width, width, true, Role::Attention)?;
     match version {
         Version::Qwen2 => {
@@ -163,13 +169,8 @@ fn describe_version(config: &Config, version: Version) -> Result<Decoder> {
         None | Some(Value::Null) => "",
         Some(_) => "text_config",
     };
-    let (language, _) = language_model(
-        config,
-        text_config(config)?,
-        section,
-        &TEXT,
-        Tying::Either,
-    )?;
+    let (language, _) =
+        language_model(config, text_config(config)?, section, &TEXT, Tying::Either)?;
     let mut params = Params::new();
     params.mount("model.visual", visual);
     for param in language.iter() {

@@ -118,13 +118,24 @@ mod tests {
         let tower = frozen(&["vision_tower"]);
         assert!(tower.contains(&"model.visual.patch_embed.proj.weight".to_string()));
         assert!(tower.contains(&"model.visual.blocks.0.attn.qkv.weight".to_string()));
-        assert!(tower.iter().all(|name| !name.contains("merger")), "{tower:?}");
+        assert!(
+            tower.iter().all(|name| !name.contains("merger")),
+            "{tower:?}"
+        );
         let projector = frozen(&["multi_modal_projector"]);
-        assert!(projector.iter().all(|name| name.starts_with("model.visual.merger.")));
+        assert!(
+            projector
+                .iter()
+                .all(|name| name.starts_with("model.visual.merger."))
+        );
         assert_eq!(projector.len(), 6);
         let language = frozen(&["language_model"]);
         assert!(language.contains(&"lm_head.weight".to_string()));
-        assert!(language.iter().all(|name| !name.starts_with("model.visual")));
+        assert!(
+            language
+                .iter()
+                .all(|name| !name.starts_with("model.visual"))
+        );
         // A substring that is no part name still matches as a substring.
         assert_eq!(frozen(&["merger"]), projector);
     }

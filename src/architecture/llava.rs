@@ -16,11 +16,13 @@ use serde_json::Value;
 use super::clip;
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{Dimensions, ImageInputs};
 use super::params::{Params, product, sum};
 use super::task::Task;
 use super::tower::{patch_count, whole};
 use super::vision_language::{
-    TextModel, Tying, causal_lm_only, language_model, read_value, sub_config, tower_type,
+    TextModel, Tying, causal_lm_only, language_model, read_value, sub_config, text_value,
+    tower_type,
 };
 use crate::error::{Error, Result};
 use crate::model::Role;
@@ -42,6 +44,9 @@ const VISION_INIT: &[(&str, u64)] = &[
 /// `vision_config` that leaves them out).
 const CLIP_IMAGE_SIZE: u64 = 224;
 const CLIP_PATCH_SIZE: u64 = 32;
+
+/// `CLIPVisionConfig.hidden_size`.
+const CLIP_HIDDEN: u64 = 768;
 
 /// The text config's `model_type` when it has none.
 const TEXT: TextModel = TextModel {
@@ -130,4 +135,54 @@ pub fn image_tokens(config: &Config) -> Result<(u64, String)> {
             sum(&[patches, 1])?
         ),
     ))
+}
+
+/// The activation dimensions of `LlavaForConditionalGeneration` trained
+/// with its vision tower frozen: the language model's own (its text
+/// config's decoder, run over the merged sequence of text and image
+/// tokens), and what the projector and the merge save for the images
+/// ([`ImageInputs`]; one image per sample until `--images` says
+/// otherwise, the projector and embeddings training until the inventory
+/// says otherwise). Several feature layers (`vision_feature_layer` a list,
+/// concatenated) are not measured, and refused.
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    if feature_layers(config)? != 1 {
+        return Err(Error::InvalidConfig {
+            key: "vision_feature_layer".to_string(),
+            problem: "several feature layers (concatenated) are not measured for activation memory; accepted: one layer index such as -2".to_string(),
+        });
+    }
+    let text = text_value(
+        config,
+        sub_config(config, "text_config", &[])?,
+        "text_config",
+        &TEXT,
+        Tying::Either,
+    )?;
+    let dims = super::causal_lm_dimensions(&text)?;
+    let vision = vision_config(config)?;
+    let vision_hidden = read_value(&vision, "vision_config", |vision| {
+        vision.size("hidden_size", CLIP_HIDDEN)
+    })?;
+    let (tokens, _) = image_tokens(config)?;
+    let (image, patch) = read_value(&vision, "vision_config", |vision| {
+        Ok((
+            vision.size("image_size", CLIP_IMAGE_SIZE)?,
+            vision.size("patch_size", CLIP_PATCH_SIZE)?,
+        ))
+    })?;
+    let tower_tokens = sum(&[patch_count(image, patch)?, 1])?;
+    Ok(Dimensions {
+        images: Some(ImageInputs {
+            per_sample: 1,
+            tokens,
+            tower_tokens,
+            sliced: tokens != tower_tokens,
+            vision_hidden,
+            projector_hidden: dims.hidden,
+            projector_trains: true,
+            embeddings_train: true,
+        }),
+        ..dims
+    })
 }

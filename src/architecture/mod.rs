@@ -74,9 +74,9 @@ mod starcoder2;
 mod vit;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
-    MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind, QkvLayout, Router,
-    SharedExpert, Softcap, dimensions, supported_for_activations,
+    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, ImageInputs, LatentDims,
+    LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind,
+    QkvLayout, Router, SharedExpert, Softcap, dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
@@ -212,6 +212,26 @@ pub fn vision_language() -> Vec<&'static str> {
     VISION_LANGUAGE.iter().map(|(name, _)| *name).collect()
 }
 
+/// The activation dimensions of the causal LM `text` (a text config with
+/// its `model_type`) describes, for a vision-language model's language
+/// model.
+fn causal_lm_dimensions(text: &Value) -> Result<Dimensions> {
+    let config = Config::new(text)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    let measure = ARCHITECTURES
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+        .and_then(|(_, _, measure)| *measure)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "text_config.model_type".to_string(),
+            problem: format!(
+                "the activations of a `{model_type}` language model are not modelled; accepted: {}",
+                supported_for_activations().join(", ")
+            ),
+        })?;
+    measure(&config)
+}
+
 /// The tensors of the causal LM `text` (a text config with its
 /// `model_type`) describes, for a vision-language model's language model.
 fn causal_lm(text: &Value) -> Result<Vec<Tensor>> {
@@ -265,6 +285,14 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     }
     if model_type == "clip" {
         return clip::dimensions(&parsed, task.unwrap_or(clip::DEFAULT_TASK));
+    }
+    if model_type == "llava" {
+        vision_language::causal_lm_only(
+            "llava",
+            task.unwrap_or(vision_language::DEFAULT_TASK),
+            "LlavaForConditionalGeneration",
+        )?;
+        return llava::dimensions(&parsed);
     }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {

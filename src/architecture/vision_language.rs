@@ -163,18 +163,16 @@ pub struct TextModel<'a> {
     pub defaults: &'a [(&'a str, u64)],
 }
 
-/// The language model that `text` (a text config's JSON) describes,
-/// mounted as transformers 5 mounts it in a vision-language model: the
-/// causal LM's `model.*` under `model.language_model.*`, `lm_head` at the
-/// root; and its hidden size (the token embedding's width). `section`
-/// names the text config in errors (empty: the top-level keys).
-pub fn language_model(
+/// The text config as its decoder reads it: `model_type` set as `reading`
+/// says, the text config class's defaults put in, and
+/// `tie_word_embeddings` decided as `tying` says.
+pub fn text_value(
     config: &Config,
     mut text: Value,
     section: &str,
     reading: &TextModel,
     tying: Tying,
-) -> Result<(Params, u64)> {
+) -> Result<Value> {
     let Value::Object(keys) = &mut text else {
         return Err(Error::InvalidConfig {
             key: section.to_string(),
@@ -202,7 +200,23 @@ pub fn language_model(
             keys.insert("tie_word_embeddings".to_string(), Value::Bool(tied));
         }
     }
-    let model_type = keys
+    Ok(text)
+}
+
+/// The language model that `text` (a text config's JSON) describes,
+/// mounted as transformers 5 mounts it in a vision-language model: the
+/// causal LM's `model.*` under `model.language_model.*`, `lm_head` at the
+/// root; and its hidden size (the token embedding's width). `section`
+/// names the text config in errors (empty: the top-level keys).
+pub fn language_model(
+    config: &Config,
+    text: Value,
+    section: &str,
+    reading: &TextModel,
+    tying: Tying,
+) -> Result<(Params, u64)> {
+    let text = text_value(config, text, section, reading, tying)?;
+    let model_type = text
         .get("model_type")
         .and_then(Value::as_str)
         .unwrap_or_default()

@@ -259,6 +259,19 @@ fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
     Ok(version < BITSANDBYTES_SAVES_NO_INPUT)
 }
 
+/// `model` with the images per sample (`--images`, default 1) its
+/// activations price (LLaVA's projector and merge); other models as they are.
+pub fn with_images(mut model: Model, args: &WorkloadArgs) -> Model {
+    if let Some(images) = model
+        .dimensions
+        .as_mut()
+        .and_then(|dims| dims.images.as_mut())
+    {
+        images.per_sample = args.images.unwrap_or(1);
+    }
+    model
+}
+
 /// The workload of a vision-language model with `--images N` per sample:
 /// each image adds its tokens (`image`, from the config or Qwen2-VL's
 /// `--image-tokens`) to the sample's `--seq-len`, which must hold them; a
@@ -323,8 +336,15 @@ pub fn image_workload(
         Some(config) => architecture::image_sequence(config)?,
         None => None,
     };
+    // LLaVA's activations price its images: one per sample unless --images
+    // says otherwise, and the report says so.
+    let priced_images = args.micro_batch.is_some()
+        && model
+            .dimensions
+            .as_ref()
+            .is_some_and(|dims| dims.images.is_some());
     if let Some(config) = &model.config
-        && (args.images.is_some() || args.image_tokens.is_some())
+        && (args.images.is_some() || args.image_tokens.is_some() || priced_images)
         && let Some(image) = architecture::vision_language_image(
             config,
             args.images.unwrap_or(1),

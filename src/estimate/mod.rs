@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::activation::{self, Activations, Workload};
+use crate::architecture::{Dimensions, ImageInputs};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::{CheckpointSummary, Model};
@@ -699,6 +700,17 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
     let (Some(workload), Some(dims)) = (&setup.workload, &model.dimensions) else {
         return Ok(None);
     };
+    let trained;
+    let dims = match &dims.images {
+        Some(images) => {
+            trained = Dimensions {
+                images: Some(trained_image_parts(model, images)?),
+                ..dims.clone()
+            };
+            &trained
+        }
+        None => dims,
+    };
     let adapters: Vec<&crate::model::Tensor> = model
         .tensors
         .iter()
@@ -752,6 +764,58 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
         ..workload.clone()
     };
     Ok(Some(activation::stages(dims, &workload)?))
+}
+
+/// A vision-language model's image inputs as its inventory trains them:
+/// the projector saves its inputs when it trains, the merge its mask when
+/// the projector or the token embedding trains. Measured with the vision
+/// tower frozen and no adapters in the tower or the projector; anything
+/// else is refused by name.
+fn trained_image_parts(model: &Model, images: &ImageInputs) -> Result<ImageInputs> {
+    let model_type = model.model_type.as_deref().unwrap_or_default();
+    let part = |name: &str| crate::architecture::part_prefixes(model_type, name).unwrap_or(&[]);
+    let within = |name: &str, tensor: &crate::model::Tensor| {
+        part(name)
+            .iter()
+            .any(|prefix| tensor.name.starts_with(prefix))
+    };
+    let missing = |what: &'static str, reason: &str| Error::Missing {
+        what,
+        accepted: format!("{} ({})", reason, model.name),
+    };
+    if model
+        .tensors
+        .iter()
+        .any(|t| within("vision_tower", t) && t.trainable)
+    {
+        return Err(missing(
+            "--freeze vision_tower",
+            "the activations of a vision-language model are modelled with its vision tower frozen (no autograd in the tower); add it, or drop --micro-batch and --seq-len for the model states alone",
+        ));
+    }
+    if model
+        .tensors
+        .iter()
+        .any(|t| within("multi_modal_projector", t) && t.name.contains(".lora_"))
+    {
+        return Err(missing(
+            "--freeze multi_modal_projector",
+            "LoRA adapters on the projector are not measured for activation memory; add it for the language model's adapters alone, or drop --micro-batch and --seq-len",
+        ));
+    }
+    let projector_trains = model
+        .tensors
+        .iter()
+        .any(|t| within("multi_modal_projector", t) && t.trainable);
+    let embeddings_train = model
+        .tensors
+        .iter()
+        .any(|t| t.name.ends_with("language_model.embed_tokens.weight") && t.trainable);
+    Ok(ImageInputs {
+        projector_trains,
+        embeddings_train,
+        ..*images
+    })
 }
 
 fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<String> {

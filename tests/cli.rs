@@ -263,6 +263,8 @@ fn vision_language_inputs() {
         "16",
         "--freeze",
         "vision_tower",
+        "--freeze",
+        "multi_modal_projector",
         "--micro-batch",
         "2",
         "--seq-len",
@@ -278,15 +280,12 @@ fn vision_language_inputs() {
         llava.contains("images: 2 per sample x 576 tokens = 1152 image tokens"),
         "{llava}"
     );
-    // 32 layers x 7 linears, and the projector's two; none in the tower.
+    // 32 layers x 7 linears; none in the frozen tower and projector.
     assert!(
-        llava.contains("LoRA rank 16 on 226 linear modules"),
+        llava.contains("LoRA rank 16 on 224 linear modules"),
         "{llava}"
     );
-    assert!(
-        llava.contains("does not model its activations yet"),
-        "{llava}"
-    );
+    assert!(!llava.contains("activations are not estimated"), "{llava}");
     let qwen = ok(&[
         "estimate",
         "--model",
@@ -353,6 +352,30 @@ fn vision_language_inputs() {
             "vision_tower",
         ],
         &["estimate", "--model", "llava-1.5-7b", "--task", "seq-cls:2"],
+        // Activations are measured with the vision tower frozen and no
+        // adapters on the projector.
+        &[
+            "estimate",
+            "--model",
+            "llava-1.5-7b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+        ],
+        &[
+            "estimate",
+            "--model",
+            "llava-1.5-7b",
+            "--lora-rank",
+            "8",
+            "--freeze",
+            "vision_tower",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+        ],
     ] {
         let (code, stdout, stderr) = run(args);
         assert_eq!(code, 2, "{args:?}: {stdout}");

@@ -14,7 +14,10 @@ per token for the classifiers); their fixtures record ``"task"`` and their ids
 end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``). ViT (``vision_specs()``) is
 built with ``AutoModelForImageClassification`` and fed fp32 pixels ``[B, C, H, W]`` (as an
 image processor returns them) with one label per image; its ``seq_len`` is the sequence
-an image becomes (its patches and the CLS token).
+an image becomes (its patches and the CLS token). LLaVA (``vision_language_specs()``) is
+built with ``AutoModelForImageTextToText``, its vision tower (and projector) frozen, and fed
+token ids holding ``images`` runs of image tokens per sample, fp32 pixels
+``[B * images, C, H, W]`` and the ids as labels; its ``seq_len`` is the whole text sequence.
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 

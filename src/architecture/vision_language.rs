@@ -24,12 +24,15 @@ use crate::error::{Error, Result};
 /// its text, what `AutoModelForImageTextToText` builds.
 pub const DEFAULT_TASK: Task = Task::CausalLm;
 
+/// A part's name and the tensor-name prefixes it stands for.
+pub type Part = (&'static str, &'static [&'static str]);
+
 /// The parts of a vision-language model that people freeze or train by
 /// name, and the tensor-name prefixes each stands for in a model type
 /// (following LLaMA-Factory's `vision_model_keys`, `projector_key` and
 /// `language_model_keys` in `model/model_utils/visual.py`; the language
 /// model includes `lm_head`).
-pub const PARTS: &[(&str, &[(&str, &[&str])])] = &[
+pub const PARTS: &[(&str, &[Part])] = &[
     (
         "gemma3",
         &[

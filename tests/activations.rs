@@ -35,6 +35,7 @@ const REQUIRED: &[&str] = &[
     "roberta",
     "vit",
     "clip",
+    "llava",
 ];
 const TOLERANCE: f64 = 0.05;
 
@@ -96,6 +97,8 @@ fn workload(fixture: &Value) -> (Workload, Kernels) {
     let frozen = match fixture["frozen"].as_str() {
         None => false,
         Some("all_but_embeddings") => true,
+        // LLaVA's vision tower (and projector): the language model trains.
+        Some("vision_tower" | "vision_tower+projector") => false,
         Some(other) => panic!("unknown frozen variant `{other}`"),
     };
     let workload = Workload {
@@ -204,8 +207,12 @@ fn every_activation_fixture_matches_the_model() {
             .get("task")
             .and_then(Value::as_str)
             .map(|task| Task::parse(task).unwrap());
-        let dims = architecture::dimensions_for_task(&fixture["config"], task)
+        let mut dims = architecture::dimensions_for_task(&fixture["config"], task)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if let Some(images) = &mut dims.images {
+            images.per_sample = number(&fixture, "images");
+            images.projector_trains = fixture["frozen"].as_str() == Some("vision_tower");
+        }
         for difference in compare_dims(&fixture, &dims) {
             failures.push(format!("{id}: dims {difference}"));
         }

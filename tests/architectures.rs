@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use trainmem::architecture::{Task, default_task, supported, tensors_for_task};
+use trainmem::architecture::{Task, default_task, supported, tensors_for_task, with_image_size};
 
 /// How many differences of each kind a failure message shows.
 const SHOWN_DIFFERENCES: usize = 5;
@@ -257,4 +257,49 @@ fn every_fixture_model_type_is_supported() {
         missing.is_empty(),
         "fixtures of unsupported model_types: {missing:?}"
     );
+}
+
+/// The parameters of a fixture's model as trainmem builds it.
+fn total_of(config: &Value) -> u128 {
+    tensors_for_task(config, None)
+        .unwrap()
+        .1
+        .iter()
+        .map(|tensor| u128::from(tensor.shape.dims().iter().product::<u64>()))
+        .sum()
+}
+
+/// `--image-size` on a vision-language model is the model transformers
+/// builds with that `vision_config.image_size`: LLaVA's class defaults (an
+/// absent vision_config, CLIP at 336 px) at 224 px, and tiny Gemma 3 and
+/// Mllama configs at other sizes, against fixtures measured at those sizes.
+#[test]
+fn image_size_rebuilds_vision_language_models_as_transformers_does() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/params");
+    for (base, size, measured) in [
+        ("llava__defaults", 224, "llava__defaults_at_224"),
+        ("gemma3__tiny", 48, "gemma3__tiny_at_48"),
+        ("mllama__tiny", 32, "mllama__tiny_at_32"),
+    ] {
+        let base = read(&folder.join(format!("{base}.json")));
+        let resized = with_image_size(&base["config"], size).unwrap();
+        let measured = read(&folder.join(format!("{measured}.json")));
+        assert_eq!(
+            total_of(&resized),
+            u128::from(measured["total"].as_u64().unwrap()),
+            "{}",
+            measured["id"]
+        );
+        assert_ne!(total_of(&resized), total_of(&base["config"]));
+    }
+    for model_type in ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"] {
+        assert_eq!(
+            default_task(model_type),
+            Some(Task::CausalLm),
+            "{model_type}"
+        );
+    }
+    let qwen = serde_json::json!({"model_type": "qwen2_vl"});
+    let refused = with_image_size(&qwen, 448).unwrap_err().to_string();
+    assert!(refused.contains("--image-tokens"), "{refused}");
 }

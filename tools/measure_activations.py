@@ -14,7 +14,10 @@ per token for the classifiers); their fixtures record ``"task"`` and their ids
 end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``). ViT (``vision_specs()``) is
 built with ``AutoModelForImageClassification`` and fed fp32 pixels ``[B, C, H, W]`` (as an
 image processor returns them) with one label per image; its ``seq_len`` is the sequence
-an image becomes (its patches and the CLS token).
+an image becomes (its patches and the CLS token). LLaVA (``vision_language_specs()``) is
+built with ``AutoModelForImageTextToText``, its vision tower (and projector) frozen, and fed
+token ids holding ``images`` runs of image tokens per sample, fp32 pixels
+``[B * images, C, H, W]`` and the ids as labels; its ``seq_len`` is the whole text sequence.
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 
@@ -230,8 +233,10 @@ MOE_TYPES = {"mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3"}
 
 def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False, frozen=None,
          seed=0, experts=None, native_dropout=False, use_cache=False, description="",
-         task="causal-lm"):
+         task="causal-lm", images=0):
     sid = f"{mt}__{variant}__{dtype}__{attn}__b{B}s{S}"
+    if images:
+        sid += f"i{images}"
     if seed:
         sid += f"__seed{seed}"
     if task != "causal-lm":
@@ -239,7 +244,7 @@ def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False,
     return dict(id=sid, model_type=mt, variant=variant, config=config, dtype=dtype, attn=attn,
                 B=B, S=S, gc=gc, frozen=frozen, seed=seed, experts=experts,
                 native_dropout=native_dropout, use_cache=use_cache, description=description,
-                task=task)
+                task=task, images=images)
 
 
 def task_class(task: str, cfg, transformers):
@@ -251,6 +256,8 @@ def task_class(task: str, cfg, transformers):
                "token-cls": transformers.AutoModelForTokenClassification}
     if cfg.model_type in VISION:
         classes["seq-cls"] = transformers.AutoModelForImageClassification
+    if cfg.model_type in VISION_LANGUAGE:
+        classes["causal-lm"] = transformers.AutoModelForImageTextToText
     if n:
         cfg.num_labels = int(n)
     return classes[kind]
@@ -397,6 +404,7 @@ def specs() -> list[dict]:
                 description="experts_implementation eager (loop over experts)")
     out.extend(encoder_specs())
     out.extend(vision_specs())
+    out.extend(vision_language_specs())
     return out
 
 
@@ -490,6 +498,54 @@ def vision_specs() -> list[dict]:
     big = {**base, "image_size": 64}
     out.append(spec("vit", "image64", big, dtype="bf16", attn="sdpa", B=4, S=vit_tokens(big),
                     task="seq-cls:10", description="64 px images (65 tokens), B 4"))
+    return out
+
+
+# Vision-language models: LLaVA (LlavaForConditionalGeneration) with its CLIP
+# vision tower frozen, as people train it. A spec's S is the whole text
+# sequence, `images` images per sample among its tokens (each
+# (image_size // patch_size) ** 2 image tokens, placed after the first token);
+# pixels are fp32 [B * images, C, H, W]. Frozen: "vision_tower" (the projector
+# and the language model train) or "vision_tower+projector" (the language
+# model alone).
+VISION_LANGUAGE = {"llava"}
+LLAVA_TEXT = {**LLAMA_LIKE, "vocab_size": 1000}
+LLAVA_VISION = {"hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 3,
+                "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
+LLAVA = {"text_config": LLAVA_TEXT, "vision_config": LLAVA_VISION, "image_token_index": 999}
+
+
+def llava_image_tokens(config: dict) -> int:
+    vision = config["vision_config"]
+    return (vision["image_size"] // vision["patch_size"]) ** 2
+
+
+def vision_language_specs() -> list[dict]:
+    out = []
+    for frozen, variant in (("vision_tower", "tower_frozen"),
+                            ("vision_tower+projector", "lm_only")):
+        for dtype in ("fp32", "bf16"):
+            for attn in ("eager", "sdpa"):
+                out.append(spec("llava", variant, LLAVA, dtype=dtype, attn=attn, B=2, S=64,
+                                images=1, frozen=frozen,
+                                description=f"tiny LLaVA, {frozen} frozen, one 32 px image "
+                                            "(16 tokens) per sample"))
+        out.append(spec("llava", variant, LLAVA, dtype="bf16", attn="sdpa", B=1, S=48, images=2,
+                        frozen=frozen, description=f"tiny LLaVA, {frozen} frozen, B 1 and two "
+                                                   "images per sample"))
+        out.append(spec("llava", variant, LLAVA, dtype="bf16", attn="sdpa", B=3, S=80, images=3,
+                        frozen=frozen, description=f"tiny LLaVA, {frozen} frozen, B 3 and three "
+                                                   "images per sample"))
+    out.append(spec("llava", "tower_frozen", LLAVA, dtype="bf16", attn="sdpa", B=1, S=40,
+                    images=1, frozen="vision_tower",
+                    description="one image in the micro-batch: linear_1 saves a view of the "
+                                "whole [1, 17, 48] hidden state"))
+    full = {**LLAVA, "vision_feature_select_strategy": "full", "vision_feature_layer": -1}
+    out.append(spec("llava", "full_last", full, dtype="bf16", attn="sdpa", B=2, S=64, images=2,
+                    frozen="vision_tower", description="vision_feature_select_strategy full "
+                    "(17 tokens, class token kept), the last layer's features"))
+    out.append(spec("llava", "full_last", full, dtype="fp32", attn="eager", B=1, S=40, images=1,
+                    frozen="vision_tower", description="strategy full, one image"))
     return out
 
 
@@ -598,6 +654,12 @@ def measure(sp: dict, torch, transformers) -> dict:
         emb = model.get_input_embeddings().weight
         for p in model.parameters():
             p.requires_grad_(p is emb)
+    elif sp["frozen"] in ("vision_tower", "vision_tower+projector"):
+        frozen_parts = ["vision_tower"] + (["multi_modal_projector"] if "projector" in sp["frozen"]
+                                          else [])
+        for part in frozen_parts:
+            for p in getattr(model.model, part).parameters():
+                p.requires_grad_(False)
 
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     param_ptrs |= {b.untyped_storage().data_ptr() for b in model.buffers()}
@@ -681,6 +743,15 @@ def measure(sp: dict, torch, transformers) -> dict:
         side = vision.image_size
         ids = torch.randn(sp["B"], vision.num_channels, side, side)
         labels = torch.randint(0, cfg.num_labels, (sp["B"],))
+    elif sp["model_type"] in VISION_LANGUAGE:
+        vision = cfg.vision_config
+        side = vision.image_size
+        per_image = (side // vision.patch_size) ** 2 + (
+            1 if cfg.vision_feature_select_strategy == "full" else 0)
+        ids = torch.randint(0, cfg.image_token_index, (sp["B"], sp["S"]))
+        ids[:, 1:1 + sp["images"] * per_image] = cfg.image_token_index
+        labels = ids
+        pixels = torch.randn(sp["B"] * sp["images"], vision.num_channels, side, side)
     else:
         ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
         labels = task_labels(sp["task"], torch, ids)
@@ -703,6 +774,8 @@ def measure(sp: dict, torch, transformers) -> dict:
                 with Tracker():
                     if sp["model_type"] in VISION:
                         out = model(pixel_values=ids, labels=labels)
+                    elif sp["model_type"] in VISION_LANGUAGE:
+                        out = model(input_ids=ids, pixel_values=pixels, labels=labels)
                     elif sp["task"] == "causal-lm":
                         out = model(input_ids=ids, labels=labels, use_cache=sp["use_cache"])
                     else:
@@ -878,7 +951,9 @@ def measure(sp: dict, torch, transformers) -> dict:
         "variant": sp["variant"],
         "description": sp["description"],
         "config": raw,
-        "dims": resolve_dims(model.config),
+        "dims": resolve_dims(getattr(model.config, "text_config", None)
+                             if sp["model_type"] in VISION_LANGUAGE else model.config),
+        **({"images": sp["images"]} if sp["images"] else {}),
         "dtype": sp["dtype"],
         "attn_implementation": attn,
         "sdpa_backend": backend,

@@ -12,7 +12,8 @@ For every configuration listed below it
    auto class of each task: ``AutoModelForMaskedLM``,
    ``AutoModelForSequenceClassification`` and
    ``AutoModelForTokenClassification`` with ``num_labels`` set, and
-   ``AutoModel``; the fixture then records ``"task"``) under
+   ``AutoModel``; the fixture then records ``"task"``; for the
+   vision-language models, ``AutoModelForImageTextToText``) under
    ``with torch.device("meta"):`` so no memory is allocated, even for
    400B-parameter models;
 3. records the total ``sum(p.numel() for p in model.parameters())`` (tied
@@ -614,6 +615,108 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
         ("tiny", "a tiny SiglipVisionModel", cv),
         ("no_head", "vision_use_head false", {**cv, "vision_use_head": False}),
     ]
+    # Vision-language models (AutoModelForImageTextToText): a vision tower, a
+    # projector and a language model from text_config.
+    lt = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+    lv = {"hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 3,
+          "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
+    S["llava"] = [
+        ("defaults", "class defaults, only model_type given (LlavaConfig's CLIP init kwargs)", {}),
+        ("tiny", "tiny llama text_config and CLIP vision_config", {"text_config": lt, "vision_config": lv}),
+        ("vision_empty", "vision_config {} (CLIPVisionConfig's own defaults, not LlavaConfig's)",
+         {"text_config": lt, "vision_config": {}}),
+        ("text_qwen2", "a qwen2 text_config (biased q/k/v)",
+         {"text_config": {**lt, "model_type": "qwen2"}, "vision_config": lv}),
+        ("text_mistral_untied", "a mistral text_config",
+         {"text_config": {**lt, "model_type": "mistral"}, "vision_config": lv}),
+        ("feature_layers", "vision_feature_layer [-2, -3]: linear_1 reads both layers",
+         {"text_config": lt, "vision_config": lv, "vision_feature_layer": [-2, -3]}),
+        ("no_projector_bias", "multimodal_projector_bias false",
+         {"text_config": lt, "vision_config": lv, "multimodal_projector_bias": False}),
+        ("tied_top", "tie_word_embeddings true at the top level",
+         {"text_config": lt, "vision_config": lv, "tie_word_embeddings": True}),
+        ("tied_text", "tie_word_embeddings true in text_config only",
+         {"text_config": {**lt, "tie_word_embeddings": True}, "vision_config": lv}),
+        # what `--image-size 224` makes of the class defaults: LlavaConfig's CLIP
+        # init kwargs written out, at 224 px
+        ("defaults_at_224", "LlavaConfig's CLIP init kwargs at image_size 224 (--image-size 224)",
+         {"vision_config": {"intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
+                            "image_size": 224, "num_hidden_layers": 24,
+                            "num_attention_heads": 16, "vocab_size": 32000,
+                            "projection_dim": 768}}),
+    ]
+    qv = {"depth": 2, "embed_dim": 32, "hidden_size": 64, "mlp_ratio": 4, "num_heads": 4,
+          "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    S["qwen2_vl"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny text_config and vision_config", {"text_config": lt, "vision_config": qv}),
+        ("flat", "text keys at the top level, no text_config (published files)",
+         {**lt, "vision_config": qv}),
+        ("odd_vision", "vision: 3 blocks, mlp_ratio 3, 3x3 merge, temporal patch 1, 1 channel",
+         {"text_config": lt, "vision_config": {**qv, "depth": 3, "mlp_ratio": 3,
+                                               "spatial_merge_size": 3, "temporal_patch_size": 1,
+                                               "in_channels": 1}}),
+        ("tied_top", "tie_word_embeddings true at the top level",
+         {"text_config": lt, "vision_config": qv, "tie_word_embeddings": True}),
+        ("tied_text", "tie_word_embeddings true in text_config only",
+         {"text_config": {**lt, "tie_word_embeddings": True}, "vision_config": qv}),
+        ("tied_flat", "tie_word_embeddings true in a flat file (Qwen2-VL-2B)",
+         {**lt, "vision_config": qv, "tie_word_embeddings": True}),
+        ("kv_null", "num_key_value_heads null: as many as the query heads",
+         {"text_config": {**lt, "num_key_value_heads": None}, "vision_config": qv}),
+    ]
+    q5 = {"depth": 2, "hidden_size": 32, "intermediate_size": 72, "num_heads": 4,
+          "out_hidden_size": 64, "patch_size": 4, "spatial_merge_size": 2,
+          "temporal_patch_size": 2, "fullatt_block_indexes": [1]}
+    S["qwen2_5_vl"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny text_config and vision_config", {"text_config": lt, "vision_config": q5}),
+        ("flat", "text keys at the top level, no text_config (published files)",
+         {**lt, "vision_config": q5}),
+        ("odd_vision", "vision: 3 blocks, out_hidden_size 48 != text hidden, 3x3 merge, 1 channel",
+         {"text_config": lt, "vision_config": {**q5, "depth": 3, "out_hidden_size": 48,
+                                               "spatial_merge_size": 3, "in_channels": 1}}),
+        ("tied_top", "tie_word_embeddings true at the top level",
+         {"text_config": lt, "vision_config": q5, "tie_word_embeddings": True}),
+        ("tied_text", "tie_word_embeddings true in text_config only",
+         {"text_config": {**lt, "tie_word_embeddings": True}, "vision_config": q5}),
+    ]
+    gt = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1000}
+    S["gemma3"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny gemma3_text and SigLIP vision configs",
+         {"text_config": gt, "vision_config": lv}),
+        ("no_head", "vision_use_head false (the published checkpoints)",
+         {"text_config": gt, "vision_config": {**lv, "vision_use_head": False}}),
+        ("untied_top", "tie_word_embeddings false at the top level",
+         {"text_config": gt, "vision_config": lv, "tie_word_embeddings": False}),
+        ("untied_text", "tie_word_embeddings false in text_config only",
+         {"text_config": {**gt, "tie_word_embeddings": False}, "vision_config": lv}),
+        ("tiny_at_48", "the tiny config at image_size 48 (--image-size 48)",
+         {"text_config": gt, "vision_config": {**lv, "image_size": 48}}),
+    ]
+    mv = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+          "num_global_layers": 1, "attention_heads": 4, "image_size": 16, "patch_size": 4,
+          "max_num_tiles": 2, "vision_output_dim": 96,
+          "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}
+    mt = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+          "cross_attention_layers": [1, 3], "pad_token_id": 0}
+    S["mllama"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny vision (3 aspect ratios, 2 tiles) and text (cross-attention at 1 and 3)",
+         {"text_config": mt, "vision_config": mv}),
+        ("one_cross", "one cross-attention layer, first; 4 tiles, 5 aspect ratios",
+         {"text_config": {**mt, "cross_attention_layers": [0]},
+          "vision_config": {**mv, "max_num_tiles": 4,
+                            "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1], [2, 2], [1, 4]]}}),
+        ("no_cross", "cross_attention_layers [] (a text-only stack)",
+         {"text_config": {**mt, "cross_attention_layers": []}, "vision_config": mv}),
+        ("tiny_at_32", "the tiny config at image_size 32 (--image-size 32)",
+         {"text_config": mt, "vision_config": {**mv, "image_size": 32}}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),
@@ -646,6 +749,10 @@ VISION_TASKS = {"vit": ["embedding", "seq-cls:3"], "clip": ["embedding", "seq-cl
                 "clip_text_model": ["embedding"], "siglip_vision_model": ["embedding"]}
 
 
+# The vision-language models, built by AutoModelForImageTextToText for causal-lm.
+VISION_LANGUAGE = {"llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"}
+
+
 def default_task(model_type: str) -> str:
     """trainmem's default --task: masked-lm for text encoders, embedding for
     vision encoders, causal-lm otherwise."""
@@ -664,6 +771,8 @@ def auto_class(task: str, model_type: str = ""):
                "token-cls": t.AutoModelForTokenClassification, "embedding": t.AutoModel}
     if model_type in VISION_TASKS:
         classes["seq-cls"] = t.AutoModelForImageClassification
+    if model_type in VISION_LANGUAGE:
+        classes["causal-lm"] = t.AutoModelForImageTextToText
     return classes[kind], int(labels) if labels else None
 
 

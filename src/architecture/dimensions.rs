@@ -62,6 +62,41 @@ pub struct Dimensions {
     pub linears: Linears,
     /// A BERT-style encoder's inputs and task head; `None` for a causal LM.
     pub encoder: Option<EncoderParts>,
+    /// A vision-language model's images merged into the text sequence
+    /// (LLaVA): what its projector and the merge save; `None` for a text
+    /// model.
+    pub images: Option<ImageInputs>,
+}
+
+/// What LLaVA saves for its images outside the language model's layers,
+/// with its vision tower frozen (no autograd there): the projector's
+/// saved tensors when it trains (`linear_1`'s input, the image features
+/// of the selected layer; GELU's input; `linear_2`'s input) and
+/// `masked_scatter`'s 1-byte mask [B, S, 1] when the merged embeddings
+/// need a gradient. Measured by `tools/measure_activations.py`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ImageInputs {
+    /// Images per sample (`--images`).
+    pub per_sample: u64,
+    /// Tokens each image becomes in the text sequence: rows of the
+    /// projector per image.
+    pub tokens: u64,
+    /// Rows of the vision tower's hidden state per image (its patches and
+    /// the class token).
+    pub tower_tokens: u64,
+    /// Whether the class token is sliced off (`vision_feature_select_strategy`
+    /// `default`): `linear_1` then flattens a strided view, which copies it
+    /// unless there is one image in the micro-batch.
+    pub sliced: bool,
+    /// The vision tower's hidden size: `linear_1`'s input width.
+    pub vision_hidden: u64,
+    /// The projector's width (the text model's hidden size).
+    pub projector_hidden: u64,
+    /// Whether the projector trains (it then saves its inputs).
+    pub projector_trains: bool,
+    /// Whether the text embeddings train (then the merge saves its mask
+    /// even with a frozen projector).
+    pub embeddings_train: bool,
 }
 
 /// What a BERT-style encoder saves outside its layers that a causal LM
@@ -392,6 +427,7 @@ impl Dimensions {
             mask_positional: false,
             linears: Linears::llama(),
             encoder: None,
+            images: None,
         })
     }
 
@@ -434,6 +470,9 @@ pub fn dimensions(config: &Value) -> Result<Dimensions> {
     {
         return read(&config)?.dimensions(&config, super::encoder::DEFAULT_TASK);
     }
+    if model_type == "llava" {
+        return super::llava::dimensions(&config);
+    }
     let measured = supported_for_activations;
     let measure = super::ARCHITECTURES
         .iter()
@@ -453,7 +492,7 @@ pub fn supported_for_activations() -> Vec<&'static str> {
         .filter(|(_, _, measure)| measure.is_some())
         .map(|(name, _, _)| *name)
         .chain(super::ENCODERS.iter().map(|(name, _)| *name))
-        .chain(["clip", "vit"])
+        .chain(["clip", "llava", "vit"])
         .collect();
     names.sort_unstable();
     names

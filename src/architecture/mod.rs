@@ -31,6 +31,7 @@ mod feed_forward;
 mod params;
 mod task;
 mod tower;
+mod vision_language;
 
 mod bert;
 mod bloom;
@@ -42,6 +43,7 @@ mod deepseek_v3;
 mod falcon;
 mod gemma;
 mod gemma2;
+mod gemma3;
 mod gemma3_text;
 mod gpt2;
 mod gpt_bigcode;
@@ -49,8 +51,10 @@ mod gpt_neox;
 mod gptj;
 mod granite;
 mod llama;
+mod llava;
 mod mistral;
 mod mixtral;
+mod mllama;
 mod modernbert;
 mod mpt;
 mod olmo;
@@ -60,6 +64,7 @@ mod phi;
 mod phi3;
 mod qwen2;
 mod qwen2_moe;
+mod qwen2_vl;
 mod qwen3;
 mod qwen3_moe;
 mod roberta;
@@ -69,14 +74,15 @@ mod starcoder2;
 mod vit;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
-    MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind, QkvLayout, Router,
-    SharedExpert, Softcap, dimensions, supported_for_activations,
+    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, ImageInputs, LatentDims,
+    LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind,
+    QkvLayout, Router, SharedExpert, Softcap, dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
 pub use self::task::{MAX_LABELS, TASKS_ACCEPTED, Task};
+pub use self::vision_language::{PARTS, part_prefixes};
 
 use serde_json::Value;
 
@@ -189,6 +195,61 @@ const INVENTORY_ENCODERS: &[(&str, LayOut, Task)] = &[
     ("vit", vit::describe, vit::DEFAULT_TASK),
 ];
 
+/// The vision-language models (`AutoModelForImageTextToText`), each
+/// laying out its vision tower, projector and language model; their
+/// default task is [`vision_language::DEFAULT_TASK`], and their
+/// activations are not modelled.
+const VISION_LANGUAGE: &[(&str, LayOut)] = &[
+    ("gemma3", gemma3::describe),
+    ("llava", llava::describe),
+    ("mllama", mllama::describe),
+    ("qwen2_5_vl", qwen2_vl::describe_2_5),
+    ("qwen2_vl", qwen2_vl::describe),
+];
+
+/// The names of the vision-language model types.
+pub fn vision_language() -> Vec<&'static str> {
+    VISION_LANGUAGE.iter().map(|(name, _)| *name).collect()
+}
+
+/// The activation dimensions of the causal LM `text` (a text config with
+/// its `model_type`) describes, for a vision-language model's language
+/// model.
+fn causal_lm_dimensions(text: &Value) -> Result<Dimensions> {
+    let config = Config::new(text)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    let measure = ARCHITECTURES
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+        .and_then(|(_, _, measure)| *measure)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "text_config.model_type".to_string(),
+            problem: format!(
+                "the activations of a `{model_type}` language model are not modelled; accepted: {}",
+                supported_for_activations().join(", ")
+            ),
+        })?;
+    measure(&config)
+}
+
+/// The tensors of the causal LM `text` (a text config with its
+/// `model_type`) describes, for a vision-language model's language model.
+fn causal_lm(text: &Value) -> Result<Vec<Tensor>> {
+    let config = Config::new(text)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    let describe = ARCHITECTURES
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+        .map(|(_, describe, _)| describe)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "model_type".to_string(),
+            problem: format!(
+                "`{model_type}` is not a decoder trainmem reads as a language model; accepted: a llama-style decoder (its modules under `model.`) such as llama, mistral, qwen2 or gemma3_text"
+            ),
+        })?;
+    describe(&config)?.into_tensors()
+}
+
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ARCHITECTURES
@@ -200,6 +261,7 @@ pub fn supported() -> Vec<&'static str> {
                 .iter()
                 .map(|(model_type, _, _)| *model_type),
         )
+        .chain(VISION_LANGUAGE.iter().map(|(model_type, _)| *model_type))
         .collect();
     names.sort_unstable();
     names
@@ -224,6 +286,14 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     if model_type == "clip" {
         return clip::dimensions(&parsed, task.unwrap_or(clip::DEFAULT_TASK));
     }
+    if model_type == "llava" {
+        vision_language::causal_lm_only(
+            "llava",
+            task.unwrap_or(vision_language::DEFAULT_TASK),
+            "LlavaForConditionalGeneration",
+        )?;
+        return llava::dimensions(&parsed);
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
@@ -243,7 +313,70 @@ const INPUT_TOKENS: &[(&str, InputTokens)] = &[
     ("siglip", siglip::input_tokens),
     ("siglip_vision_model", siglip::input_tokens_vision),
     ("vit", vit::image_tokens),
+    ("llava", |config| Ok(llava::image_tokens(config)?.1)),
+    ("gemma3", |config| Ok(gemma3::image_tokens(config)?.1)),
+    ("mllama", |config| Ok(mllama::image_tokens(config)?.1)),
+    ("qwen2_vl", qwen2_vl::dynamic_tokens),
+    ("qwen2_5_vl", qwen2_vl::dynamic_tokens),
 ];
+
+/// The largest `--image-tokens`: Qwen2-VL's image processor's default
+/// `max_pixels` (12,845,056) over 28 x 28 pixels per merged token.
+pub const MAX_IMAGE_TOKENS: u64 = 16_384;
+
+/// What one image becomes in a vision-language model's language sequence:
+/// how many tokens it adds to each sample's `--seq-len`, and a sentence
+/// saying so; `None` for a model that is not a vision-language model.
+/// `images` is `--images`, for messages; `image_tokens` (`--image-tokens`)
+/// is the token count of a Qwen2-VL
+/// image, whose resolution is dynamic; the other models fix it in their
+/// config and refuse it.
+pub fn vision_language_image(
+    config: &Value,
+    images: u64,
+    image_tokens: Option<u64>,
+) -> Result<Option<(u64, String)>> {
+    let parsed = Config::new(config)?;
+    let model_type = parsed.model_type()?.unwrap_or("");
+    let fixed = match model_type {
+        "llava" => llava::image_tokens(&parsed)?,
+        "gemma3" => gemma3::image_tokens(&parsed)?,
+        "mllama" => mllama::image_tokens(&parsed)?,
+        "qwen2_vl" | "qwen2_5_vl" => {
+            let Some(tokens) = image_tokens else {
+                return Err(Error::InvalidValue {
+                    what: "--images",
+                    value: images.to_string(),
+                    reason: format!(
+                        "`{model_type}` reads each image at its own resolution, so its tokens are not fixed; give --image-tokens N (tokens per image after the 2x2 merge, such as 256 for a 448 x 448 px image)"
+                    ),
+                });
+            };
+            if tokens == 0 || tokens > MAX_IMAGE_TOKENS {
+                return Err(Error::InvalidValue {
+                    what: "--image-tokens",
+                    value: tokens.to_string(),
+                    reason: format!(
+                        "accepted: from 1 to {MAX_IMAGE_TOKENS} tokens per image (Qwen2-VL's image processor caps an image at 12,845,056 pixels)"
+                    ),
+                });
+            }
+            return qwen2_vl::image_tokens(&parsed, tokens).map(Some);
+        }
+        _ => return Ok(None),
+    };
+    if let Some(tokens) = image_tokens {
+        return Err(Error::InvalidValue {
+            what: "--image-tokens",
+            value: tokens.to_string(),
+            reason: format!(
+                "`{model_type}` fixes what an image becomes ({}); --image-tokens is for qwen2_vl and qwen2_5_vl, whose resolution is dynamic",
+                fixed.1
+            ),
+        });
+    }
+    Ok(Some(fixed))
+}
 
 /// The sequence one image becomes in a model whose activations are priced
 /// from images (ViT and CLIP's vision tower: its patches and the class
@@ -297,14 +430,27 @@ pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
     let sections: &[&str] = match model_type {
         "vit" | "clip_vision_model" | "siglip_vision_model" => &[""],
         "clip" => &["vision_config", "vision_config_dict"],
-        "siglip" => &["vision_config"],
+        "siglip" | "gemma3" | "mllama" => &["vision_config"],
+        "llava" => &["vision_config"],
+        "qwen2_vl" | "qwen2_5_vl" => {
+            return Err(invalid(format!(
+                "`{model_type}` reads each image at its own resolution; give --image-tokens N (tokens per image after the 2x2 merge) instead"
+            )));
+        }
         _ => {
             return Err(invalid(format!(
-                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, siglip, siglip_vision_model, vit"
+                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, gemma3, llava, mllama, siglip, siglip_vision_model, vit"
             )));
         }
     };
     let mut config = config.clone();
+    if model_type == "llava" {
+        // An absent vision_config is LlavaConfig's CLIP at 336 px: written
+        // out before its image size changes.
+        let parsed = Config::new(&config)?;
+        let vision = llava::vision_config(&parsed)?;
+        config["vision_config"] = vision;
+    }
     for section in sections {
         let target = if section.is_empty() {
             Some(&mut config)
@@ -340,6 +486,11 @@ pub fn default_task(model_type: &str) -> Option<Task> {
         .any(|(known, _, _)| *known == model_type)
     {
         Some(Task::CausalLm)
+    } else if VISION_LANGUAGE
+        .iter()
+        .any(|(known, _)| *known == model_type)
+    {
+        Some(vision_language::DEFAULT_TASK)
     } else {
         None
     }
@@ -361,6 +512,13 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
         .find(|(known, _, _)| *known == model_type)
     {
         let task = task.unwrap_or(*default);
+        return Ok((task, lay_out(&config, task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out)) = VISION_LANGUAGE
+        .iter()
+        .find(|(known, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(vision_language::DEFAULT_TASK);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
     }
     let describe = ARCHITECTURES
@@ -409,7 +567,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 38);
+        assert_eq!(names.len(), 43);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 

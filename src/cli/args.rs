@@ -403,7 +403,10 @@ pub struct FineTuneArgs {
     pub lora_dtype: String,
 
     /// Freeze tensors whose name matches (substring, or glob with `*`), for
-    /// full fine-tuning with parts frozen; repeatable.
+    /// full fine-tuning with parts frozen; repeatable. On a vision-language
+    /// model, `vision_tower`, `multi_modal_projector` and `language_model`
+    /// name its parts whatever its own prefixes; with LoRA, frozen modules
+    /// get no adapters.
     #[arg(long, value_name = "PATTERN")]
     pub freeze: Vec<String>,
 
@@ -450,9 +453,16 @@ pub struct WorkloadArgs {
 
     /// Images per sample for a vision model (default 1): each is a
     /// sequence of its patches (+ the CLS token), so the micro-batch holds
-    /// B x N of them.
+    /// B x N of them; a vision-language model's image tokens are part of
+    /// each sample's --seq-len instead.
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub images: Option<u64>,
+
+    /// Tokens per image for Qwen2-VL and Qwen2.5-VL, whose resolution is
+    /// dynamic: after the 2x2 merge, so N tokens are 4N patches of 14 px
+    /// (256 for a 448 x 448 px image); the report says the pixels.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub image_tokens: Option<u64>,
 
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]

@@ -166,6 +166,7 @@ fn estimate_request(
     )?;
     let (workload, images) = resolve::image_workload(&args.workload, &model)?;
     model.notes.extend(images);
+    let mut model = resolve::with_images(model, &args.workload);
     resolve::apply_workload(&mut setup, &workload, &args.parallel)?;
     setup.speed = resolve::speed(&args.speed, &args.capacity, &parallelism)?;
     if let Some(dimensions) = resolve::dimensions(&workload)? {
@@ -208,6 +209,7 @@ fn fit(args: &FitArgs) -> Result<String> {
         args.model.as_deref(),
         &args.workload,
     )?;
+    let model = resolve::with_images(model, &args.workload);
     // The quantity searched gets a placeholder of 1 in the workload.
     let workload = &resolve::image_workload(&args.workload, &model)?.0;
     let question = match (workload.micro_batch, workload.seq_len) {
@@ -323,7 +325,10 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
         _ => args.workload.clone(),
     };
     resolve::apply_workload(&mut base, &workload, &args.parallel)?;
-    let mut models = models;
+    let mut models: Vec<Model> = models
+        .into_iter()
+        .map(|model| resolve::with_images(model, &args.workload))
+        .collect();
     if let Some(dimensions) = resolve::dimensions(&workload)? {
         for model in models.iter_mut().filter(|m| !m.shapes_known) {
             model.dimensions = Some(dimensions.clone());

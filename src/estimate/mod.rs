@@ -32,6 +32,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::activation::{self, Activations, Workload};
+use crate::architecture::{Dimensions, ImageInputs};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::{CheckpointSummary, Model};
@@ -775,13 +776,30 @@ fn activations_with(
     adapters: &AdapterFacts,
     setup: &Setup,
 ) -> Result<Option<Vec<Activations>>> {
-    match (
-        activation_workload(model, adapters, setup)?,
-        &model.dimensions,
-    ) {
-        (Some(workload), Some(dims)) => Ok(Some(activation::stages(dims, &workload)?)),
-        _ => Ok(None),
+    match activation_workload(model, adapters, setup)? {
+        Some(workload) => Ok(Some(activation::stages(
+            &*activation_dimensions(model)?,
+            &workload,
+        )?)),
+        None => Ok(None),
     }
+}
+
+/// The dimensions the activations are computed from: a vision-language
+/// model's image inputs as its inventory trains them (see
+/// [`trained_image_parts`]). Call only when `model.dimensions` is known.
+fn activation_dimensions(model: &Model) -> Result<std::borrow::Cow<'_, Dimensions>> {
+    let dims = model
+        .dimensions
+        .as_ref()
+        .ok_or_else(|| Error::overflow("the model's dimensions"))?;
+    Ok(match &dims.images {
+        Some(images) => std::borrow::Cow::Owned(Dimensions {
+            images: Some(trained_image_parts(model, images)?),
+            ..dims.clone()
+        }),
+        None => std::borrow::Cow::Borrowed(dims),
+    })
 }
 
 /// The workload the activations are computed for: the user's, with what
@@ -830,6 +848,58 @@ fn activation_workload(
         ..workload.clone()
     };
     Ok(Some(workload))
+}
+
+/// A vision-language model's image inputs as its inventory trains them:
+/// the projector saves its inputs when it trains, the merge its mask when
+/// the projector or the token embedding trains. Measured with the vision
+/// tower frozen and no adapters in the tower or the projector; anything
+/// else is refused by name.
+fn trained_image_parts(model: &Model, images: &ImageInputs) -> Result<ImageInputs> {
+    let model_type = model.model_type.as_deref().unwrap_or_default();
+    let part = |name: &str| crate::architecture::part_prefixes(model_type, name).unwrap_or(&[]);
+    let within = |name: &str, tensor: &crate::model::Tensor| {
+        part(name)
+            .iter()
+            .any(|prefix| tensor.name.starts_with(prefix))
+    };
+    let missing = |what: &'static str, reason: &str| Error::Missing {
+        what,
+        accepted: format!("{} ({})", reason, model.name),
+    };
+    if model
+        .tensors
+        .iter()
+        .any(|t| within("vision_tower", t) && t.trainable)
+    {
+        return Err(missing(
+            "--freeze vision_tower",
+            "the activations of a vision-language model are modelled with its vision tower frozen (no autograd in the tower); add it, or drop --micro-batch and --seq-len for the model states alone",
+        ));
+    }
+    if model
+        .tensors
+        .iter()
+        .any(|t| within("multi_modal_projector", t) && t.name.contains(".lora_"))
+    {
+        return Err(missing(
+            "--freeze multi_modal_projector",
+            "LoRA adapters on the projector are not measured for activation memory; add it for the language model's adapters alone, or drop --micro-batch and --seq-len",
+        ));
+    }
+    let projector_trains = model
+        .tensors
+        .iter()
+        .any(|t| within("multi_modal_projector", t) && t.trainable);
+    let embeddings_train = model
+        .tensors
+        .iter()
+        .any(|t| t.name.ends_with("language_model.embed_tokens.weight") && t.trainable);
+    Ok(ImageInputs {
+        projector_trains,
+        embeddings_train,
+        ..*images
+    })
 }
 
 fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<String> {

@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::device::{DeviceMemory, ModelIndex, per_stage_indexed};
-use super::{AdapterFacts, Setup, activation_workload, check_setup, step_plan};
+use super::{
+    AdapterFacts, Setup, activation_dimensions, activation_workload, check_setup, step_plan,
+};
 use crate::activation::{Schedule, Workload};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -147,11 +149,8 @@ impl<'m> Pricer<'m> {
         if let Some(found) = self.schedules.get(&workload) {
             return Ok(Some(Rc::clone(found)));
         }
-        let Some(dims) = &self.model.dimensions else {
-            return Ok(None);
-        };
         let schedules: Rc<Vec<Schedule>> = Rc::new(
-            crate::activation::stages(dims, &workload)?
+            crate::activation::stages(&*activation_dimensions(self.model)?, &workload)?
                 .into_iter()
                 .map(|a| a.schedule)
                 .collect(),

@@ -19,7 +19,9 @@
 //! BERT-style encoders fill in an [`Encoder`](encoder::Encoder), which lays
 //! out the body and the head of the task asked for. Vision encoders (ViT,
 //! and CLIP's and SigLIP's two towers, whose shared layer is in
-//! [`tower`]) lay out their own inventory per task.
+//! [`tower`]) lay out their own inventory per task, and so do the
+//! encoder-decoders (T5 and its copies mT5 and UMT5, BART), whose two
+//! stacks are written out with [`encoder_decoder`]'s helpers.
 
 mod attention;
 mod blueprint;
@@ -27,11 +29,13 @@ mod config;
 mod decoder;
 mod dimensions;
 mod encoder;
+mod encoder_decoder;
 mod feed_forward;
 mod params;
 mod task;
 mod tower;
 
+mod bart;
 mod bert;
 mod bloom;
 mod clip;
@@ -66,6 +70,7 @@ mod roberta;
 mod siglip;
 mod stablelm;
 mod starcoder2;
+mod t5;
 mod vit;
 
 pub use dimensions::{
@@ -189,6 +194,16 @@ const INVENTORY_ENCODERS: &[(&str, LayOut, Task)] = &[
     ("vit", vit::describe, vit::DEFAULT_TASK),
 ];
 
+/// Every supported encoder-decoder `model_type` and the file that lays out
+/// each task's inventory; each trains for [`encoder_decoder::DEFAULT_TASK`]
+/// (seq2seq) by default.
+const ENCODER_DECODERS: &[(&str, LayOut)] = &[
+    ("bart", bart::describe),
+    ("mt5", t5::describe_mt5),
+    ("t5", t5::describe),
+    ("umt5", t5::describe_umt5),
+];
+
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ARCHITECTURES
@@ -200,6 +215,7 @@ pub fn supported() -> Vec<&'static str> {
                 .iter()
                 .map(|(model_type, _, _)| *model_type),
         )
+        .chain(ENCODER_DECODERS.iter().map(|(model_type, _)| *model_type))
         .collect();
     names.sort_unstable();
     names
@@ -326,7 +342,8 @@ pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
 
 /// The task a `model_type` trains for when none is asked: causal-lm for the
 /// decoders, masked-lm for the text encoders, embedding (the bare or
-/// contrastive model) for the vision encoders; `None` for an unknown type.
+/// contrastive model) for the vision encoders, seq2seq for the
+/// encoder-decoders; `None` for an unknown type.
 pub fn default_task(model_type: &str) -> Option<Task> {
     if ENCODERS.iter().any(|(known, _)| *known == model_type) {
         Some(encoder::DEFAULT_TASK)
@@ -335,6 +352,11 @@ pub fn default_task(model_type: &str) -> Option<Task> {
         .find(|(known, _, _)| *known == model_type)
     {
         Some(*task)
+    } else if ENCODER_DECODERS
+        .iter()
+        .any(|(known, _)| *known == model_type)
+    {
+        Some(encoder_decoder::DEFAULT_TASK)
     } else if ARCHITECTURES
         .iter()
         .any(|(known, _, _)| *known == model_type)
@@ -361,6 +383,13 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
         .find(|(known, _, _)| *known == model_type)
     {
         let task = task.unwrap_or(*default);
+        return Ok((task, lay_out(&config, task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out)) = ENCODER_DECODERS
+        .iter()
+        .find(|(known, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(encoder_decoder::DEFAULT_TASK);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
     }
     let describe = ARCHITECTURES
@@ -409,7 +438,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 38);
+        assert_eq!(names.len(), 42);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -617,6 +646,78 @@ mod tests {
             "a 224 px image -> 196 tokens (patches of 16 px, no class token)"
         );
         assert_eq!(input_tokens(&json!({"model_type": "llama"})).unwrap(), None);
+    }
+
+    #[test]
+    fn encoder_decoders_refuse_tasks_without_a_class_and_bad_feed_forwards() {
+        for (model_type, task, expected) in [
+            (
+                "t5",
+                "causal-lm",
+                "no AutoModelForCausalLM class for `t5`; accepted for `t5`: seq2seq (the default: T5ForConditionalGeneration)",
+            ),
+            ("mt5", "masked-lm", "MT5ForConditionalGeneration"),
+            ("umt5", "causal-lm", "UMT5Model"),
+            (
+                "bart",
+                "token-cls:2",
+                "no AutoModelForTokenClassification class for `bart`",
+            ),
+        ] {
+            let config = json!({"model_type": model_type, "num_layers": 1});
+            match tensors_for_task(&config, Some(Task::parse(task).unwrap())) {
+                Err(error @ Error::InvalidValue { what: "--task", .. }) => {
+                    let message = error.to_string();
+                    assert!(message.contains(expected), "{model_type}: {message}");
+                }
+                other => panic!("expected {task} refused for {model_type}, got {other:?}"),
+            }
+        }
+        for proj in ["gated", "gated-", "gated-gelu-x", "relu-gated", ""] {
+            let (key, problem) = invalid(json!({"model_type": "t5", "feed_forward_proj": proj}));
+            assert_eq!(key, "feed_forward_proj");
+            assert!(problem.contains("`ACT` or `gated-ACT`"), "{problem}");
+        }
+        let (key, _) = invalid(json!({"model_type": "t5", "num_decoder_layers": 1025}));
+        assert_eq!(key, "num_decoder_layers");
+        let (key, _) = invalid(json!({"model_type": "bart", "decoder_attention_heads": 5}));
+        assert_eq!(key, "decoder_attention_heads");
+        let (key, _) = invalid(json!({"model_type": "t5", "num_heads": 0}));
+        assert_eq!(key, "num_heads");
+    }
+
+    #[test]
+    fn encoder_decoder_tensors_get_their_roles() {
+        let t5 = tensors_from_config(&json!({"model_type": "t5", "num_layers": 1})).unwrap();
+        assert_eq!(role_of(&t5, "shared.weight"), Role::Embedding);
+        assert_eq!(
+            role_of(&t5, "decoder.block.0.layer.1.EncDecAttention.q.weight"),
+            Role::Attention
+        );
+        assert_eq!(
+            role_of(
+                &t5,
+                "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+            ),
+            Role::Embedding
+        );
+        assert_eq!(
+            role_of(&t5, "decoder.block.0.layer.2.DenseReluDense.wo.weight"),
+            Role::Mlp
+        );
+        assert_eq!(role_of(&t5, "encoder.final_layer_norm.weight"), Role::Norm);
+        let bart = tensors_from_config(&json!({"model_type": "bart", "tie_word_embeddings": false,
+            "encoder_layers": 1, "decoder_layers": 1}))
+        .unwrap();
+        assert_eq!(role_of(&bart, "lm_head.weight"), Role::OutputHead);
+        assert_eq!(
+            role_of(&bart, "model.decoder.layers.0.encoder_attn_layer_norm.bias"),
+            Role::Norm
+        );
+        assert_eq!(
+            role_of(&bart, "model.encoder.embed_positions.weight"),
+            Role::Embedding
+        );
     }
 
     #[test]

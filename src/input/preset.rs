@@ -254,6 +254,12 @@ pub const PRESETS: &[Preset] = &[
         "openai/clip-vit-large-patch14",
         Some("the keys of its sub-configs that shape no tensor")
     ),
+    preset!(
+        "t5-base",
+        "google-t5/t5-base",
+        Some("its task_specific_params (generation prompts)")
+    ),
+    preset!("flan-t5-xl", "google/flan-t5-xl"),
 ];
 
 #[cfg(test)]

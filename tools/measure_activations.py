@@ -433,6 +433,13 @@ def seq2seq_specs() -> list[dict]:
         out.append(spec(mt, "untied", {**base, "tie_word_embeddings": False}, dtype="fp32",
                         attn="sdpa", S=64, T=32, task="seq2seq",
                         description="tie_word_embeddings false"))
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("bart", "all_dropouts", {**BART_BASE, "attention_dropout": 0.1,
+                                                     "activation_dropout": 0.1},
+                            dtype=dtype, attn=attn, S=64, T=32, task="seq2seq",
+                            description="attention_dropout and activation_dropout 0.1 "
+                            "(facebook/bart-base's)"))
     for ff in ("gated-gelu", "gated-silu"):
         out.append(spec("t5", ff, {**T5_BASE, "feed_forward_proj": ff}, dtype="bf16", attn="sdpa",
                         S=64, T=32, task="seq2seq", description=f"feed_forward_proj {ff}"))

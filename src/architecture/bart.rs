@@ -23,11 +23,15 @@
 
 use super::config::{Config, exact_ratio};
 use super::decoder::Decoder;
+use super::dimensions::{
+    Dimensions, Dropout, EagerSoftmax, EncoderDecoder, LayerLayout, Linears, MlpKind, NormKind,
+    Positions, QkNormKind, QkvLayout, Seq2SeqFamily, Seq2SeqFeedForward, Softcap,
+};
 use super::encoder_decoder::{bounded, write_stack};
 use super::params::{Norm, Params, sum};
 use super::task::Task;
 use super::tower::{refused, whole};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Role;
 
 /// `BartLearnedPositionalEmbedding.offset`: rows before the first position.
@@ -206,4 +210,93 @@ impl Bart {
 /// The model a `bart` config's task builds.
 pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
     Bart::read(config)?.describe(task)
+}
+
+/// The sizes and kinds the seq2seq activation model needs for
+/// `BartForConditionalGeneration` (`seq2seq`): post-norm layers with
+/// `nn.LayerNorm`, `gelu` (the only `activation_function` measured), and
+/// the dropouts `dropout` (embeddings, block outputs), `attention_dropout`
+/// (probabilities) and `activation_dropout` (inside the feed-forward).
+pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
+    if task != Task::Seq2Seq {
+        return Err(Error::InvalidValue {
+            what: "--task",
+            value: task.to_string(),
+            reason: "activations of `bart` are modelled for seq2seq (BartForConditionalGeneration)"
+                .to_string(),
+        });
+    }
+    let bart = Bart::read(config)?;
+    let activation = config
+        .string("activation_function", Some("gelu"))?
+        .unwrap_or("gelu");
+    if activation != "gelu" {
+        return Err(Error::InvalidConfig {
+            key: "activation_function".to_string(),
+            problem: format!(
+                "`{activation}` is not measured for BART's activation memory; accepted: gelu"
+            ),
+        });
+    }
+    let dropout = config.fraction("dropout", 0.1)? > 0.0;
+    let attention_dropout = config.fraction("attention_dropout", 0.0)? > 0.0;
+    let heads = bart.encoder_heads;
+    let head_dim = exact_ratio(bart.hidden, heads, "encoder_attention_heads")?;
+    if bart.decoder_heads != heads {
+        return Err(Error::InvalidConfig {
+            key: "decoder_attention_heads".to_string(),
+            problem: format!(
+                "`{}` differs from encoder_attention_heads `{heads}`, which is not measured for activation memory; accepted: the same head count in both stacks",
+                bart.decoder_heads
+            ),
+        });
+    }
+    Ok(Dimensions {
+        model_type: "bart".to_string(),
+        layers: bart.encoder_layers.saturating_add(bart.decoder_layers),
+        hidden: bart.hidden,
+        intermediate: bart.encoder_ffn.max(bart.decoder_ffn),
+        heads,
+        kv_heads: heads,
+        head_dim,
+        vocab: bart.vocab,
+        tied_embeddings: bart.tied,
+        norm: NormKind::LayerNorm,
+        layout: LayerLayout::PostNorm,
+        qkv: QkvLayout::Separate,
+        qk_norm: QkNormKind::None,
+        softmax: EagerSoftmax::ModelDtype,
+        mlp: MlpKind::Gelu,
+        experts: None,
+        positions: Positions::Learned,
+        dropout: Dropout {
+            attention: attention_dropout,
+            residual: dropout,
+            embedding: dropout,
+        },
+        softcap: Softcap::default(),
+        mask_positional: false,
+        linears: Linears {
+            attention_input: vec!["q_proj", "k_proj", "v_proj"],
+            attention_output: "out_proj",
+            mlp_input: vec!["fc1"],
+            mlp_output: "fc2",
+            conv1d: false,
+        },
+        encoder: None,
+        encoder_decoder: Some(EncoderDecoder {
+            family: Seq2SeqFamily::Bart,
+            encoder_layers: bart.encoder_layers,
+            decoder_layers: bart.decoder_layers,
+            encoder_heads: heads,
+            decoder_heads: heads,
+            head_dim,
+            encoder_intermediate: bart.encoder_ffn,
+            decoder_intermediate: bart.decoder_ffn,
+            feed_forward: Seq2SeqFeedForward::Gelu,
+            dropout,
+            attention_dropout,
+            activation_dropout: config.fraction("activation_dropout", 0.0)? > 0.0,
+        }),
+    })
 }

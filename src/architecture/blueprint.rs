@@ -217,6 +217,7 @@ impl Blueprint {
                 conv1d: false,
             },
             encoder: None,
+            encoder_decoder: None,
         }
     }
 

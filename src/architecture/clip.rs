@@ -223,6 +223,7 @@ fn vision_dimensions(config: &Config, labels: u64) -> Result<Dimensions> {
             pixels,
             pixels_norm: true,
         }),
+        encoder_decoder: None,
     })
 }
 

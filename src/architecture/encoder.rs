@@ -240,6 +240,7 @@ impl Encoder {
                 pixels: 0,
                 pixels_norm: false,
             }),
+            encoder_decoder: None,
         })
     }
 

@@ -144,5 +144,6 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             conv1d: true,
         },
         encoder: None,
+        encoder_decoder: None,
     })
 }

@@ -153,5 +153,6 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             conv1d: false,
         },
         encoder: None,
+        encoder_decoder: None,
     })
 }

@@ -74,9 +74,10 @@ mod t5;
 mod vit;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
-    MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind, QkvLayout, Router,
-    SharedExpert, Softcap, dimensions, supported_for_activations,
+    Dimensions, Dropout, EagerSoftmax, EncoderDecoder, EncoderHead, EncoderParts, LatentDims,
+    LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind,
+    QkvLayout, Router, Seq2SeqFamily, Seq2SeqFeedForward, SharedExpert, Softcap, dimensions,
+    supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
@@ -240,12 +241,32 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     if model_type == "clip" {
         return clip::dimensions(&parsed, task.unwrap_or(clip::DEFAULT_TASK));
     }
+    if model_type == "t5" {
+        return t5::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
+    if model_type == "bart" {
+        return bart::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
         }
         None => dimensions(config),
     }
+}
+
+/// Whether `config`'s model_type is an encoder-decoder (T5 and its
+/// copies, BART), whose decoder reads `--target-len` tokens.
+pub fn is_encoder_decoder(config: &Value) -> bool {
+    Config::new(config)
+        .and_then(|config| config.model_type())
+        .ok()
+        .flatten()
+        .is_some_and(|model_type| {
+            ENCODER_DECODERS
+                .iter()
+                .any(|(known, _)| *known == model_type)
+        })
 }
 
 /// Describes what an input of the model becomes.

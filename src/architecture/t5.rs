@@ -28,6 +28,10 @@
 
 use super::config::Config;
 use super::decoder::Decoder;
+use super::dimensions::{
+    Dimensions, Dropout, EagerSoftmax, EncoderDecoder, LayerLayout, Linears, MlpKind, NormKind,
+    Positions, QkNormKind, QkvLayout, Seq2SeqFamily, Seq2SeqFeedForward, Softcap,
+};
 use super::encoder_decoder::{bounded, write_stack};
 use super::params::{Norm, Params, product};
 use super::task::Task;
@@ -330,4 +334,91 @@ pub fn describe_mt5(config: &Config, task: Task) -> Result<Decoder> {
 /// The model a `umt5` config's task builds.
 pub fn describe_umt5(config: &Config, task: Task) -> Result<Decoder> {
     T5::read(config, Family::Umt5)?.describe(task)
+}
+
+/// The sizes and kinds the seq2seq activation model needs for
+/// `T5ForConditionalGeneration` (`seq2seq`, the only task whose loss
+/// transformers computes for T5 and whose saved tensors are measured):
+/// `relu`, `gated-gelu` and `gated-silu` feed-forwards, and
+/// `dropout_rate` on the embeddings, every block's output, the attention
+/// probabilities and inside the feed-forward.
+pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
+    if task != Task::Seq2Seq {
+        return Err(Error::InvalidValue {
+            what: "--task",
+            value: task.to_string(),
+            reason: "activations of `t5` are modelled for seq2seq (T5ForConditionalGeneration)"
+                .to_string(),
+        });
+    }
+    let t5 = T5::read(config, Family::T5)?;
+    let feed_forward = match (t5.gated, t5.activation) {
+        (false, "relu") => Seq2SeqFeedForward::Relu,
+        (true, "gelu_new") => Seq2SeqFeedForward::GatedNewGelu,
+        (true, "silu") => Seq2SeqFeedForward::GatedSilu,
+        _ => {
+            return Err(Error::InvalidConfig {
+                key: "feed_forward_proj".to_string(),
+                problem: "this feed-forward's saved tensors are not measured; accepted for activation memory: relu, gated-gelu, gated-silu".to_string(),
+            });
+        }
+    };
+    let dropout = config.fraction("dropout_rate", 0.1)? > 0.0;
+    product(&[t5.heads, t5.head_dim])?;
+    Ok(Dimensions {
+        model_type: "t5".to_string(),
+        layers: t5.encoder_layers.saturating_add(t5.decoder_layers),
+        hidden: t5.hidden,
+        intermediate: t5.intermediate,
+        heads: t5.heads,
+        kv_heads: t5.heads,
+        head_dim: t5.head_dim,
+        vocab: t5.vocab,
+        tied_embeddings: !t5.untied_head,
+        norm: NormKind::RmsNorm,
+        layout: LayerLayout::PreNorm,
+        qkv: QkvLayout::Separate,
+        qk_norm: QkNormKind::None,
+        softmax: EagerSoftmax::ModelDtype,
+        mlp: if t5.gated {
+            MlpKind::Gated
+        } else {
+            MlpKind::Gelu
+        },
+        experts: None,
+        positions: Positions::Learned,
+        dropout: Dropout {
+            attention: dropout,
+            residual: dropout,
+            embedding: dropout,
+        },
+        softcap: Softcap::default(),
+        mask_positional: false,
+        linears: Linears {
+            attention_input: vec!["q", "k", "v"],
+            attention_output: "o",
+            mlp_input: if t5.gated {
+                vec!["wi_0", "wi_1"]
+            } else {
+                vec!["wi"]
+            },
+            mlp_output: "wo",
+            conv1d: false,
+        },
+        encoder: None,
+        encoder_decoder: Some(EncoderDecoder {
+            family: Seq2SeqFamily::T5,
+            encoder_layers: t5.encoder_layers,
+            decoder_layers: t5.decoder_layers,
+            encoder_heads: t5.heads,
+            decoder_heads: t5.heads,
+            head_dim: t5.head_dim,
+            encoder_intermediate: t5.intermediate,
+            decoder_intermediate: t5.intermediate,
+            feed_forward,
+            dropout,
+            attention_dropout: dropout,
+            activation_dropout: dropout,
+        }),
+    })
 }

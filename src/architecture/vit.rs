@@ -175,6 +175,7 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             pixels,
             pixels_norm: false,
         }),
+        encoder_decoder: None,
     })
 }
 

@@ -437,6 +437,12 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub images: Option<u64>,
 
+    /// An encoder-decoder's (T5, BART) decoder tokens per sequence: the
+    /// labels' length, which the decoder reads shifted right (default:
+    /// --seq-len, then the encoder's input tokens).
+    #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub target_len: Option<u64>,
+
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,

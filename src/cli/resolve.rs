@@ -274,6 +274,9 @@ pub fn image_workload(
         None => None,
     };
     let Some(tokens) = sequence else {
+        if let Some(note) = target_tokens(args, model)? {
+            return Ok((args.clone(), Some(note)));
+        }
         if let Some(images) = args.images {
             return Err(Error::InvalidValue {
                 what: "--images",
@@ -328,6 +331,49 @@ pub fn image_workload(
     Ok((workload, note))
 }
 
+/// What an encoder-decoder's inputs become, for the report (`tokens:
+/// encoder 8 x 512 = 4,096 input tokens, decoder 8 x 128 = 1,024 target
+/// tokens`); `--target-len` for a model with one stack is refused.
+fn target_tokens(args: &WorkloadArgs, model: &Model) -> Result<Option<String>> {
+    let encoder_decoder = model
+        .config
+        .as_ref()
+        .is_some_and(architecture::is_encoder_decoder);
+    if !encoder_decoder {
+        return match args.target_len {
+            Some(target) => Err(Error::InvalidValue {
+                what: "--target-len",
+                value: target.to_string(),
+                reason: format!(
+                    "{} has no decoder reading a separate target; accepted for encoder-decoders: bart, mt5, t5, umt5",
+                    model.name
+                ),
+            }),
+            None => Ok(None),
+        };
+    }
+    let (Some(batch), Some(source)) = (args.micro_batch, args.seq_len) else {
+        return Ok(None);
+    };
+    let target = args.target_len.unwrap_or(source);
+    let count = |length: u64| {
+        batch
+            .checked_mul(length)
+            .map(|tokens| Count(tokens).grouped())
+            .unwrap_or_else(|| "too many".to_string())
+    };
+    Ok(Some(format!(
+        "tokens: encoder {batch} x {source} = {} input tokens, decoder {batch} x {target} = {} target tokens{}",
+        count(source),
+        count(target),
+        if args.target_len.is_none() {
+            " (--target-len defaults to --seq-len)"
+        } else {
+            ""
+        }
+    )))
+}
+
 /// The workload of `--micro-batch`, `--seq-len`, `--attention` and
 /// `--recompute` (none without a micro-batch), and the overhead added to the peak.
 pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<Workload>, Bytes)> {
@@ -341,6 +387,12 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     }
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
+            if args.target_len.is_some() {
+                return Err(missing(
+                    "--micro-batch",
+                    "--target-len is the decoder's side of a micro-batch: give --micro-batch B and --seq-len S",
+                ));
+            }
             if args.offload_activations {
                 return Err(missing(
                     "--micro-batch",
@@ -399,6 +451,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,
         offload_activations: args.offload_activations,
+        target_len: args.target_len,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.

@@ -310,7 +310,7 @@ mod tests {
         assert_eq!(suggestion("gtp2"), Some("gpt2"));
         assert_eq!(suggestion("lama-3.1-8b"), Some("llama-3.1-8b"));
         assert_eq!(suggestion("bert-base-cased"), Some("bert-base-uncased"));
-        assert_eq!(suggestion("flan-t5-xl"), None);
+        assert_eq!(suggestion("electra-small-discriminator"), None);
     }
 
     #[test]

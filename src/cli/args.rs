@@ -439,7 +439,7 @@ pub struct WorkloadArgs {
 
     /// An encoder-decoder's (T5, BART) decoder tokens per sequence: the
     /// labels' length, which the decoder reads shifted right (default:
-    /// --seq-len, then the encoder's input tokens).
+    /// --seq-len, the encoder's input tokens).
     #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true)]
     pub target_len: Option<u64>,
 

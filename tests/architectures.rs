@@ -135,6 +135,25 @@ fn check(fixture: &Value) -> Result<usize, String> {
             tensors.len() - actual.len()
         ));
     }
+    // Parameters created with requires_grad False (Whisper's sinusoidal
+    // encoder positions) are counted and never trained.
+    let frozen: BTreeSet<&str> = fixture
+        .get("frozen")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let ours_frozen: BTreeSet<&str> = tensors
+        .iter()
+        .filter(|t| !t.trainable)
+        .map(|t| t.name.as_str())
+        .collect();
+    if frozen != ours_frozen {
+        problems.push(format!(
+            "    frozen: expected {frozen:?}, got {ours_frozen:?}"
+        ));
+    }
     let mut compared = 0;
     if let Some(expected) = expected_tensors(fixture) {
         problems.extend(differences(&expected, &actual));
@@ -242,6 +261,10 @@ fn encoder_decoders_are_measured_for_their_classes_and_default_to_seq2seq() {
                 "seq-cls:3",
                 "seq2seq",
             ],
+        ),
+        (
+            "whisper",
+            &["causal-lm", "embedding", "seq-cls:3", "seq2seq"],
         ),
     ] {
         assert_eq!(

@@ -682,6 +682,25 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
           "decoder_layers": 6, "encoder_attention_heads": 12, "decoder_attention_heads": 12,
           "vocab_size": 50265, "max_position_embeddings": 1024}),
     ]
+    # Whisper's special token ids default past a small vocabulary: set them inside it.
+    wh = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
+          "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 96,
+          "vocab_size": 1000, "num_mel_bins": 16, "max_source_positions": 30,
+          "max_target_positions": 20, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 1,
+          "decoder_start_token_id": 2}
+    S["whisper"] = [
+        ("defaults", "class defaults, only model_type given (whisper-tiny sizes)", {}),
+        ("tiny", "tiny sizes: 2 encoder and 3 decoder layers, 16 mel bins", wh),
+        ("untied", "tie_word_embeddings false: proj_out of its own",
+         {**wh, "tie_word_embeddings": False}),
+        ("weighted_layer_sum", "use_weighted_layer_sum true, classifier_proj_size 48",
+         {**wh, "use_weighted_layer_sum": True, "classifier_proj_size": 48}),
+        ("aliases", "hidden_size, num_attention_heads, num_hidden_layers (attribute_map aliases)",
+         {k: v for k, v in wh.items()
+          if k not in ("d_model", "encoder_attention_heads", "encoder_layers")}
+         | {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}),
+        ("mels_128", "num_mel_bins 128 (large-v3's)", {**wh, "num_mel_bins": 128}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),
@@ -716,7 +735,8 @@ VISION_TASKS = {"vit": ["embedding", "seq-cls:3"], "clip": ["embedding", "seq-cl
 # transformers has for them (BART's masked-lm is BartForConditionalGeneration).
 T5_TASKS = ["seq2seq", "embedding", "seq-cls:3", "token-cls:5"]
 SEQ2SEQ_TASKS = {"t5": T5_TASKS, "mt5": T5_TASKS, "umt5": T5_TASKS,
-                 "bart": ["seq2seq", "embedding", "seq-cls:3", "causal-lm", "masked-lm"]}
+                 "bart": ["seq2seq", "embedding", "seq-cls:3", "causal-lm", "masked-lm"],
+                 "whisper": ["seq2seq", "embedding", "seq-cls:3", "causal-lm"]}
 # The T5 family's config classes force tie_word_embeddings to true, so
 # from_config ties lm_head to shared; a published checkpoint whose file says
 # false holds a different lm_head, which from_pretrained leaves untied.
@@ -744,6 +764,9 @@ def auto_class(task: str, model_type: str = ""):
                "seq2seq": t.AutoModelForSeq2SeqLM}
     if model_type in VISION_TASKS:
         classes["seq-cls"] = t.AutoModelForImageClassification
+    if model_type == "whisper":
+        classes["seq2seq"] = t.AutoModelForSpeechSeq2Seq
+        classes["seq-cls"] = t.AutoModelForAudioClassification
     return classes[kind], int(labels) if labels else None
 
 
@@ -767,7 +790,8 @@ def measure(raw: dict, task: str = "causal-lm", model_type: str = ""):
             model = cls.from_config(cfg)
     total = sum(p.numel() for p in model.parameters())
     tensors = [{"name": name, "shape": list(p.shape)} for name, p in model.named_parameters()]
-    return total, tensors
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    return total, tensors, frozen
 
 
 def untied_checkpoint(raw: dict, cls, cfg):
@@ -851,7 +875,7 @@ def main(argv=None) -> int:
     start = time.time()
     for case_id, model_type, source, raw, task in cases:
         try:
-            total, tensors = measure(raw, task, model_type)
+            total, tensors, frozen = measure(raw, task, model_type)
         except Exception as exc:  # report and continue
             failures.append((case_id, f"{type(exc).__name__}: {exc}"))
             print(f"FAIL  {case_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -860,6 +884,8 @@ def main(argv=None) -> int:
                "total": total, "tensor_count": len(tensors), **versions}
         if task != "causal-lm" or model_type in SEQ2SEQ_TASKS:
             doc["task"] = task
+        if frozen:
+            doc["frozen"] = frozen
         if len(tensors) <= MAX_LISTED_TENSORS:
             doc["tensors"] = tensors
         out = FIXTURES_DIR / f"{case_id}.json"

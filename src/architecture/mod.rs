@@ -72,6 +72,7 @@ mod stablelm;
 mod starcoder2;
 mod t5;
 mod vit;
+mod whisper;
 
 pub use dimensions::{
     Dimensions, Dropout, EagerSoftmax, EncoderDecoder, EncoderHead, EncoderParts, LatentDims,
@@ -198,12 +199,17 @@ const INVENTORY_ENCODERS: &[(&str, LayOut, Task)] = &[
 /// Every supported encoder-decoder `model_type` and the file that lays out
 /// each task's inventory; each trains for [`encoder_decoder::DEFAULT_TASK`]
 /// (seq2seq) by default.
-const ENCODER_DECODERS: &[(&str, LayOut)] = &[
-    ("bart", bart::describe),
-    ("mt5", t5::describe_mt5),
-    ("t5", t5::describe),
-    ("umt5", t5::describe_umt5),
+const ENCODER_DECODERS: &[(&str, LayOut, Frozen)] = &[
+    ("bart", bart::describe, &[]),
+    ("mt5", t5::describe_mt5, &[]),
+    ("t5", t5::describe, &[]),
+    ("umt5", t5::describe_umt5, &[]),
+    ("whisper", whisper::describe, whisper::FROZEN),
 ];
+
+/// The parameters (by name suffix) a model creates with
+/// `requires_grad_(False)`: counted, never trained.
+type Frozen = &'static [&'static str];
 
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
@@ -216,7 +222,11 @@ pub fn supported() -> Vec<&'static str> {
                 .iter()
                 .map(|(model_type, _, _)| *model_type),
         )
-        .chain(ENCODER_DECODERS.iter().map(|(model_type, _)| *model_type))
+        .chain(
+            ENCODER_DECODERS
+                .iter()
+                .map(|(model_type, _, _)| *model_type),
+        )
         .collect();
     names.sort_unstable();
     names
@@ -265,8 +275,15 @@ pub fn is_encoder_decoder(config: &Value) -> bool {
         .is_some_and(|model_type| {
             ENCODER_DECODERS
                 .iter()
-                .any(|(known, _)| *known == model_type)
+                .any(|(known, _, _)| *known == model_type)
         })
+}
+
+/// What `seconds` of audio become in a Whisper config (`audio: 30 s ->
+/// 3000 log-mel frames (128 mel bins) -> 1500 encoder positions`); a
+/// length `WhisperEncoder` refuses is an error naming the one it takes.
+pub fn audio_tokens(config: &Value, seconds: u64) -> Result<String> {
+    whisper::audio_tokens(&Config::new(config)?, seconds)
 }
 
 /// Describes what an input of the model becomes.
@@ -375,7 +392,7 @@ pub fn default_task(model_type: &str) -> Option<Task> {
         Some(*task)
     } else if ENCODER_DECODERS
         .iter()
-        .any(|(known, _)| *known == model_type)
+        .any(|(known, _, _)| *known == model_type)
     {
         Some(encoder_decoder::DEFAULT_TASK)
     } else if ARCHITECTURES
@@ -406,12 +423,18 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
         let task = task.unwrap_or(*default);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
     }
-    if let Some((_, lay_out)) = ENCODER_DECODERS
+    if let Some((_, lay_out, frozen)) = ENCODER_DECODERS
         .iter()
-        .find(|(known, _)| *known == model_type)
+        .find(|(known, _, _)| *known == model_type)
     {
         let task = task.unwrap_or(encoder_decoder::DEFAULT_TASK);
-        return Ok((task, lay_out(&config, task)?.into_tensors()?));
+        let mut tensors = lay_out(&config, task)?.into_tensors()?;
+        for tensor in &mut tensors {
+            if frozen.iter().any(|name| tensor.name.ends_with(name)) {
+                tensor.trainable = false;
+            }
+        }
+        return Ok((task, tensors));
     }
     let describe = ARCHITECTURES
         .iter()
@@ -459,7 +482,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 42);
+        assert_eq!(names.len(), 43);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -705,6 +728,30 @@ mod tests {
         assert_eq!(key, "decoder_attention_heads");
         let (key, _) = invalid(json!({"model_type": "t5", "num_heads": 0}));
         assert_eq!(key, "num_heads");
+    }
+
+    #[test]
+    fn whisper_takes_thirty_seconds_and_never_trains_its_encoder_positions() {
+        let config = json!({"model_type": "whisper"});
+        assert_eq!(
+            audio_tokens(&config, 30).unwrap(),
+            "audio: 30 s -> 3000 log-mel frames (80 mel bins) -> 1500 encoder positions (conv2's stride 2)"
+        );
+        for seconds in [10, 31, u64::MAX] {
+            let message = audio_tokens(&config, seconds).unwrap_err().to_string();
+            assert!(message.contains("accepted: 30 (seconds)"), "{message}");
+        }
+        let short = json!({"model_type": "whisper", "max_source_positions": 25});
+        let message = audio_tokens(&short, 1).unwrap_err().to_string();
+        assert!(message.contains("none in whole seconds"), "{message}");
+        let (_, tensors) = tensors_for_task(&config, None).unwrap();
+        let frozen: Vec<_> = tensors
+            .iter()
+            .filter(|t| !t.trainable)
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(frozen, ["model.encoder.embed_positions.weight"]);
+        assert!(audio_tokens(&json!({"model_type": "whisper", "d_model": 10}), 30).is_err());
     }
 
     #[test]

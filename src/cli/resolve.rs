@@ -331,10 +331,30 @@ pub fn image_workload(
     Ok((workload, note))
 }
 
+/// Whisper's clip length when `--audio-seconds` is not given: the feature
+/// extractor's `chunk_length`.
+const WHISPER_SECONDS: u64 = 30;
+
 /// What an encoder-decoder's inputs become, for the report (`tokens:
 /// encoder 8 x 512 = 4,096 input tokens, decoder 8 x 128 = 1,024 target
 /// tokens`); `--target-len` for a model with one stack is refused.
 fn target_tokens(args: &WorkloadArgs, model: &Model) -> Result<Option<String>> {
+    let audio = match (&model.config, model.model_type.as_deref()) {
+        (Some(config), Some("whisper")) => Some(architecture::audio_tokens(
+            config,
+            args.audio_seconds.unwrap_or(WHISPER_SECONDS),
+        )?),
+        _ => match args.audio_seconds {
+            Some(seconds) => {
+                return Err(Error::InvalidValue {
+                    what: "--audio-seconds",
+                    value: seconds.to_string(),
+                    reason: format!("{} takes no audio; accepted for: whisper", model.name),
+                });
+            }
+            None => None,
+        },
+    };
     let encoder_decoder = model
         .config
         .as_ref()
@@ -345,7 +365,7 @@ fn target_tokens(args: &WorkloadArgs, model: &Model) -> Result<Option<String>> {
                 what: "--target-len",
                 value: target.to_string(),
                 reason: format!(
-                    "{} has no decoder reading a separate target; accepted for encoder-decoders: bart, mt5, t5, umt5",
+                    "{} has no decoder reading a separate target; accepted for encoder-decoders: bart, mt5, t5, umt5, whisper",
                     model.name
                 ),
             }),
@@ -353,8 +373,18 @@ fn target_tokens(args: &WorkloadArgs, model: &Model) -> Result<Option<String>> {
         };
     }
     let (Some(batch), Some(source)) = (args.micro_batch, args.seq_len) else {
-        return Ok(None);
+        return Ok(audio);
     };
+    if let Some(audio) = audio {
+        let target = args.target_len.unwrap_or(source);
+        return Ok(Some(format!(
+            "{audio} per sample; decoder {batch} x {target} = {} target tokens",
+            batch
+                .checked_mul(target)
+                .map(|tokens| Count(tokens).grouped())
+                .unwrap_or_else(|| "too many".to_string())
+        )));
+    }
     let target = args.target_len.unwrap_or(source);
     let count = |length: u64| {
         batch

@@ -260,6 +260,11 @@ pub const PRESETS: &[Preset] = &[
         Some("its task_specific_params (generation prompts)")
     ),
     preset!("flan-t5-xl", "google/flan-t5-xl"),
+    preset!(
+        "whisper-large-v3",
+        "openai/whisper-large-v3",
+        Some("its generation keys (suppress tokens, alignment heads) and SpecAugment settings")
+    ),
 ];
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ const REQUIRED: &[&str] = &[
     "clip",
     "t5",
     "bart",
+    "whisper",
 ];
 const TOLERANCE: f64 = 0.05;
 

@@ -249,7 +249,8 @@ def task_class(task: str, cfg, transformers):
                "masked-lm": transformers.AutoModelForMaskedLM,
                "seq-cls": transformers.AutoModelForSequenceClassification,
                "token-cls": transformers.AutoModelForTokenClassification,
-               "seq2seq": transformers.AutoModelForSeq2SeqLM}
+               "seq2seq": (transformers.AutoModelForSpeechSeq2Seq if cfg.model_type == "whisper"
+                           else transformers.AutoModelForSeq2SeqLM)}
     if cfg.model_type in VISION:
         classes["seq-cls"] = transformers.AutoModelForImageClassification
     if n:
@@ -411,7 +412,13 @@ T5_BASE = {"d_model": 64, "d_ff": 96, "num_layers": 2, "num_decoder_layers": 3, 
 BART_BASE = {"d_model": 64, "encoder_ffn_dim": 96, "decoder_ffn_dim": 80, "encoder_layers": 2,
              "decoder_layers": 3, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
              "vocab_size": 1000, "max_position_embeddings": 128}
-SEQ2SEQ = {"t5", "bart"}
+WHISPER_BASE = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 3,
+                "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+                "encoder_ffn_dim": 96, "decoder_ffn_dim": 80, "vocab_size": 1000,
+                "num_mel_bins": 16, "max_source_positions": 32, "max_target_positions": 48,
+                "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 1,
+                "decoder_start_token_id": 2}
+SEQ2SEQ = {"t5", "bart", "whisper"}
 
 
 def seq2seq_specs() -> list[dict]:
@@ -448,6 +455,22 @@ def seq2seq_specs() -> list[dict]:
                         description=f"feed_forward_proj {ff}"))
     out.append(spec("t5", "d_kv", {**T5_BASE, "d_kv": 8}, dtype="fp32", attn="sdpa", S=64, T=32,
                     task="seq2seq", description="d_kv 8: attention width 32, not d_model 64"))
+    # Whisper: S is the encoder's positions (max_source_positions, after the
+    # stride-2 convolution over 2 * S log-mel frames), T the labels.
+    dropouts = {"dropout": 0.1, "attention_dropout": 0.1, "activation_dropout": 0.1}
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("whisper", "base", WHISPER_BASE, dtype=dtype, attn=attn, S=32, T=24,
+                            task="seq2seq", description="tiny, the class's dropouts (0)"))
+            out.append(spec("whisper", "dropouts", {**WHISPER_BASE, **dropouts}, dtype=dtype,
+                            attn=attn, S=32, T=24, task="seq2seq",
+                            description="dropout, attention_dropout, activation_dropout 0.1"))
+    out.append(spec("whisper", "base", WHISPER_BASE, dtype="bf16", attn="sdpa", B=3, S=32, T=40,
+                    task="seq2seq", description="target longer than the input positions"))
+    for attn in ("eager", "sdpa"):
+        out.append(spec("whisper", "gc", WHISPER_BASE, dtype="bf16", attn=attn, S=32, T=24,
+                        gc=True, task="seq2seq",
+                        description="gradient checkpointing of every layer"))
     return out
 
 
@@ -732,6 +755,12 @@ def measure(sp: dict, torch, transformers) -> dict:
         side = vision.image_size
         ids = torch.randn(sp["B"], vision.num_channels, side, side)
         labels = torch.randint(0, cfg.num_labels, (sp["B"],))
+    elif sp["model_type"] == "whisper":
+        # log-mel frames as the feature extractor returns them, cast to the
+        # model's dtype as a training collator does (conv1 refuses a mix).
+        ids = torch.randn(sp["B"], cfg.num_mel_bins, 2 * sp["S"]).to(
+            getattr(torch, DTYPES[sp["dtype"]]))
+        labels = torch.randint(0, cfg.vocab_size, (sp["B"], sp["T"]))
     elif sp["task"] == "seq2seq":
         ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
         labels = torch.randint(0, cfg.vocab_size, (sp["B"], sp["T"]))
@@ -757,6 +786,8 @@ def measure(sp: dict, torch, transformers) -> dict:
                 with Tracker():
                     if sp["model_type"] in VISION:
                         out = model(pixel_values=ids, labels=labels)
+                    elif sp["model_type"] == "whisper":
+                        out = model(input_features=ids, labels=labels, use_cache=sp["use_cache"])
                     elif sp["task"] in ("causal-lm", "seq2seq"):
                         out = model(input_ids=ids, labels=labels, use_cache=sp["use_cache"])
                     else:

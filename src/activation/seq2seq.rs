@@ -1,12 +1,17 @@
-//! What an encoder-decoder (T5, BART) saves for backward when trained as
-//! `AutoModelForSeq2SeqLM` on `S` input tokens and `T` label tokens: the
-//! encoder's layers over `B·S` tokens, the decoder's over `B·T` with
-//! cross-attention to the encoder's output, and the loss over `B·T` rows.
+//! What an encoder-decoder (T5, BART, Whisper) saves for backward when
+//! trained as `AutoModelForSeq2SeqLM` (Whisper: `AutoModelForSpeechSeq2Seq`)
+//! on `S` input tokens and `T` label tokens: the encoder's layers over `B·S`
+//! tokens (Whisper's `max_source_positions`, whatever `--seq-len` says),
+//! the decoder's over `B·T` with cross-attention to the encoder's output,
+//! and the loss over `B·T` rows.
 //!
 //! Every formula was read off the saved tensors of
-//! `tools/measure_activations.py` (the `t5__*` and `bart__*` `seq2seq`
-//! fixtures, CPU, no `attention_mask`, `use_cache` off) and reproduces all
-//! of them to the byte. With P the activation element size, n a stack's
+//! `tools/measure_activations.py` (the `t5__*`, `bart__*` and `whisper__*`
+//! `seq2seq` fixtures, CPU, no `attention_mask`, `use_cache` off) and
+//! reproduces all 44 of them to the byte. Whisper's layers (pre-norm) save
+//! what BART's (post-norm) do, in another order; its front keeps the
+//! log-mel frames and the two convolutions' GELU inputs, each stack ends in
+//! a LayerNorm, and the flash kernel's output is copied before `out_proj`. With P the activation element size, n a stack's
 //! tokens, h `d_model`, w the attention width (heads · head width), f the
 //! feed-forward width:
 //!
@@ -105,7 +110,7 @@ impl Shape<'_> {
                 saved.tensor_if(p != FP32_BYTES, &[p, tokens, h])?;
                 saved.tensor(&[p, tokens, h])?;
             }
-            Seq2SeqFamily::Bart => {
+            Seq2SeqFamily::Bart | Seq2SeqFamily::Whisper => {
                 saved.tensor(&[p, tokens, h])?;
                 saved.tensor(&[2, self.kernels.layer_norm_stats.bytes(p), tokens])?;
             }
@@ -148,6 +153,8 @@ impl Shape<'_> {
         } else {
             saved.tensor(&[p, rows, width])?;
             saved.tensor(&[FP32_BYTES, b, site.heads, site.queries])?;
+            // Whisper's reshape copies the kernel's output before out_proj.
+            saved.tensor_if(self.family == Seq2SeqFamily::Whisper, &[p, queries, width])?;
         }
         // The output projection's input (the flash kernel's output).
         saved.tensor(&[p, queries, width])?;
@@ -260,8 +267,24 @@ impl Shape<'_> {
                 saved.tensor(&[INT64, tokens])?;
                 saved.add(self.norm(tokens)?)?;
             }
+            Seq2SeqFamily::Whisper => return self.audio_embeddings(),
         }
         saved.add(self.hidden_mask(tokens)?)?;
+        Ok(saved.bytes())
+    }
+
+    /// Whisper's front: the log-mel frames conv1 keeps (2·S per sequence,
+    /// in the model dtype), GELU's input and conv2's input over the 2·S
+    /// frames, GELU's input over the S positions conv2's stride leaves, the
+    /// dropout mask; the frozen positions keep nothing.
+    fn audio_embeddings(&self) -> Result<Bytes> {
+        let (p, b, h) = (self.element, self.batch, self.hidden);
+        let frames = self.source.saturating_mul(2);
+        let mut saved = Tally::new();
+        saved.tensor(&[p, b, self.model.mel_bins, frames])?;
+        saved.tensor(&[2, p, b, h, frames])?;
+        saved.tensor(&[p, b, h, self.source])?;
+        saved.add(self.hidden_mask(b.saturating_mul(self.source))?)?;
         Ok(saved.bytes())
     }
 
@@ -270,9 +293,13 @@ impl Shape<'_> {
     fn encoder_output(&self) -> Result<Bytes> {
         let tokens = self.batch.saturating_mul(self.source);
         let mut saved = Tally::new();
-        if self.family == Seq2SeqFamily::T5 {
-            saved.add(self.norm(tokens)?)?;
-            saved.add(self.hidden_mask(tokens)?)?;
+        match self.family {
+            Seq2SeqFamily::T5 => {
+                saved.add(self.norm(tokens)?)?;
+                saved.add(self.hidden_mask(tokens)?)?;
+            }
+            Seq2SeqFamily::Whisper => saved.add(self.norm(tokens)?)?,
+            Seq2SeqFamily::Bart => {}
         }
         saved.add(self.stream(tokens)?)?;
         Ok(saved.bytes())
@@ -303,6 +330,8 @@ impl Shape<'_> {
                 saved.tensor(&[INT64, self.target])?;
                 saved.add(self.norm(tokens)?)?;
             }
+            // WhisperPositionalEmbedding indexes its table by [B, T] ids.
+            Seq2SeqFamily::Whisper => saved.tensor(&[INT64, tokens])?,
         }
         saved.add(self.hidden_mask(tokens)?)?;
         Ok(saved.bytes())
@@ -313,9 +342,13 @@ impl Shape<'_> {
     fn decoder_head(&self) -> Result<Bytes> {
         let tokens = self.batch.saturating_mul(self.target);
         let mut saved = Tally::new();
-        if self.family == Seq2SeqFamily::T5 {
-            saved.add(self.norm(tokens)?)?;
-            saved.add(self.hidden_mask(tokens)?)?;
+        match self.family {
+            Seq2SeqFamily::T5 => {
+                saved.add(self.norm(tokens)?)?;
+                saved.add(self.hidden_mask(tokens)?)?;
+            }
+            Seq2SeqFamily::Whisper => saved.add(self.norm(tokens)?)?,
+            Seq2SeqFamily::Bart => {}
         }
         saved.add(self.stream(tokens)?)?;
         Ok(saved.bytes())
@@ -366,7 +399,7 @@ fn check(workload: &Workload) -> Result<()> {
         Error::InvalidValue {
         what,
         value,
-        reason: "encoder-decoder activations (T5, BART) are modelled for plain data-parallel training of the whole model with the standard loss, and --recompute none or full on every layer".to_string(),
+        reason: "encoder-decoder activations (T5, BART, Whisper) are modelled for plain data-parallel training of the whole model with the standard loss, and --recompute none or full on every layer".to_string(),
     }
     };
     if workload.tensor_parallel > 1 {
@@ -431,12 +464,25 @@ pub fn activations(
     kernels: &Kernels,
 ) -> Result<Activations> {
     check(workload)?;
+    let target = workload.target_len.unwrap_or(workload.seq_len);
+    if let Some(most) = model.target_positions
+        && target > most
+    {
+        return Err(Error::InvalidValue {
+            what: "--target-len",
+            value: target.to_string(),
+            reason: format!(
+                "{} raises past max_target_positions; accepted: at most {most} decoder tokens (--target-len, else --seq-len)",
+                dims.model_type
+            ),
+        });
+    }
     let shape = Shape {
         model,
         family: model.family,
         element: workload.dtype.bytes(),
         batch: workload.micro_batch,
-        source: workload.seq_len,
+        source: model.source_positions.unwrap_or(workload.seq_len),
         target: workload.target_len.unwrap_or(workload.seq_len),
         hidden: dims.hidden,
         vocab: dims.vocab,

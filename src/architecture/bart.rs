@@ -297,6 +297,9 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             dropout,
             attention_dropout,
             activation_dropout: config.fraction("activation_dropout", 0.0)? > 0.0,
+            mel_bins: 0,
+            source_positions: None,
+            target_positions: None,
         }),
     })
 }

@@ -78,6 +78,10 @@ pub enum Seq2SeqFamily {
     /// `BartForConditionalGeneration`: post-norm LayerNorms, learned
     /// positions, biased linears, the embedding LayerNorm.
     Bart,
+    /// `WhisperForConditionalGeneration`: two convolutions over log-mel
+    /// frames, pre-norm layers, final LayerNorms, the attention output
+    /// copied before its projection.
+    Whisper,
 }
 
 /// The feed-forward of an encoder-decoder layer, by what it saves.
@@ -125,6 +129,14 @@ pub struct EncoderDecoder {
     /// Dropout inside the feed-forward (T5's `dropout_rate`, BART's
     /// `activation_dropout`).
     pub activation_dropout: bool,
+    /// Whisper's log-mel bins (`num_mel_bins`); 0 for a text encoder.
+    pub mel_bins: u64,
+    /// Whisper's encoder positions, fixed whatever `--seq-len` says
+    /// (`max_source_positions`: 30 s of audio); `None` for a text encoder.
+    pub source_positions: Option<u64>,
+    /// The most decoder tokens the model takes (Whisper's
+    /// `max_target_positions`, which it raises past); `None`: unbounded.
+    pub target_positions: Option<u64>,
 }
 
 /// What a BERT-style encoder saves outside its layers that a causal LM
@@ -517,7 +529,7 @@ pub fn supported_for_activations() -> Vec<&'static str> {
         .filter(|(_, _, measure)| measure.is_some())
         .map(|(name, _, _)| *name)
         .chain(super::ENCODERS.iter().map(|(name, _)| *name))
-        .chain(["bart", "clip", "t5", "vit"])
+        .chain(["bart", "clip", "t5", "vit", "whisper"])
         .collect();
     names.sort_unstable();
     names

@@ -257,6 +257,9 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     if model_type == "bart" {
         return bart::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
     }
+    if model_type == "whisper" {
+        return whisper::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))

@@ -419,6 +419,9 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             dropout,
             attention_dropout: dropout,
             activation_dropout: dropout,
+            mel_bins: 0,
+            source_positions: None,
+            target_positions: None,
         }),
     })
 }

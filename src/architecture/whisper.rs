@@ -23,6 +23,10 @@
 
 use super::config::{Config, exact_ratio};
 use super::decoder::Decoder;
+use super::dimensions::{
+    Dimensions, Dropout, EagerSoftmax, EncoderDecoder, LayerLayout, Linears, MlpKind, NormKind,
+    Positions, QkNormKind, QkvLayout, Seq2SeqFamily, Seq2SeqFeedForward, Softcap,
+};
 use super::encoder_decoder::{bounded, write_stack};
 use super::params::{Norm, Params, sum};
 use super::task::Task;
@@ -282,4 +286,97 @@ pub fn audio_tokens(config: &Config, seconds: u64) -> Result<String> {
         "audio: {seconds} s -> {frames} log-mel frames ({} mel bins) -> {} encoder positions (conv2's stride 2)",
         whisper.mels, whisper.source_positions
     ))
+}
+
+/// The sizes and kinds the seq2seq activation model needs for
+/// `WhisperForConditionalGeneration` (`seq2seq`): the log-mel frames and
+/// the two convolutions with their GELUs, pre-norm layers with
+/// `nn.LayerNorm`, `gelu` (the only `activation_function` measured), the
+/// final LayerNorm of each stack, and the dropouts `dropout`,
+/// `attention_dropout` and `activation_dropout` (0 by default).
+pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
+    if task != Task::Seq2Seq {
+        return Err(Error::InvalidValue {
+            what: "--task",
+            value: task.to_string(),
+            reason:
+                "activations of `whisper` are modelled for seq2seq (WhisperForConditionalGeneration)"
+                    .to_string(),
+        });
+    }
+    let whisper = Whisper::read(config)?;
+    let activation = config
+        .string("activation_function", Some("gelu"))?
+        .unwrap_or("gelu");
+    if activation != "gelu" {
+        return Err(Error::InvalidConfig {
+            key: "activation_function".to_string(),
+            problem: format!(
+                "`{activation}` is not measured for Whisper's activation memory; accepted: gelu"
+            ),
+        });
+    }
+    let heads = config.size_of_first(&["encoder_attention_heads", "num_attention_heads"], 6)?;
+    if config.size("decoder_attention_heads", 6)? != heads {
+        return Err(Error::InvalidConfig {
+            key: "decoder_attention_heads".to_string(),
+            problem: "a head count other than the encoder's is not measured for activation memory; accepted: the same head count in both stacks".to_string(),
+        });
+    }
+    let head_dim = exact_ratio(whisper.hidden, heads, "encoder_attention_heads")?;
+    let dropout = config.fraction("dropout", 0.0)? > 0.0;
+    let attention_dropout = config.fraction("attention_dropout", 0.0)? > 0.0;
+    Ok(Dimensions {
+        model_type: "whisper".to_string(),
+        layers: whisper
+            .encoder_layers
+            .saturating_add(whisper.decoder_layers),
+        hidden: whisper.hidden,
+        intermediate: whisper.encoder_ffn.max(whisper.decoder_ffn),
+        heads,
+        kv_heads: heads,
+        head_dim,
+        vocab: whisper.vocab,
+        tied_embeddings: whisper.tied,
+        norm: NormKind::LayerNorm,
+        layout: LayerLayout::PreNorm,
+        qkv: QkvLayout::Separate,
+        qk_norm: QkNormKind::None,
+        softmax: EagerSoftmax::ModelDtype,
+        mlp: MlpKind::Gelu,
+        experts: None,
+        positions: Positions::Learned,
+        dropout: Dropout {
+            attention: attention_dropout,
+            residual: dropout,
+            embedding: dropout,
+        },
+        softcap: Softcap::default(),
+        mask_positional: false,
+        linears: Linears {
+            attention_input: vec!["q_proj", "k_proj", "v_proj"],
+            attention_output: "out_proj",
+            mlp_input: vec!["fc1"],
+            mlp_output: "fc2",
+            conv1d: false,
+        },
+        encoder: None,
+        encoder_decoder: Some(EncoderDecoder {
+            family: Seq2SeqFamily::Whisper,
+            encoder_layers: whisper.encoder_layers,
+            decoder_layers: whisper.decoder_layers,
+            encoder_heads: heads,
+            decoder_heads: heads,
+            head_dim,
+            encoder_intermediate: whisper.encoder_ffn,
+            decoder_intermediate: whisper.decoder_ffn,
+            feed_forward: Seq2SeqFeedForward::Gelu,
+            dropout,
+            attention_dropout,
+            activation_dropout: config.fraction("activation_dropout", 0.0)? > 0.0,
+            mel_bins: whisper.mels,
+            source_positions: Some(whisper.source_positions),
+            target_positions: Some(whisper.target_positions),
+        }),
+    })
 }

@@ -437,9 +437,10 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub images: Option<u64>,
 
-    /// An encoder-decoder's (T5, BART) decoder tokens per sequence: the
-    /// labels' length, which the decoder reads shifted right (default:
-    /// --seq-len, the encoder's input tokens).
+    /// An encoder-decoder's (T5, BART, Whisper) decoder tokens per
+    /// sequence: the labels' length, which the decoder reads shifted right
+    /// (default: --seq-len, the encoder's input tokens; Whisper's encoder
+    /// always holds its 1,500 audio positions).
     #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true)]
     pub target_len: Option<u64>,
 

@@ -387,6 +387,10 @@ pub fn notes(dims: &Dimensions, workload: &Workload) -> Vec<String> {
         "{}: encoder layers over the input tokens, decoder layers over the target tokens with cross-attention to the encoder's output; measured on CPU without an attention_mask (unpadded batches)",
         dims.model_type
     )];
+    notes.push(format!(
+        "the step time's FLOPs count the {} layers as one stack over the input tokens (the decoder's target tokens and cross-attention are not priced apart): approximate",
+        dims.layers
+    ));
     if workload.platform == Platform::Cuda {
         notes.push("encoder-decoder activations follow the CPU measurements with CUDA's 1-byte dropout masks and fp32 LayerNorm statistics; which sdpa kernel CUDA picks for T5's trainable position bias is not measured: approximate".to_string());
     }

@@ -782,11 +782,11 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
             })
         }
         (Some(_), None)
-            if matches!(model.model_type.as_deref(), Some("t5" | "bart"))
+            if matches!(model.model_type.as_deref(), Some("t5" | "bart" | "whisper"))
                 && model.task != Some(crate::architecture::Task::Seq2Seq) =>
         {
             notes.push(format!(
-                "activations are not estimated: for `{}` trainmem models seq2seq (AutoModelForSeq2SeqLM), whose saved tensors are measured; give --task seq2seq",
+                "activations are not estimated: for `{}` trainmem models seq2seq (AutoModelForSeq2SeqLM, Whisper's AutoModelForSpeechSeq2Seq), whose saved tensors are measured; give --task seq2seq",
                 model.model_type.as_deref().unwrap_or_default()
             ))
         }

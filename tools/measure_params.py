@@ -701,6 +701,36 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
          | {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}),
         ("mels_128", "num_mel_bins 128 (large-v3's)", {**wh, "num_mel_bins": 128}),
     ]
+    mb = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 1000, "state_size": 8}
+    S["mamba"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", mb),
+        ("expand_3", "expand 3, conv_kernel 3, state_size 5", {**mb, "expand": 3,
+                                                               "conv_kernel": 3, "state_size": 5}),
+        ("rank", "time_step_rank 7 (not auto)", {**mb, "time_step_rank": 7}),
+        ("biases", "use_bias true, use_conv_bias false", {**mb, "use_bias": True,
+                                                          "use_conv_bias": False}),
+        ("untied", "tie_word_embeddings false", {**mb, "tie_word_embeddings": False}),
+        ("odd_sizes", "hidden 72 (auto rank 5), vocab 1003, 3 layers",
+         {**mb, "hidden_size": 72, "vocab_size": 1003, "num_hidden_layers": 3}),
+        # state-spaces/mamba-2.8b-hf's sizes
+        ("published_2_8b", "state-spaces/mamba-2.8b-hf's sizes",
+         {"hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280, "state_size": 16,
+          "expand": 2, "conv_kernel": 4, "time_step_rank": 160}),
+    ]
+    m2 = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 1000, "state_size": 8,
+          "num_heads": 8, "head_dim": 16, "n_groups": 2}
+    S["mamba2"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes: 8 heads of 16, 2 groups", m2),
+        ("one_group", "n_groups 1, 4 heads of 32", {**m2, "n_groups": 1, "num_heads": 4,
+                                                     "head_dim": 32}),
+        ("biases", "use_bias true, use_conv_bias false", {**m2, "use_bias": True,
+                                                          "use_conv_bias": False}),
+        ("tied", "tie_word_embeddings true", {**m2, "tie_word_embeddings": True}),
+        ("expand_3", "expand 3 (12 heads of 16), conv_kernel 3",
+         {**m2, "expand": 3, "num_heads": 12, "conv_kernel": 3}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),

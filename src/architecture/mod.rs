@@ -53,6 +53,7 @@ mod gpt_neox;
 mod gptj;
 mod granite;
 mod llama;
+mod mamba;
 mod mistral;
 mod mixtral;
 mod modernbert;
@@ -129,6 +130,8 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("gptj", gptj::describe, None),
     ("granite", granite::describe, Some(granite::dimensions)),
     ("llama", from_blueprint!(llama), Some(llama::dimensions)),
+    ("mamba", mamba::describe, None),
+    ("mamba2", mamba::describe_mamba2, None),
     (
         "mistral",
         from_blueprint!(mistral),
@@ -485,7 +488,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 43);
+        assert_eq!(names.len(), 45);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 

@@ -761,6 +761,28 @@ mod tests {
     }
 
     #[test]
+    fn mamba_reads_its_rank_and_mamba2_checks_its_heads_and_groups() {
+        let (key, problem) = invalid(json!({"model_type": "mamba", "time_step_rank": "big"}));
+        assert_eq!(key, "time_step_rank");
+        assert!(problem.contains("\"auto\""), "{problem}");
+        let mamba = tensors_from_config(&json!({"model_type": "mamba", "hidden_size": 72,
+            "num_hidden_layers": 1}))
+        .unwrap();
+        let dt = mamba
+            .iter()
+            .find(|t| t.name == "backbone.layers.0.mixer.dt_proj.weight")
+            .unwrap();
+        assert_eq!(dt.shape.dims(), [144, 5], "auto rank: ceil(72 / 16)");
+        let (key, problem) = invalid(json!({"model_type": "mamba2", "num_heads": 7}));
+        assert_eq!(key, "num_heads");
+        assert!(problem.contains("hidden_size x expand = 8192"), "{problem}");
+        for groups in [0, 3] {
+            let (key, _) = invalid(json!({"model_type": "mamba2", "n_groups": groups}));
+            assert_eq!(key, "n_groups");
+        }
+    }
+
+    #[test]
     fn encoder_decoder_tensors_get_their_roles() {
         let t5 = tensors_from_config(&json!({"model_type": "t5", "num_layers": 1})).unwrap();
         assert_eq!(role_of(&t5, "shared.weight"), Role::Embedding);

@@ -135,6 +135,25 @@ fn check(fixture: &Value) -> Result<usize, String> {
             tensors.len() - actual.len()
         ));
     }
+    // Parameters created with requires_grad False (Whisper's sinusoidal
+    // encoder positions) are counted and never trained.
+    let frozen: BTreeSet<&str> = fixture
+        .get("frozen")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let ours_frozen: BTreeSet<&str> = tensors
+        .iter()
+        .filter(|t| !t.trainable)
+        .map(|t| t.name.as_str())
+        .collect();
+    if frozen != ours_frozen {
+        problems.push(format!(
+            "    frozen: expected {frozen:?}, got {ours_frozen:?}"
+        ));
+    }
     let mut compared = 0;
     if let Some(expected) = expected_tensors(fixture) {
         problems.extend(differences(&expected, &actual));
@@ -212,7 +231,49 @@ fn encoders_are_measured_for_every_task_and_default_to_masked_lm() {
         assert_eq!(default_task(encoder), Some(Task::MaskedLm));
     }
     assert_eq!(default_task("llama"), Some(Task::CausalLm));
-    assert_eq!(default_task("t5"), None);
+    assert_eq!(default_task("not_a_model_type"), None);
+}
+
+#[test]
+fn encoder_decoders_are_measured_for_their_classes_and_default_to_seq2seq() {
+    let mut tasks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in fixture_paths() {
+        let fixture = read(&path);
+        if let Some(task) = fixture.get("task").and_then(Value::as_str) {
+            let model_type = fixture["model_type"].as_str().unwrap_or("?").to_string();
+            tasks
+                .entry(model_type)
+                .or_default()
+                .insert(task.to_string());
+        }
+    }
+    let t5 = &["embedding", "seq-cls:3", "seq2seq", "token-cls:5"][..];
+    for (model_type, measured) in [
+        ("t5", t5),
+        ("mt5", t5),
+        ("umt5", t5),
+        (
+            "bart",
+            &[
+                "causal-lm",
+                "embedding",
+                "masked-lm",
+                "seq-cls:3",
+                "seq2seq",
+            ],
+        ),
+        (
+            "whisper",
+            &["causal-lm", "embedding", "seq-cls:3", "seq2seq"],
+        ),
+    ] {
+        assert_eq!(
+            tasks[model_type],
+            measured.iter().map(|task| task.to_string()).collect(),
+            "{model_type}"
+        );
+        assert_eq!(default_task(model_type), Some(Task::Seq2Seq));
+    }
 }
 
 #[test]

@@ -233,8 +233,8 @@ MOE_TYPES = {"mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3"}
 
 def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False, frozen=None,
          seed=0, experts=None, native_dropout=False, use_cache=False, description="",
-         task="causal-lm", images=0):
-    sid = f"{mt}__{variant}__{dtype}__{attn}__b{B}s{S}"
+         task="causal-lm", images=0, T=None):
+    sid = f"{mt}__{variant}__{dtype}__{attn}__b{B}s{S}" + (f"t{T}" if T is not None else "")
     if images:
         sid += f"i{images}"
     if seed:
@@ -244,7 +244,7 @@ def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False,
     return dict(id=sid, model_type=mt, variant=variant, config=config, dtype=dtype, attn=attn,
                 B=B, S=S, gc=gc, frozen=frozen, seed=seed, experts=experts,
                 native_dropout=native_dropout, use_cache=use_cache, description=description,
-                task=task, images=images)
+                task=task, images=images, T=T)
 
 
 def task_class(task: str, cfg, transformers):
@@ -253,7 +253,9 @@ def task_class(task: str, cfg, transformers):
     classes = {"causal-lm": transformers.AutoModelForCausalLM,
                "masked-lm": transformers.AutoModelForMaskedLM,
                "seq-cls": transformers.AutoModelForSequenceClassification,
-               "token-cls": transformers.AutoModelForTokenClassification}
+               "token-cls": transformers.AutoModelForTokenClassification,
+               "seq2seq": (transformers.AutoModelForSpeechSeq2Seq if cfg.model_type == "whisper"
+                           else transformers.AutoModelForSeq2SeqLM)}
     if cfg.model_type in VISION:
         classes["seq-cls"] = transformers.AutoModelForImageClassification
     if cfg.model_type in VISION_LANGUAGE:
@@ -405,6 +407,78 @@ def specs() -> list[dict]:
     out.extend(encoder_specs())
     out.extend(vision_specs())
     out.extend(vision_language_specs())
+    out.extend(seq2seq_specs())
+    return out
+
+
+# Encoder-decoders trained as AutoModelForSeq2SeqLM: S input tokens for the
+# encoder, T label tokens (the decoder reads them shifted right, as the
+# model's own _shift_right / shift_tokens_right makes them), T != S so that
+# each stack's share is told apart.
+T5_BASE = {"d_model": 64, "d_ff": 96, "num_layers": 2, "num_decoder_layers": 3, "num_heads": 4,
+           "d_kv": 16, "vocab_size": 1000, "decoder_start_token_id": 0}
+BART_BASE = {"d_model": 64, "encoder_ffn_dim": 96, "decoder_ffn_dim": 80, "encoder_layers": 2,
+             "decoder_layers": 3, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+             "vocab_size": 1000, "max_position_embeddings": 128}
+WHISPER_BASE = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 3,
+                "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+                "encoder_ffn_dim": 96, "decoder_ffn_dim": 80, "vocab_size": 1000,
+                "num_mel_bins": 16, "max_source_positions": 32, "max_target_positions": 48,
+                "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 1,
+                "decoder_start_token_id": 2}
+SEQ2SEQ = {"t5", "bart", "whisper"}
+
+
+def seq2seq_specs() -> list[dict]:
+    out = []
+    t5_off = {"dropout_rate": 0.0}
+    bart_off = {"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
+    for mt, base, off in (("t5", T5_BASE, t5_off), ("bart", BART_BASE, bart_off)):
+        for dtype in ("fp32", "bf16"):
+            for attn in ("eager", "sdpa"):
+                out.append(spec(mt, "base", base, dtype=dtype, attn=attn, S=64, T=32,
+                                task="seq2seq", description="tiny, default dropouts"))
+                out.append(spec(mt, "no_dropout", {**base, **off}, dtype=dtype, attn=attn, S=64,
+                                T=32, task="seq2seq", description="every dropout 0"))
+        out.append(spec(mt, "base", base, dtype="bf16", attn="sdpa", B=3, S=40, T=72,
+                        task="seq2seq", description="target longer than the input"))
+        for attn in ("eager", "sdpa"):
+            out.append(spec(mt, "gc", base, dtype="bf16", attn=attn, S=64, T=32, gc=True,
+                            task="seq2seq", description="gradient checkpointing of every layer"))
+        out.append(spec(mt, "untied", {**base, "tie_word_embeddings": False}, dtype="fp32",
+                        attn="sdpa", S=64, T=32, task="seq2seq",
+                        description="tie_word_embeddings false"))
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("bart", "all_dropouts", {**BART_BASE, "attention_dropout": 0.1,
+                                                     "activation_dropout": 0.1},
+                            dtype=dtype, attn=attn, S=64, T=32, task="seq2seq",
+                            description="attention_dropout and activation_dropout 0.1 "
+                            "(facebook/bart-base's)"))
+    for ff in ("gated-gelu", "gated-silu"):
+        out.append(spec("t5", ff, {**T5_BASE, "feed_forward_proj": ff}, dtype="bf16", attn="sdpa",
+                        S=64, T=32, task="seq2seq", description=f"feed_forward_proj {ff}"))
+        out.append(spec("t5", ff, {**T5_BASE, "feed_forward_proj": ff}, dtype="fp32",
+                        attn="eager", S=64, T=32, task="seq2seq",
+                        description=f"feed_forward_proj {ff}"))
+    out.append(spec("t5", "d_kv", {**T5_BASE, "d_kv": 8}, dtype="fp32", attn="sdpa", S=64, T=32,
+                    task="seq2seq", description="d_kv 8: attention width 32, not d_model 64"))
+    # Whisper: S is the encoder's positions (max_source_positions, after the
+    # stride-2 convolution over 2 * S log-mel frames), T the labels.
+    dropouts = {"dropout": 0.1, "attention_dropout": 0.1, "activation_dropout": 0.1}
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("whisper", "base", WHISPER_BASE, dtype=dtype, attn=attn, S=32, T=24,
+                            task="seq2seq", description="tiny, the class's dropouts (0)"))
+            out.append(spec("whisper", "dropouts", {**WHISPER_BASE, **dropouts}, dtype=dtype,
+                            attn=attn, S=32, T=24, task="seq2seq",
+                            description="dropout, attention_dropout, activation_dropout 0.1"))
+    out.append(spec("whisper", "base", WHISPER_BASE, dtype="bf16", attn="sdpa", B=3, S=32, T=40,
+                    task="seq2seq", description="target longer than the input positions"))
+    for attn in ("eager", "sdpa"):
+        out.append(spec("whisper", "gc", WHISPER_BASE, dtype="bf16", attn=attn, S=32, T=24,
+                        gc=True, task="seq2seq",
+                        description="gradient checkpointing of every layer"))
     return out
 
 
@@ -588,7 +662,7 @@ def phi_variants(add, base: dict) -> None:
 # ---------------------------------------------------------------------------
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 LOSS_OPS = ("LogSoftmaxBackward", "NllLossBackward", "CrossEntropy")
-LAYER_RE = re.compile(r"(^|\.)(layers|h|layer)\.(\d+)(\.|$)")
+LAYER_RE = re.compile(r"(^|\.)(layers|h|layer|block)\.(\d+)(\.|$)")
 
 
 def layer_index(path: str):
@@ -752,6 +826,15 @@ def measure(sp: dict, torch, transformers) -> dict:
         ids[:, 1:1 + sp["images"] * per_image] = cfg.image_token_index
         labels = ids
         pixels = torch.randn(sp["B"] * sp["images"], vision.num_channels, side, side)
+    elif sp["model_type"] == "whisper":
+        # log-mel frames as the feature extractor returns them, cast to the
+        # model's dtype as a training collator does (conv1 refuses a mix).
+        ids = torch.randn(sp["B"], cfg.num_mel_bins, 2 * sp["S"]).to(
+            getattr(torch, DTYPES[sp["dtype"]]))
+        labels = torch.randint(0, cfg.vocab_size, (sp["B"], sp["T"]))
+    elif sp["task"] == "seq2seq":
+        ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+        labels = torch.randint(0, cfg.vocab_size, (sp["B"], sp["T"]))
     else:
         ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
         labels = task_labels(sp["task"], torch, ids)
@@ -776,7 +859,9 @@ def measure(sp: dict, torch, transformers) -> dict:
                         out = model(pixel_values=ids, labels=labels)
                     elif sp["model_type"] in VISION_LANGUAGE:
                         out = model(input_ids=ids, pixel_values=pixels, labels=labels)
-                    elif sp["task"] == "causal-lm":
+                    elif sp["model_type"] == "whisper":
+                        out = model(input_features=ids, labels=labels, use_cache=sp["use_cache"])
+                    elif sp["task"] in ("causal-lm", "seq2seq"):
                         out = model(input_ids=ids, labels=labels, use_cache=sp["use_cache"])
                     else:
                         out = model(input_ids=ids, labels=labels)
@@ -959,6 +1044,7 @@ def measure(sp: dict, torch, transformers) -> dict:
         "sdpa_backend": backend,
         "batch": sp["B"],
         "seq_len": sp["S"],
+        **({"target_len": sp["T"]} if sp["T"] is not None else {}),
         "gradient_checkpointing": sp["gc"],
         "dropout": {**dropout_settings(model.config),
                     **({"mask": "native_dropout (bool)"} if sp["native_dropout"] else {})},

@@ -189,8 +189,11 @@ impl Platform {
 pub struct Workload {
     /// Sequences per micro-batch B.
     pub micro_batch: u64,
-    /// Tokens per sequence S.
+    /// Tokens per sequence S (an encoder-decoder's input tokens).
     pub seq_len: u64,
+    /// An encoder-decoder's decoder tokens per sequence T (`--target-len`;
+    /// `None`: S).
+    pub target_len: Option<u64>,
     /// The attention implementation.
     pub attention: Attention,
     /// Activation recomputation.
@@ -251,6 +254,7 @@ impl Workload {
         Workload {
             micro_batch,
             seq_len,
+            target_len: None,
             attention: Attention::Sdpa,
             recompute: Recompute::None,
             recompute_every: 1,

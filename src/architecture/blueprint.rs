@@ -218,6 +218,7 @@ impl Blueprint {
             },
             encoder: None,
             images: None,
+            encoder_decoder: None,
         }
     }
 

@@ -224,6 +224,7 @@ fn vision_dimensions(config: &Config, labels: u64) -> Result<Dimensions> {
             pixels_norm: true,
         }),
         images: None,
+        encoder_decoder: None,
     })
 }
 

@@ -241,6 +241,7 @@ impl Encoder {
                 pixels_norm: false,
             }),
             images: None,
+            encoder_decoder: None,
         })
     }
 

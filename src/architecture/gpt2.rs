@@ -145,5 +145,6 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
         },
         encoder: None,
         images: None,
+        encoder_decoder: None,
     })
 }

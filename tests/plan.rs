@@ -414,7 +414,10 @@ fn bad_input_is_one_line_and_exit_2() {
     ];
     let cases: [(&[&str], &str); 11] = [
         (&["--gpus", "2000000"], "--gpus"),
-        (&["--gpus", "8", "--global-batch", "99999999999"], "--global-batch"),
+        (
+            &["--gpus", "8", "--global-batch", "99999999999"],
+            "--global-batch",
+        ),
         (&["--gpus", "0"], "--gpus"),
         (&["--gpus", "8", "--allow", "zero,warp"], "warp"),
         (&["--gpus", "8", "--allow", "tp,pp"], "framework"),

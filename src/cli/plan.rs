@@ -344,7 +344,12 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
                 Some(batch) => format!("--global-batch {batch} on {gpus} GPUs"),
                 None => format!("{gpus} GPUs"),
             },
-            reason: if outcome.batch_mismatch > 0 {
+            reason: if let Some(refusal) = &outcome.refusal {
+                format!(
+                    "no layout is accepted; the first refused says: {}",
+                    refusal.trim_start_matches("error: ")
+                )
+            } else if outcome.batch_mismatch > 0 {
                 "no layout's data-parallel degree divides the global batch: give a global batch that is a multiple of the data-parallel degrees (a power of two usually is)".to_string()
             } else {
                 "no layout of the allowed axes is accepted for this model: widen --allow, or drop a fixed layout flag".to_string()

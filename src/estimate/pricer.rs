@@ -77,6 +77,16 @@ impl<'m> Pricer<'m> {
         check_setup(self.model, &self.sizes, setup)
     }
 
+    /// Refuses `setup` as `estimate` would, its activations included (an
+    /// architecture that refuses a parallel degree or a kernel does so
+    /// there); what passes is kept for pricing.
+    pub fn accepts(&mut self, setup: &Setup) -> Result<()> {
+        self.check(setup)?;
+        self.stages(setup)?;
+        self.schedules(setup)?;
+        Ok(())
+    }
+
     /// The per-stage states of `setup`'s layout, priced once per layout.
     fn stages(&mut self, setup: &Setup) -> Result<Rc<Vec<DeviceMemory>>> {
         let base = Setup {

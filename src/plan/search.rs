@@ -46,6 +46,8 @@ pub struct Outcome {
     pub kept: Vec<Row>,
     /// Why the layouts are not timed (then they are ranked by peak alone).
     pub time_unavailable: Option<String>,
+    /// The first refusal met, to explain a search that finds no candidate.
+    pub refusal: Option<String>,
 }
 
 /// Searches `request`.
@@ -91,6 +93,7 @@ pub fn search(request: &Request) -> Result<Outcome> {
         batch_mismatch: 0,
         kept: Vec::new(),
         time_unavailable: None,
+        refusal: None,
     };
     for part in parts.drain(..) {
         let part = part?;
@@ -100,6 +103,7 @@ pub fn search(request: &Request) -> Result<Outcome> {
         outcome.batch_mismatch += part.batch_mismatch;
         outcome.kept.extend(part.kept);
         outcome.time_unavailable = outcome.time_unavailable.or(part.time_unavailable);
+        outcome.refusal = outcome.refusal.or(part.refusal);
     }
     let speed = |row: &Row| row.time.as_ref().map_or(0.0, |t| t.tokens_per_s);
     outcome.kept.sort_by(|a, b| {
@@ -143,6 +147,7 @@ fn search_part<'s>(
         batch_mismatch: 0,
         kept: Vec::new(),
         time_unavailable: None,
+        refusal: None,
     };
     for (position, structure) in structures {
         let base = base(request, structure.sharding.framework)?;
@@ -188,10 +193,13 @@ fn search_part<'s>(
                     let choice = (sp, recompute, kernel);
                     let checked = layout(choice, batches[0])
                         .apply(base, axes.gpus, axes.nodes)
-                        .and_then(|setup| pricer.check(&setup));
+                        .and_then(|setup| pricer.accepts(&setup));
                     match checked {
                         Ok(()) => accepted.push(choice),
-                        Err(_) => out.refused += batches.len() as u64,
+                        Err(error) => {
+                            out.refused += batches.len() as u64;
+                            out.refusal.get_or_insert_with(|| error.to_string());
+                        }
                     }
                 }
             }

@@ -732,7 +732,8 @@ What is searched (--allow; default: all but offload):
   megatron   Megatron-LM, with or without the distributed optimizer (--zero 1)
   tp pp cp ep  tensor (within a node), pipeline (equal stages), context and expert degrees
   sp         sequence parallelism with tp
-  recompute  none, selective (Megatron), op (torchtitan), full
+  recompute  none, selective (Megatron), op (torchtitan), full; full on every 2nd or
+             4th layer only (torchtitan, torchtune: --recompute-every)
   loss       standard, chunked:8 (torchtune), fused (Liger); Megatron keeps its own
   offload    optimizer states (and parameters, ZeRO-3/FSDP) and activations in host
              memory; off by default: the step-time model does not price host transfers

@@ -39,6 +39,7 @@ const LAYOUT: &[&str] = &[
     "--sequence-parallel",
     "--offload",
     "--recompute",
+    "--recompute-every",
     "--loss",
     "--offload-activations",
     "--micro-batch",
@@ -265,15 +266,18 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
         ],
         None => vec![Offload::None],
     };
+    let every = fixed("--recompute-every")?;
     let recompute = match typed_value("--recompute").flatten() {
-        Some(v) => vec![Recompute::parse(&v)?],
+        Some(v) => vec![(Recompute::parse(&v)?, every.unwrap_or(1))],
         None if allow.recompute => vec![
-            Recompute::None,
-            Recompute::Selective,
-            Recompute::Op,
-            Recompute::Full,
+            (Recompute::None, 1),
+            (Recompute::Selective, 1),
+            (Recompute::Op, 1),
+            (Recompute::Full, 1),
+            (Recompute::Full, 2),
+            (Recompute::Full, 4),
         ],
-        None => vec![Recompute::None],
+        None => vec![(Recompute::None, 1)],
     };
     let loss = match typed_value("--loss").flatten() {
         Some(v) => vec![Loss::parse(&v)?],

@@ -170,21 +170,23 @@ fn search_part<'s>(
             vec![false]
         };
         let kernels = kernels(structure.sharding.framework, axes);
-        let layout = |(sequence_parallel, recompute, (loss, offload_activations)),
-                      (micro_batch, accumulation)| Layout {
-            sharding: structure.sharding,
-            tensor: structure.tensor,
-            pipeline: structure.pipeline,
-            context: structure.context,
-            expert: structure.expert,
-            sequence_parallel,
-            offload: structure.offload,
-            recompute,
-            loss,
-            offload_activations,
-            micro_batch,
-            accumulation,
-        };
+        let layout =
+            |(sequence_parallel, (recompute, recompute_every), (loss, offload_activations)),
+             (micro_batch, accumulation)| Layout {
+                sharding: structure.sharding,
+                tensor: structure.tensor,
+                pipeline: structure.pipeline,
+                context: structure.context,
+                expert: structure.expert,
+                sequence_parallel,
+                offload: structure.offload,
+                recompute,
+                recompute_every,
+                loss,
+                offload_activations,
+                micro_batch,
+                accumulation,
+            };
         // The structure as `estimate` checks it: refused layouts are no candidates.
         let mut accepted = Vec::new();
         for &sp in &sequence_parallel {

@@ -106,7 +106,8 @@ pub struct Axes {
     /// Sequence parallelism values tried with tp > 1 (off only at tp 1).
     pub sequence_parallel: Vec<bool>,
     pub offload: Vec<Offload>,
-    pub recompute: Vec<Recompute>,
+    /// Recomputation modes, each with its `--recompute-every` (1: every layer).
+    pub recompute: Vec<(Recompute, u64)>,
     /// Loss kernels tried (Megatron keeps its own).
     pub loss: Vec<Loss>,
     /// Activation offloading values tried (not with Megatron).
@@ -130,6 +131,8 @@ pub struct Layout {
     pub sequence_parallel: bool,
     pub offload: Offload,
     pub recompute: Recompute,
+    /// `--recompute-every`: only every N-th layer checkpointed (1: all).
+    pub recompute_every: u64,
     pub loss: Loss,
     pub offload_activations: bool,
     pub micro_batch: u64,
@@ -252,16 +255,20 @@ fn accepted(s: &Structure) -> bool {
     parallel_ok && offload_ok
 }
 
-/// The recomputation modes `framework` offers, among those allowed.
-pub(super) fn recompute_modes(framework: Framework, allowed: &[Recompute]) -> Vec<Recompute> {
+/// The recomputation modes `framework` offers, among those allowed:
+/// checkpointing every N-th layer is torchtitan's and torchtune's option.
+pub(super) fn recompute_modes(
+    framework: Framework,
+    allowed: &[(Recompute, u64)],
+) -> Vec<(Recompute, u64)> {
     allowed
         .iter()
         .copied()
-        .filter(|r| match framework {
+        .filter(|&(r, every)| match framework {
             Framework::DeepSpeed | Framework::Fsdp1 => {
-                matches!(r, Recompute::None | Recompute::Full)
+                every == 1 && matches!(r, Recompute::None | Recompute::Full)
             }
-            Framework::Megatron => !matches!(r, Recompute::Op),
+            Framework::Megatron => every == 1 && !matches!(r, Recompute::Op),
             Framework::Fsdp2 => !matches!(r, Recompute::Selective),
         })
         .collect()
@@ -399,6 +406,9 @@ impl Layout {
         if self.recompute != Recompute::None {
             push("--recompute", self.recompute.name().to_string());
         }
+        if self.recompute_every > 1 {
+            push("--recompute-every", self.recompute_every.to_string());
+        }
         if self.loss != Loss::Standard {
             push("--loss", self.loss.name());
         }
@@ -427,6 +437,7 @@ impl Layout {
             + words(self.sequence_parallel, 1)
             + words(self.offload != Offload::None, 2)
             + words(self.recompute != Recompute::None, 2)
+            + words(self.recompute_every > 1, 2)
             + words(self.loss != Loss::Standard, 2)
             + words(self.offload_activations, 1)
             + 2
@@ -457,6 +468,7 @@ impl Layout {
         })?;
         workload.micro_batch = self.micro_batch;
         workload.recompute = self.recompute;
+        workload.recompute_every = self.recompute_every;
         workload.sequence_parallel = self.sequence_parallel;
         workload.loss = self.loss;
         workload.offload_activations = self.offload_activations;

@@ -82,6 +82,7 @@ struct JsonShape {
     sequence_parallel: bool,
     offload: crate::parallel::Offload,
     recompute: &'static str,
+    recompute_every: u64,
     loss: String,
     offload_activations: bool,
     micro_batch: u64,
@@ -199,6 +200,7 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
                         sequence_parallel: row.layout.sequence_parallel,
                         offload: row.layout.offload,
                         recompute: row.layout.recompute.name(),
+                        recompute_every: row.layout.recompute_every,
                         loss: row.layout.loss.name(),
                         offload_activations: row.layout.offload_activations,
                         micro_batch: row.layout.micro_batch,
@@ -259,7 +261,11 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
             l.context.to_string(),
             l.expert.to_string(),
             if l.sequence_parallel { "yes" } else { "-" }.to_string(),
-            l.recompute.name().to_string(),
+            if l.recompute_every > 1 {
+                format!("{} /{}", l.recompute.name(), l.recompute_every)
+            } else {
+                l.recompute.name().to_string()
+            },
             l.loss.name(),
             l.micro_batch.to_string(),
             l.accumulation.to_string(),

@@ -3,6 +3,7 @@
 mod args;
 mod check;
 mod completions;
+mod in_process;
 mod plot;
 mod resolve;
 mod serve;
@@ -12,6 +13,7 @@ mod usage;
 
 pub use args::Cli;
 pub use check::Checked;
+pub use in_process::run_args;
 
 /// The step's speed for a device named by `--device` (or none), with every
 /// speed flag at its default: what a front door without those flags (the

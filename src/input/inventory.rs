@@ -177,6 +177,7 @@ pub fn parse_inventory(bytes: &[u8], name: &str, source: &str) -> Result<Model> 
             .as_deref()
             .and_then(architecture::default_task);
         model.dimensions = architecture::dimensions_for_task(&config, task).ok();
+        model.task = task;
     }
     model.notes.extend(raw.notes);
     if tied_names > 0 {
@@ -256,6 +257,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(model.model_type.as_deref(), Some("gpt2"));
+        assert_eq!(model.task, Some(architecture::Task::CausalLm));
         assert!(model.dimensions.is_some());
     }
 

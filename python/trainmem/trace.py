@@ -14,8 +14,14 @@ it needs no GPU, no weights and no memory, so a 70B model traces on a laptop.
 
 Limits: a forward that reads tensor values (``.item()``, data-dependent
 shapes such as mixture-of-experts routing) cannot run on the meta device and
-raises :class:`trainmem.Error`; the meta device runs the attention kernel
-PyTorch picks for meta tensors, which can differ from the one a GPU runs.
+raises :class:`trainmem.Error` (transformers' check for packed sequences is
+answered "not packed" on meta tensors: one sequence per row). Attention (``scaled_dot_product_attention``)
+runs the kernel the CPU picks for the same shapes and options (its flash
+kernel, which saves the output and the log-sum-exp, or the math kernel,
+which saves the attention matrix): the trace predicts a CPU run, as the
+fixtures and ``trainmem estimate --platform cpu`` do; a GPU's flash or
+memory-efficient kernels save about the same, its math kernel more. With
+``enable_gqa`` the meta device's own (math) kernel runs.
 """
 
 import gc
@@ -106,6 +112,90 @@ def _meta(torch, value):
         items = [_meta(torch, v) for v in value]
         return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
     return value
+
+
+def _cpu_twin(torch, tensor):
+    """An uninitialised CPU tensor of ``tensor``'s shape, strides and dtype:
+    what the CPU kernel choice looks at. Its pages are never touched, so the
+    operating system commits no memory for it."""
+    if not isinstance(tensor, torch.Tensor):
+        return tensor
+    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu")
+
+
+#: The value ``torch._fused_sdp_choice`` gives for the CPU flash kernel.
+_FLASH = 1
+
+
+class _CpuAttention:
+    """Within it, ``torch.nn.functional.scaled_dot_product_attention`` on
+    meta tensors runs the kernel the CPU would pick for the same shapes,
+    strides, dtypes and options (the meta device's own choice is the math
+    kernel, which saves the attention matrix): the CPU flash kernel when the
+    CPU would use it, saving its output and log-sum-exp as on CPU. The
+    function is replaced in ``torch.nn.functional`` (where transformers and
+    ``nn.MultiheadAttention`` look it up) for the forward only."""
+
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.original = torch.nn.functional.scaled_dot_product_attention
+
+    def __call__(self, *args, **kwargs):
+        torch = self.torch
+        bound = dict(zip(self.names, args))
+        bound.update(kwargs)
+        query = bound.get("query")
+        if not isinstance(query, torch.Tensor) or query.device.type != "meta" or bound.get("enable_gqa"):
+            return self.original(*args, **kwargs)
+        twins = {k: _cpu_twin(torch, v) for k, v in bound.items()}
+        if torch._fused_sdp_choice(**twins) != _FLASH:
+            return self.original(*args, **kwargs)
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            bound["query"],
+            bound["key"],
+            bound["value"],
+            bound.get("dropout_p", 0.0),
+            bound.get("is_causal", False),
+            attn_mask=bound.get("attn_mask"),
+            scale=bound.get("scale"),
+        )[0]
+
+    def __enter__(self):
+        self.torch.nn.functional.scaled_dot_product_attention = self
+        return self
+
+    def __exit__(self, *exc):
+        self.torch.nn.functional.scaled_dot_product_attention = self.original
+
+
+class _UnpackedSequences:
+    """Within it, transformers' check for packed sequences (several
+    sequences in one row, found from the values of ``position_ids`` when no
+    attention mask and no cache is given: a training forward) answers "not
+    packed" for meta tensors, whose values cannot be read: the trace prices
+    one sequence per row, as a batch of token ids without packing is."""
+
+    def __init__(self):
+        import sys
+
+        self.module = sys.modules.get("transformers.masking_utils")
+        self.original = getattr(self.module, "find_packed_sequence_indices", None)
+
+    def __call__(self, position_ids, *args, **kwargs):
+        if getattr(position_ids, "device", None) is not None and position_ids.device.type == "meta":
+            return None
+        return self.original(position_ids, *args, **kwargs)
+
+    def __enter__(self):
+        if self.original is not None:
+            self.module.find_packed_sequence_indices = self
+        return self
+
+    def __exit__(self, *exc):
+        if self.original is not None:
+            self.module.find_packed_sequence_indices = self.original
 
 
 def _storage_id(tensor):
@@ -205,9 +295,10 @@ def trace_activations(module, example_inputs, loss_fn=None, *, device="meta", kw
             if state is None:
                 output = module(*args, **call_kwargs)
             else:
-                output = torch.func.functional_call(
-                    module, state, args, call_kwargs, tie_weights=True, strict=False
-                )
+                with _CpuAttention(torch), _UnpackedSequences():
+                    output = torch.func.functional_call(
+                        module, state, args, call_kwargs, tie_weights=True, strict=False
+                    )
             if loss_fn is not None:
                 loss = loss_fn(output)
                 stack[:] = [""]

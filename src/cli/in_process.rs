@@ -6,11 +6,15 @@
 //! `error: `, without that prefix.
 
 use std::ffi::OsString;
+use std::sync::{Mutex, OnceLock};
 
 use clap::error::ErrorKind as ClapErrorKind;
 use clap::{CommandFactory, FromArgMatches};
 
 use super::{Checked, Cli, respond, usage_error};
+
+/// The command line's definition, built on first use.
+static COMMAND: OnceLock<Mutex<clap::Command>> = OnceLock::new();
 
 /// Runs `trainmem ARGUMENTS...` (without the program name) and returns the
 /// report, the warnings and the exit status the binary would give; `--help`
@@ -21,9 +25,18 @@ pub fn run_args(arguments: &[OsString]) -> Result<Checked, String> {
     let mut argv: Vec<OsString> = Vec::with_capacity(arguments.len() + 1);
     argv.push(OsString::from("trainmem"));
     argv.extend(arguments.iter().cloned());
-    let parsed = Cli::command()
-        .try_get_matches_from(&argv)
-        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let parsed = {
+        // Building clap's command tree costs more than most estimates, so it
+        // is built once and reused (clap's `_mut` parse leaves it reusable);
+        // a panic while it was held cannot leave it half-changed, as a parse
+        // only reads it.
+        let mut command = COMMAND
+            .get_or_init(|| Mutex::new(Cli::command()))
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        command.try_get_matches_from_mut(&argv)
+    }
+    .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
     let (cli, matches) = match parsed {
         Ok(parsed) => parsed,
         Err(error)
@@ -91,6 +104,16 @@ mod tests {
             !error.starts_with("error:") && !error.contains('\n'),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_reused_definition_answers_each_line_afresh() {
+        let first = run_args(&args("estimate --params 7B --format json")).unwrap();
+        assert!(run_args(&args("estimate --params 7B --gpus 0")).is_err());
+        let again = run_args(&args("estimate --params 7B --format json")).unwrap();
+        assert_eq!(first.report, again.report);
+        let other = run_args(&args("estimate --params 1B --format json")).unwrap();
+        assert_ne!(first.report, other.report);
     }
 
     #[test]

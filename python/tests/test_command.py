@@ -97,7 +97,7 @@ def test_keywords_become_flags():
         "estimate",
         (),
         dict(micro_batch=2, seq_len=None, gradient_checkpointing=True, cpu_offload=False, freeze=["embed", "norm"]),
-    ) == ["estimate", "--micro-batch", "2", "--gradient-checkpointing", "--freeze", "embed", "--freeze", "norm"]
+    ) == ["estimate", "--micro-batch=2", "--gradient-checkpointing", "--freeze=embed", "--freeze=norm"]
     with pytest.raises(trainmem.Error, match="not a flag"):
         arguments("estimate", (), {"model; rm": 1})
     with pytest.raises(trainmem.Error, match="has a dict"):

@@ -43,10 +43,10 @@ def arguments(command, positional=(), options=None):
         if value is True:
             argv.append(flag)
         elif isinstance(value, (list, tuple)):
-            for item in value:
-                argv += [flag, _text(name, item)]
+            argv += [f"{flag}={_text(name, item)}" for item in value]
         else:
-            argv += [flag, _text(name, value)]
+            # `--flag=value`: a value that starts with `-` stays a value.
+            argv.append(f"{flag}={_text(name, value)}")
     return argv
 
 

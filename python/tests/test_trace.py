@@ -3,6 +3,7 @@ device, against the same count measured for real on CPU, the measured
 fixtures, and the Rust rule (`--platform cpu`)."""
 
 import json
+from collections import Counter
 
 import pytest
 import torch
@@ -10,13 +11,15 @@ import torch
 import trainmem
 from models import CONFIGS, TinyResNet, TinyUNetBlock, transformers_model
 
-# (architecture, attention, batch, sequence): each has a fixture measured by
-# tools/measure_activations.py with the same config.
+# (architecture, dtype, attention, batch, sequence): each has a fixture
+# measured by tools/measure_activations.py with the same config.
 FIXTURED = [
-    ("gpt2", "eager", 2, 64),
-    ("gpt2", "sdpa", 2, 64),
-    ("llama", "eager", 2, 64),
-    ("llama", "sdpa", 1, 16),
+    ("gpt2", "fp32", "eager", 2, 64),
+    ("gpt2", "fp32", "sdpa", 2, 64),
+    ("gpt2", "bf16", "eager", 2, 64),
+    ("llama", "fp32", "eager", 2, 64),
+    ("llama", "fp32", "sdpa", 1, 16),
+    ("llama", "bf16", "sdpa", 2, 64),
 ]
 
 
@@ -27,21 +30,36 @@ def language_inputs(batch, seq):
     return {"input_ids": ids, "labels": ids, "use_cache": False}
 
 
-@pytest.mark.parametrize("name,attn,batch,seq", FIXTURED)
-def test_the_meta_trace_is_the_cpu_measurement_and_the_rule(fixtures, name, attn, batch, seq):
-    model = transformers_model(name, attn=attn)
+def entries(trace):
+    return Counter((s.bytes, s.dtype, s.shape, s.module) for s in trace.saved)
+
+
+@pytest.mark.parametrize("name,dtype,attn,batch,seq", FIXTURED)
+def test_the_meta_trace_is_the_cpu_measurement_and_the_rule(fixtures, name, dtype, attn, batch, seq):
+    model = transformers_model(name, attn=attn).to({"fp32": torch.float32, "bf16": torch.bfloat16}[dtype])
     inputs = language_inputs(batch, seq)
     meta = trainmem.trace_activations(model, inputs)
     real = trainmem.trace_activations(model, inputs, device=None)
-    assert meta.to_dict() == real.to_dict()
-    fixture = json.loads((fixtures / "activations" / f"{name}__base__fp32__{attn}__b{batch}s{seq}.json").read_text())
-    assert fixture["config"] == CONFIGS[name] or name == "gpt2"
-    assert meta.total_bytes == fixture["total_bytes"]
-    assert meta.saved_bytes == fixture["saved_bytes"]
-    rule = trainmem.estimate(
-        module=model, micro_batch=batch, seq_len=seq, platform="cpu", attention=attn, precision="fp32"
-    )
-    assert rule["memory"]["activations"] == meta.total_bytes
+    fixture = json.loads((fixtures / "activations" / f"{name}__base__{dtype}__{attn}__b{batch}s{seq}.json").read_text())
+    assert fixture["config"] == CONFIGS[name]
+    assert (real.total_bytes, real.saved_bytes) == (fixture["total_bytes"], fixture["saved_bytes"])
+
+    def rule(platform):
+        return trainmem.estimate(
+            module=model, micro_batch=batch, seq_len=seq, platform=platform, attention=attn, precision=dtype
+        )["memory"]["activations"]
+
+    assert rule("cpu") == real.total_bytes
+    if name == "gpt2" and dtype == "bf16":
+        # LayerNorm of bf16 input keeps its mean and rstd in bf16 on CPU and
+        # in fp32 on the meta device, as on CUDA (and the cuda rule).
+        only_meta, only_real = entries(meta) - entries(real), entries(real) - entries(meta)
+        assert {(b, d, s[-1]) for b, d, s, _ in only_meta} == {(batch * seq * 4, "float32", 1)}
+        assert {(b, d, s[-1]) for b, d, s, _ in only_real} == {(batch * seq * 2, "bfloat16", 1)}
+        assert all(".ln_" in m or m.endswith("ln_f") for _, _, _, m in only_meta)
+        assert meta.total_bytes == rule("cuda") != rule("cpu")
+    else:
+        assert meta.to_dict() == real.to_dict()
 
 
 def test_a_meta_model_traces_without_memory():

@@ -21,7 +21,10 @@ kernel, which saves the output and the log-sum-exp, or the math kernel,
 which saves the attention matrix): the trace predicts a CPU run, as the
 fixtures and ``trainmem estimate --platform cpu`` do; a GPU's flash or
 memory-efficient kernels save about the same, its math kernel more. With
-``enable_gqa`` the meta device's own (math) kernel runs.
+``enable_gqa`` the meta device's own (math) kernel runs. Other kernels save what
+their meta registrations say, which follow CUDA where the CPU differs: layer
+norm of bf16 input keeps its mean and rstd in fp32 on the meta device and
+on CUDA, in bf16 on CPU (the tests check the difference is exactly that).
 """
 
 import gc

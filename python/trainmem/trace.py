@@ -13,18 +13,18 @@ whose CPU measurements are the fixtures of the Rust rules; on the meta device
 it needs no GPU, no weights and no memory, so a 70B model traces on a laptop.
 
 Limits: a forward that reads tensor values (``.item()``, data-dependent
-shapes such as mixture-of-experts routing) cannot run on the meta device and
-raises :class:`trainmem.Error` (transformers' check for packed sequences is
+shapes such as transformers' ``eager`` experts, which loop over the tokens
+each expert got; its ``grouped_mm`` experts trace) cannot run on the meta
+device and raises :class:`trainmem.Error` (transformers' check for packed sequences is
 answered "not packed" on meta tensors: one sequence per row). Attention (``scaled_dot_product_attention``)
 runs the kernel the CPU picks for the same shapes and options (its flash
 kernel, which saves the output and the log-sum-exp, or the math kernel,
 which saves the attention matrix): the trace predicts a CPU run, as the
 fixtures and ``trainmem estimate --platform cpu`` do; a GPU's flash or
-memory-efficient kernels save about the same, its math kernel more. With
-``enable_gqa`` the meta device's own (math) kernel runs. Other kernels save what
-their meta registrations say, which follow CUDA where the CPU differs: layer
-norm of bf16 input keeps its mean and rstd in fp32 on the meta device and
-on CUDA, in bf16 on CPU (the tests check the difference is exactly that).
+memory-efficient kernels save about the same, its math kernel more. Layer norm of bf16 or
+fp16 input keeps its mean and rstd in that dtype, as the CPU kernel does
+(the meta and CUDA kernels keep them in fp32: a GPU run saves 2 bytes more
+per row and norm). Other kernels save what their meta registrations say.
 """
 
 import gc
@@ -150,11 +150,13 @@ class _CpuAttention:
         bound = dict(zip(self.names, args))
         bound.update(kwargs)
         query = bound.get("query")
-        if not isinstance(query, torch.Tensor) or query.device.type != "meta" or bound.get("enable_gqa"):
+        if not isinstance(query, torch.Tensor) or query.device.type != "meta":
             return self.original(*args, **kwargs)
         twins = {k: _cpu_twin(torch, v) for k, v in bound.items()}
         if torch._fused_sdp_choice(**twins) != _FLASH:
             return self.original(*args, **kwargs)
+        # The CPU flash kernel takes grouped keys and values (enable_gqa) as
+        # they are.
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             bound["query"],
             bound["key"],
@@ -171,6 +173,27 @@ class _CpuAttention:
 
     def __exit__(self, *exc):
         self.torch.nn.functional.scaled_dot_product_attention = self.original
+
+
+def _cpu_layer_norm_mode(torch):
+    """A dispatch mode under which layer norm of half-precision meta input
+    keeps its mean and rstd in the input's dtype, as the CPU kernel does (the
+    meta kernel, like CUDA's, keeps them in fp32): autograd saves them."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    layer_norm = torch.ops.aten.native_layer_norm.default
+    halves = (torch.bfloat16, torch.float16)
+
+    class CpuLayerNorm(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            if func is layer_norm and args[0].device.type == "meta" and args[0].dtype in halves:
+                out, mean, rstd = result
+                dtype = args[0].dtype
+                return out, mean.to(dtype), rstd.to(dtype)
+            return result
+
+    return CpuLayerNorm()
 
 
 class _UnpackedSequences:
@@ -298,7 +321,7 @@ def trace_activations(module, example_inputs, loss_fn=None, *, device="meta", kw
             if state is None:
                 output = module(*args, **call_kwargs)
             else:
-                with _CpuAttention(torch), _UnpackedSequences():
+                with _CpuAttention(torch), _UnpackedSequences(), _cpu_layer_norm_mode(torch):
                     output = torch.func.functional_call(
                         module, state, args, call_kwargs, tie_weights=True, strict=False
                     )

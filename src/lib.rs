@@ -30,6 +30,7 @@ pub mod launch;
 pub mod model;
 pub mod optimizer;
 pub mod parallel;
+pub mod plan;
 pub mod precision;
 pub mod render;
 pub mod serve;

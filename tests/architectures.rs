@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use trainmem::architecture::{Task, default_task, supported, tensors_for_task};
+use trainmem::architecture::{Task, default_task, supported, tensors_for_task, with_image_size};
 
 /// How many differences of each kind a failure message shows.
 const SHOWN_DIFFERENCES: usize = 5;
@@ -135,6 +135,25 @@ fn check(fixture: &Value) -> Result<usize, String> {
             tensors.len() - actual.len()
         ));
     }
+    // Parameters created with requires_grad False (Whisper's sinusoidal
+    // encoder positions) are counted and never trained.
+    let frozen: BTreeSet<&str> = fixture
+        .get("frozen")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let ours_frozen: BTreeSet<&str> = tensors
+        .iter()
+        .filter(|t| !t.trainable)
+        .map(|t| t.name.as_str())
+        .collect();
+    if frozen != ours_frozen {
+        problems.push(format!(
+            "    frozen: expected {frozen:?}, got {ours_frozen:?}"
+        ));
+    }
     let mut compared = 0;
     if let Some(expected) = expected_tensors(fixture) {
         problems.extend(differences(&expected, &actual));
@@ -212,7 +231,49 @@ fn encoders_are_measured_for_every_task_and_default_to_masked_lm() {
         assert_eq!(default_task(encoder), Some(Task::MaskedLm));
     }
     assert_eq!(default_task("llama"), Some(Task::CausalLm));
-    assert_eq!(default_task("t5"), None);
+    assert_eq!(default_task("not_a_model_type"), None);
+}
+
+#[test]
+fn encoder_decoders_are_measured_for_their_classes_and_default_to_seq2seq() {
+    let mut tasks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in fixture_paths() {
+        let fixture = read(&path);
+        if let Some(task) = fixture.get("task").and_then(Value::as_str) {
+            let model_type = fixture["model_type"].as_str().unwrap_or("?").to_string();
+            tasks
+                .entry(model_type)
+                .or_default()
+                .insert(task.to_string());
+        }
+    }
+    let t5 = &["embedding", "seq-cls:3", "seq2seq", "token-cls:5"][..];
+    for (model_type, measured) in [
+        ("t5", t5),
+        ("mt5", t5),
+        ("umt5", t5),
+        (
+            "bart",
+            &[
+                "causal-lm",
+                "embedding",
+                "masked-lm",
+                "seq-cls:3",
+                "seq2seq",
+            ],
+        ),
+        (
+            "whisper",
+            &["causal-lm", "embedding", "seq-cls:3", "seq2seq"],
+        ),
+    ] {
+        assert_eq!(
+            tasks[model_type],
+            measured.iter().map(|task| task.to_string()).collect(),
+            "{model_type}"
+        );
+        assert_eq!(default_task(model_type), Some(Task::Seq2Seq));
+    }
 }
 
 #[test]
@@ -257,4 +318,49 @@ fn every_fixture_model_type_is_supported() {
         missing.is_empty(),
         "fixtures of unsupported model_types: {missing:?}"
     );
+}
+
+/// The parameters of a fixture's model as trainmem builds it.
+fn total_of(config: &Value) -> u128 {
+    tensors_for_task(config, None)
+        .unwrap()
+        .1
+        .iter()
+        .map(|tensor| u128::from(tensor.shape.dims().iter().product::<u64>()))
+        .sum()
+}
+
+/// `--image-size` on a vision-language model is the model transformers
+/// builds with that `vision_config.image_size`: LLaVA's class defaults (an
+/// absent vision_config, CLIP at 336 px) at 224 px, and tiny Gemma 3 and
+/// Mllama configs at other sizes, against fixtures measured at those sizes.
+#[test]
+fn image_size_rebuilds_vision_language_models_as_transformers_does() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/params");
+    for (base, size, measured) in [
+        ("llava__defaults", 224, "llava__defaults_at_224"),
+        ("gemma3__tiny", 48, "gemma3__tiny_at_48"),
+        ("mllama__tiny", 32, "mllama__tiny_at_32"),
+    ] {
+        let base = read(&folder.join(format!("{base}.json")));
+        let resized = with_image_size(&base["config"], size).unwrap();
+        let measured = read(&folder.join(format!("{measured}.json")));
+        assert_eq!(
+            total_of(&resized),
+            u128::from(measured["total"].as_u64().unwrap()),
+            "{}",
+            measured["id"]
+        );
+        assert_ne!(total_of(&resized), total_of(&base["config"]));
+    }
+    for model_type in ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"] {
+        assert_eq!(
+            default_task(model_type),
+            Some(Task::CausalLm),
+            "{model_type}"
+        );
+    }
+    let qwen = serde_json::json!({"model_type": "qwen2_vl"});
+    let refused = with_image_size(&qwen, 448).unwrap_err().to_string();
+    assert!(refused.contains("--image-tokens"), "{refused}");
 }

@@ -249,3 +249,137 @@ fn a_closed_pipe_is_not_an_error() {
     assert_eq!(output.status.code(), Some(0));
     assert!(output.stderr.is_empty());
 }
+
+/// Issue 16: what each image becomes in a vision-language model, the
+/// vision tower frozen by its part name under LoRA, and the inputs refused
+/// in one line.
+#[test]
+fn vision_language_inputs() {
+    let llava = ok(&[
+        "estimate",
+        "--model",
+        "llava-1.5-7b",
+        "--lora-rank",
+        "16",
+        "--freeze",
+        "vision_tower",
+        "--freeze",
+        "multi_modal_projector",
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "2048",
+        "--images",
+        "2",
+    ]);
+    assert!(
+        llava.contains("a 336 px image -> 576 image tokens"),
+        "{llava}"
+    );
+    assert!(
+        llava.contains("images: 2 per sample x 576 tokens = 1152 image tokens"),
+        "{llava}"
+    );
+    // 32 layers x 7 linears; none in the frozen tower and projector.
+    assert!(
+        llava.contains("LoRA rank 16 on 224 linear modules"),
+        "{llava}"
+    );
+    assert!(!llava.contains("activations are not estimated"), "{llava}");
+    let qwen = ok(&[
+        "estimate",
+        "--model",
+        "qwen2.5-vl-7b",
+        "--freeze",
+        "vision_tower",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "4096",
+        "--images",
+        "3",
+        "--image-tokens",
+        "1024",
+    ]);
+    assert!(
+        qwen.contains("= 4096 patches of 14 px merged 2x2 = 802816 pixels, such as 896 x 896 px"),
+        "{qwen}"
+    );
+    assert!(qwen.contains("3072 image tokens"), "{qwen}");
+    for args in [
+        &[
+            "estimate",
+            "--model",
+            "qwen2.5-vl-7b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "512",
+            "--images",
+            "2",
+        ][..],
+        &[
+            "estimate",
+            "--model",
+            "llava-1.5-7b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "512",
+            "--images",
+            "1",
+        ],
+        &["estimate", "--model", "gemma-3-4b", "--image-tokens", "64"],
+        &[
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--image-tokens",
+            "64",
+        ],
+        &[
+            "estimate",
+            "--model",
+            "qwen2.5-vl-7b",
+            "--image-size",
+            "448",
+        ],
+        &[
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--freeze",
+            "vision_tower",
+        ],
+        &["estimate", "--model", "llava-1.5-7b", "--task", "seq-cls:2"],
+        // Activations are measured with the vision tower frozen and no
+        // adapters on the projector.
+        &[
+            "estimate",
+            "--model",
+            "llava-1.5-7b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+        ],
+        &[
+            "estimate",
+            "--model",
+            "llava-1.5-7b",
+            "--lora-rank",
+            "8",
+            "--freeze",
+            "vision_tower",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+        ],
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stdout}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    }
+}

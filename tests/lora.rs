@@ -69,7 +69,20 @@ fn lora_matches_peft() {
     let (mut compared, mut tensors) = (0, 0);
     let mut refused = 0;
     for (name, fixture) in fixtures("lora") {
-        let applied = lora_of(&fixture).apply(model_of(&fixture["config"]), None);
+        // The parts trainmem freezes to keep adapters where peft's
+        // exclude_modules keeps them (vision-language models).
+        let freeze: Vec<String> = fixture["lora"]["trainmem_freeze"]
+            .as_array()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .map(|p| p.as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let base = trainmem::finetune::freeze(model_of(&fixture["config"]), &freeze)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let applied = lora_of(&fixture).apply(base, None);
         if let Some(error) = fixture.get("error").and_then(Value::as_str) {
             // peft refused this configuration; so must trainmem.
             assert!(

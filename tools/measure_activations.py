@@ -14,7 +14,10 @@ per token for the classifiers); their fixtures record ``"task"`` and their ids
 end in it (``bert__base__bf16__sdpa__b2s64__seq-cls-3``). ViT (``vision_specs()``) is
 built with ``AutoModelForImageClassification`` and fed fp32 pixels ``[B, C, H, W]`` (as an
 image processor returns them) with one label per image; its ``seq_len`` is the sequence
-an image becomes (its patches and the CLS token).
+an image becomes (its patches and the CLS token). LLaVA (``vision_language_specs()``) is
+built with ``AutoModelForImageTextToText``, its vision tower (and projector) frozen, and fed
+token ids holding ``images`` runs of image tokens per sample, fp32 pixels
+``[B * images, C, H, W]`` and the ids as labels; its ``seq_len`` is the whole text sequence.
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 
@@ -230,8 +233,10 @@ MOE_TYPES = {"mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3"}
 
 def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False, frozen=None,
          seed=0, experts=None, native_dropout=False, use_cache=False, description="",
-         task="causal-lm"):
-    sid = f"{mt}__{variant}__{dtype}__{attn}__b{B}s{S}"
+         task="causal-lm", images=0, T=None):
+    sid = f"{mt}__{variant}__{dtype}__{attn}__b{B}s{S}" + (f"t{T}" if T is not None else "")
+    if images:
+        sid += f"i{images}"
     if seed:
         sid += f"__seed{seed}"
     if task != "causal-lm":
@@ -239,7 +244,7 @@ def spec(mt, variant, config, *, dtype="bf16", attn="sdpa", B=2, S=64, gc=False,
     return dict(id=sid, model_type=mt, variant=variant, config=config, dtype=dtype, attn=attn,
                 B=B, S=S, gc=gc, frozen=frozen, seed=seed, experts=experts,
                 native_dropout=native_dropout, use_cache=use_cache, description=description,
-                task=task)
+                task=task, images=images, T=T)
 
 
 def task_class(task: str, cfg, transformers):
@@ -248,9 +253,13 @@ def task_class(task: str, cfg, transformers):
     classes = {"causal-lm": transformers.AutoModelForCausalLM,
                "masked-lm": transformers.AutoModelForMaskedLM,
                "seq-cls": transformers.AutoModelForSequenceClassification,
-               "token-cls": transformers.AutoModelForTokenClassification}
+               "token-cls": transformers.AutoModelForTokenClassification,
+               "seq2seq": (transformers.AutoModelForSpeechSeq2Seq if cfg.model_type == "whisper"
+                           else transformers.AutoModelForSeq2SeqLM)}
     if cfg.model_type in VISION:
         classes["seq-cls"] = transformers.AutoModelForImageClassification
+    if cfg.model_type in VISION_LANGUAGE:
+        classes["causal-lm"] = transformers.AutoModelForImageTextToText
     if n:
         cfg.num_labels = int(n)
     return classes[kind]
@@ -397,6 +406,79 @@ def specs() -> list[dict]:
                 description="experts_implementation eager (loop over experts)")
     out.extend(encoder_specs())
     out.extend(vision_specs())
+    out.extend(vision_language_specs())
+    out.extend(seq2seq_specs())
+    return out
+
+
+# Encoder-decoders trained as AutoModelForSeq2SeqLM: S input tokens for the
+# encoder, T label tokens (the decoder reads them shifted right, as the
+# model's own _shift_right / shift_tokens_right makes them), T != S so that
+# each stack's share is told apart.
+T5_BASE = {"d_model": 64, "d_ff": 96, "num_layers": 2, "num_decoder_layers": 3, "num_heads": 4,
+           "d_kv": 16, "vocab_size": 1000, "decoder_start_token_id": 0}
+BART_BASE = {"d_model": 64, "encoder_ffn_dim": 96, "decoder_ffn_dim": 80, "encoder_layers": 2,
+             "decoder_layers": 3, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+             "vocab_size": 1000, "max_position_embeddings": 128}
+WHISPER_BASE = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 3,
+                "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+                "encoder_ffn_dim": 96, "decoder_ffn_dim": 80, "vocab_size": 1000,
+                "num_mel_bins": 16, "max_source_positions": 32, "max_target_positions": 48,
+                "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 1,
+                "decoder_start_token_id": 2}
+SEQ2SEQ = {"t5", "bart", "whisper"}
+
+
+def seq2seq_specs() -> list[dict]:
+    out = []
+    t5_off = {"dropout_rate": 0.0}
+    bart_off = {"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
+    for mt, base, off in (("t5", T5_BASE, t5_off), ("bart", BART_BASE, bart_off)):
+        for dtype in ("fp32", "bf16"):
+            for attn in ("eager", "sdpa"):
+                out.append(spec(mt, "base", base, dtype=dtype, attn=attn, S=64, T=32,
+                                task="seq2seq", description="tiny, default dropouts"))
+                out.append(spec(mt, "no_dropout", {**base, **off}, dtype=dtype, attn=attn, S=64,
+                                T=32, task="seq2seq", description="every dropout 0"))
+        out.append(spec(mt, "base", base, dtype="bf16", attn="sdpa", B=3, S=40, T=72,
+                        task="seq2seq", description="target longer than the input"))
+        for attn in ("eager", "sdpa"):
+            out.append(spec(mt, "gc", base, dtype="bf16", attn=attn, S=64, T=32, gc=True,
+                            task="seq2seq", description="gradient checkpointing of every layer"))
+        out.append(spec(mt, "untied", {**base, "tie_word_embeddings": False}, dtype="fp32",
+                        attn="sdpa", S=64, T=32, task="seq2seq",
+                        description="tie_word_embeddings false"))
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("bart", "all_dropouts", {**BART_BASE, "attention_dropout": 0.1,
+                                                     "activation_dropout": 0.1},
+                            dtype=dtype, attn=attn, S=64, T=32, task="seq2seq",
+                            description="attention_dropout and activation_dropout 0.1 "
+                            "(facebook/bart-base's)"))
+    for ff in ("gated-gelu", "gated-silu"):
+        out.append(spec("t5", ff, {**T5_BASE, "feed_forward_proj": ff}, dtype="bf16", attn="sdpa",
+                        S=64, T=32, task="seq2seq", description=f"feed_forward_proj {ff}"))
+        out.append(spec("t5", ff, {**T5_BASE, "feed_forward_proj": ff}, dtype="fp32",
+                        attn="eager", S=64, T=32, task="seq2seq",
+                        description=f"feed_forward_proj {ff}"))
+    out.append(spec("t5", "d_kv", {**T5_BASE, "d_kv": 8}, dtype="fp32", attn="sdpa", S=64, T=32,
+                    task="seq2seq", description="d_kv 8: attention width 32, not d_model 64"))
+    # Whisper: S is the encoder's positions (max_source_positions, after the
+    # stride-2 convolution over 2 * S log-mel frames), T the labels.
+    dropouts = {"dropout": 0.1, "attention_dropout": 0.1, "activation_dropout": 0.1}
+    for dtype in ("fp32", "bf16"):
+        for attn in ("eager", "sdpa"):
+            out.append(spec("whisper", "base", WHISPER_BASE, dtype=dtype, attn=attn, S=32, T=24,
+                            task="seq2seq", description="tiny, the class's dropouts (0)"))
+            out.append(spec("whisper", "dropouts", {**WHISPER_BASE, **dropouts}, dtype=dtype,
+                            attn=attn, S=32, T=24, task="seq2seq",
+                            description="dropout, attention_dropout, activation_dropout 0.1"))
+    out.append(spec("whisper", "base", WHISPER_BASE, dtype="bf16", attn="sdpa", B=3, S=32, T=40,
+                    task="seq2seq", description="target longer than the input positions"))
+    for attn in ("eager", "sdpa"):
+        out.append(spec("whisper", "gc", WHISPER_BASE, dtype="bf16", attn=attn, S=32, T=24,
+                        gc=True, task="seq2seq",
+                        description="gradient checkpointing of every layer"))
     return out
 
 
@@ -493,6 +575,54 @@ def vision_specs() -> list[dict]:
     return out
 
 
+# Vision-language models: LLaVA (LlavaForConditionalGeneration) with its CLIP
+# vision tower frozen, as people train it. A spec's S is the whole text
+# sequence, `images` images per sample among its tokens (each
+# (image_size // patch_size) ** 2 image tokens, placed after the first token);
+# pixels are fp32 [B * images, C, H, W]. Frozen: "vision_tower" (the projector
+# and the language model train) or "vision_tower+projector" (the language
+# model alone).
+VISION_LANGUAGE = {"llava"}
+LLAVA_TEXT = {**LLAMA_LIKE, "vocab_size": 1000}
+LLAVA_VISION = {"hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 3,
+                "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
+LLAVA = {"text_config": LLAVA_TEXT, "vision_config": LLAVA_VISION, "image_token_index": 999}
+
+
+def llava_image_tokens(config: dict) -> int:
+    vision = config["vision_config"]
+    return (vision["image_size"] // vision["patch_size"]) ** 2
+
+
+def vision_language_specs() -> list[dict]:
+    out = []
+    for frozen, variant in (("vision_tower", "tower_frozen"),
+                            ("vision_tower+projector", "lm_only")):
+        for dtype in ("fp32", "bf16"):
+            for attn in ("eager", "sdpa"):
+                out.append(spec("llava", variant, LLAVA, dtype=dtype, attn=attn, B=2, S=64,
+                                images=1, frozen=frozen,
+                                description=f"tiny LLaVA, {frozen} frozen, one 32 px image "
+                                            "(16 tokens) per sample"))
+        out.append(spec("llava", variant, LLAVA, dtype="bf16", attn="sdpa", B=1, S=48, images=2,
+                        frozen=frozen, description=f"tiny LLaVA, {frozen} frozen, B 1 and two "
+                                                   "images per sample"))
+        out.append(spec("llava", variant, LLAVA, dtype="bf16", attn="sdpa", B=3, S=80, images=3,
+                        frozen=frozen, description=f"tiny LLaVA, {frozen} frozen, B 3 and three "
+                                                   "images per sample"))
+    out.append(spec("llava", "tower_frozen", LLAVA, dtype="bf16", attn="sdpa", B=1, S=40,
+                    images=1, frozen="vision_tower",
+                    description="one image in the micro-batch: linear_1 saves a view of the "
+                                "whole [1, 17, 48] hidden state"))
+    full = {**LLAVA, "vision_feature_select_strategy": "full", "vision_feature_layer": -1}
+    out.append(spec("llava", "full_last", full, dtype="bf16", attn="sdpa", B=2, S=64, images=2,
+                    frozen="vision_tower", description="vision_feature_select_strategy full "
+                    "(17 tokens, class token kept), the last layer's features"))
+    out.append(spec("llava", "full_last", full, dtype="fp32", attn="eager", B=1, S=40, images=1,
+                    frozen="vision_tower", description="strategy full, one image"))
+    return out
+
+
 def phi_variants(add, base: dict) -> None:
     """Phi's own knobs: one LayerNorm feeding attention and the MLP, optional
     q/k LayerNorms over each head, partial rotary (default 0.5), three dropouts."""
@@ -532,7 +662,7 @@ def phi_variants(add, base: dict) -> None:
 # ---------------------------------------------------------------------------
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 LOSS_OPS = ("LogSoftmaxBackward", "NllLossBackward", "CrossEntropy")
-LAYER_RE = re.compile(r"(^|\.)(layers|h|layer)\.(\d+)(\.|$)")
+LAYER_RE = re.compile(r"(^|\.)(layers|h|layer|block)\.(\d+)(\.|$)")
 
 
 def layer_index(path: str):
@@ -598,6 +728,12 @@ def measure(sp: dict, torch, transformers) -> dict:
         emb = model.get_input_embeddings().weight
         for p in model.parameters():
             p.requires_grad_(p is emb)
+    elif sp["frozen"] in ("vision_tower", "vision_tower+projector"):
+        frozen_parts = ["vision_tower"] + (["multi_modal_projector"] if "projector" in sp["frozen"]
+                                          else [])
+        for part in frozen_parts:
+            for p in getattr(model.model, part).parameters():
+                p.requires_grad_(False)
 
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     param_ptrs |= {b.untyped_storage().data_ptr() for b in model.buffers()}
@@ -681,6 +817,24 @@ def measure(sp: dict, torch, transformers) -> dict:
         side = vision.image_size
         ids = torch.randn(sp["B"], vision.num_channels, side, side)
         labels = torch.randint(0, cfg.num_labels, (sp["B"],))
+    elif sp["model_type"] in VISION_LANGUAGE:
+        vision = cfg.vision_config
+        side = vision.image_size
+        per_image = (side // vision.patch_size) ** 2 + (
+            1 if cfg.vision_feature_select_strategy == "full" else 0)
+        ids = torch.randint(0, cfg.image_token_index, (sp["B"], sp["S"]))
+        ids[:, 1:1 + sp["images"] * per_image] = cfg.image_token_index
+        labels = ids
+        pixels = torch.randn(sp["B"] * sp["images"], vision.num_channels, side, side)
+    elif sp["model_type"] == "whisper":
+        # log-mel frames as the feature extractor returns them, cast to the
+        # model's dtype as a training collator does (conv1 refuses a mix).
+        ids = torch.randn(sp["B"], cfg.num_mel_bins, 2 * sp["S"]).to(
+            getattr(torch, DTYPES[sp["dtype"]]))
+        labels = torch.randint(0, cfg.vocab_size, (sp["B"], sp["T"]))
+    elif sp["task"] == "seq2seq":
+        ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
+        labels = torch.randint(0, cfg.vocab_size, (sp["B"], sp["T"]))
     else:
         ids = torch.randint(0, cfg.vocab_size, (sp["B"], sp["S"]))
         labels = task_labels(sp["task"], torch, ids)
@@ -703,7 +857,11 @@ def measure(sp: dict, torch, transformers) -> dict:
                 with Tracker():
                     if sp["model_type"] in VISION:
                         out = model(pixel_values=ids, labels=labels)
-                    elif sp["task"] == "causal-lm":
+                    elif sp["model_type"] in VISION_LANGUAGE:
+                        out = model(input_ids=ids, pixel_values=pixels, labels=labels)
+                    elif sp["model_type"] == "whisper":
+                        out = model(input_features=ids, labels=labels, use_cache=sp["use_cache"])
+                    elif sp["task"] in ("causal-lm", "seq2seq"):
                         out = model(input_ids=ids, labels=labels, use_cache=sp["use_cache"])
                     else:
                         out = model(input_ids=ids, labels=labels)
@@ -878,12 +1036,15 @@ def measure(sp: dict, torch, transformers) -> dict:
         "variant": sp["variant"],
         "description": sp["description"],
         "config": raw,
-        "dims": resolve_dims(model.config),
+        "dims": resolve_dims(getattr(model.config, "text_config", None)
+                             if sp["model_type"] in VISION_LANGUAGE else model.config),
+        **({"images": sp["images"]} if sp["images"] else {}),
         "dtype": sp["dtype"],
         "attn_implementation": attn,
         "sdpa_backend": backend,
         "batch": sp["B"],
         "seq_len": sp["S"],
+        **({"target_len": sp["T"]} if sp["T"] is not None else {}),
         "gradient_checkpointing": sp["gc"],
         "dropout": {**dropout_settings(model.config),
                     **({"mask": "native_dropout (bool)"} if sp["native_dropout"] else {})},

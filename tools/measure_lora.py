@@ -214,6 +214,38 @@ PRESET_EXTRAS = {
 }
 
 
+# Vision-language models: peft's all-linear (every nn.Linear but lm_head,
+# the vision tower and projector included), q/v by name (which matches the
+# vision tower's q_proj/v_proj too where it has them), and all-linear with
+# the vision tower and projector left out by peft's `exclude_modules` regex,
+# which trainmem reaches with `--freeze vision_tower --freeze
+# multi_modal_projector` (the fixture's `trainmem_freeze`).
+VISION_LANGUAGE_TYPES = {"llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"}
+VISION_LANGUAGE = ["llava__tiny", "qwen2_vl__tiny", "qwen2_5_vl__tiny", "gemma3__tiny",
+                   "gemma3__no_head", "mllama__tiny"]
+VISION_PARTS = r".*\.(vision_tower|visual|vision_model|multi_modal_projector)(\..*)?"
+# the vision tower alone: Qwen2-VL's patch_embed and blocks (its merger is the projector)
+VISION_TOWER = r".*\.(vision_tower|vision_model|visual\.blocks|visual\.patch_embed)(\..*)?"
+VISION_LANGUAGE_VARIANTS = [
+    ("all_linear_r8", {"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "bias": "none",
+                       "modules_to_save": None, "use_dora": False, "use_rslora": False},
+     "all-linear: peft targets the vision tower's and projector's linears too", None),
+    ("qv_r8", lora("qv", 8, "llama"), "q_proj,v_proj by name: vision towers with q_proj too", None),
+    ("language_all_linear_r8",
+     {"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "bias": "none",
+      "modules_to_save": None, "use_dora": False, "use_rslora": False,
+      "exclude_modules": VISION_PARTS},
+     "all-linear in the language model only (exclude_modules: the vision tower and projector)",
+     ["vision_tower", "multi_modal_projector"]),
+    ("projector_language_all_linear_r8",
+     {"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "bias": "none",
+      "modules_to_save": None, "use_dora": False, "use_rslora": False,
+      "exclude_modules": VISION_TOWER},
+     "all-linear but the vision tower (exclude_modules): the projector and language model",
+     ["vision_tower"]),
+]
+
+
 def _is_tied(raw: dict) -> bool:
     from transformers import AutoConfig
     cfg = _load_config(raw, AutoConfig)
@@ -246,6 +278,15 @@ def all_cases():
         for vid, kind, r in STANDARD:
             yield f"{pid}__{vid}", mt, src, raw, lora(kind, r, mt), f"{kind} targets, rank {r}"
         for vid, kw, note in extra_variants(mt, _is_tied(raw)):
+            yield f"{pid}__{vid}", mt, src, raw, kw, note
+    for pid in VISION_LANGUAGE:
+        raw = json.loads((PARAMS_DIR / f"{pid}.json").read_text())["config"]
+        mt = raw["model_type"]
+        src = f"synthetic: params fixture {pid}"
+        for vid, kw, note, freeze in VISION_LANGUAGE_VARIANTS:
+            kw = dict(kw)
+            if freeze:
+                kw["trainmem_freeze"] = freeze
             yield f"{pid}__{vid}", mt, src, raw, kw, note
 
 
@@ -283,11 +324,16 @@ def measure(raw: dict, lora_kw: dict) -> dict:
     from peft.tuners.tuners_utils import BaseTunerLayer
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from transformers import AutoModelForImageTextToText
+
     cfg = _load_config(raw, AutoConfig)
+    auto = (AutoModelForImageTextToText if raw.get("model_type") in VISION_LANGUAGE_TYPES
+            else AutoModelForCausalLM)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = auto.from_config(cfg)
     base_total = sum(p.numel() for p in model.parameters())
     kw = dict(lora_kw)
+    kw.pop("trainmem_freeze", None)
     tm = kw.pop("target_modules")
     config = LoraConfig(target_modules=tm if isinstance(tm, str) else list(tm),
                         lora_dropout=0.0, **kw)

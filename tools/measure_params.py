@@ -12,7 +12,8 @@ For every configuration listed below it
    auto class of each task: ``AutoModelForMaskedLM``,
    ``AutoModelForSequenceClassification`` and
    ``AutoModelForTokenClassification`` with ``num_labels`` set, and
-   ``AutoModel``; the fixture then records ``"task"``) under
+   ``AutoModel``; the fixture then records ``"task"``; for the
+   vision-language models, ``AutoModelForImageTextToText``) under
    ``with torch.device("meta"):`` so no memory is allocated, even for
    400B-parameter models;
 3. records the total ``sum(p.numel() for p in model.parameters())`` (tied
@@ -614,6 +615,225 @@ def synthetic_configs() -> dict[str, list[tuple[str, str, dict]]]:
         ("tiny", "a tiny SiglipVisionModel", cv),
         ("no_head", "vision_use_head false", {**cv, "vision_use_head": False}),
     ]
+    # Vision-language models (AutoModelForImageTextToText): a vision tower, a
+    # projector and a language model from text_config.
+    lt = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+    lv = {"hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 3,
+          "num_attention_heads": 4, "image_size": 32, "patch_size": 8}
+    S["llava"] = [
+        ("defaults", "class defaults, only model_type given (LlavaConfig's CLIP init kwargs)", {}),
+        ("tiny", "tiny llama text_config and CLIP vision_config", {"text_config": lt, "vision_config": lv}),
+        ("vision_empty", "vision_config {} (CLIPVisionConfig's own defaults, not LlavaConfig's)",
+         {"text_config": lt, "vision_config": {}}),
+        ("text_qwen2", "a qwen2 text_config (biased q/k/v)",
+         {"text_config": {**lt, "model_type": "qwen2"}, "vision_config": lv}),
+        ("text_mistral_untied", "a mistral text_config",
+         {"text_config": {**lt, "model_type": "mistral"}, "vision_config": lv}),
+        ("feature_layers", "vision_feature_layer [-2, -3]: linear_1 reads both layers",
+         {"text_config": lt, "vision_config": lv, "vision_feature_layer": [-2, -3]}),
+        ("no_projector_bias", "multimodal_projector_bias false",
+         {"text_config": lt, "vision_config": lv, "multimodal_projector_bias": False}),
+        ("tied_top", "tie_word_embeddings true at the top level",
+         {"text_config": lt, "vision_config": lv, "tie_word_embeddings": True}),
+        ("tied_text", "tie_word_embeddings true in text_config only",
+         {"text_config": {**lt, "tie_word_embeddings": True}, "vision_config": lv}),
+        # what `--image-size 224` makes of the class defaults: LlavaConfig's CLIP
+        # init kwargs written out, at 224 px
+        ("defaults_at_224", "LlavaConfig's CLIP init kwargs at image_size 224 (--image-size 224)",
+         {"vision_config": {"intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
+                            "image_size": 224, "num_hidden_layers": 24,
+                            "num_attention_heads": 16, "vocab_size": 32000,
+                            "projection_dim": 768}}),
+    ]
+    qv = {"depth": 2, "embed_dim": 32, "hidden_size": 64, "mlp_ratio": 4, "num_heads": 4,
+          "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    S["qwen2_vl"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny text_config and vision_config", {"text_config": lt, "vision_config": qv}),
+        ("flat", "text keys at the top level, no text_config (published files)",
+         {**lt, "vision_config": qv}),
+        ("odd_vision", "vision: 3 blocks, mlp_ratio 3, 3x3 merge, temporal patch 1, 1 channel",
+         {"text_config": lt, "vision_config": {**qv, "depth": 3, "mlp_ratio": 3,
+                                               "spatial_merge_size": 3, "temporal_patch_size": 1,
+                                               "in_channels": 1}}),
+        ("tied_top", "tie_word_embeddings true at the top level",
+         {"text_config": lt, "vision_config": qv, "tie_word_embeddings": True}),
+        ("tied_text", "tie_word_embeddings true in text_config only",
+         {"text_config": {**lt, "tie_word_embeddings": True}, "vision_config": qv}),
+        ("tied_flat", "tie_word_embeddings true in a flat file (Qwen2-VL-2B)",
+         {**lt, "vision_config": qv, "tie_word_embeddings": True}),
+        ("kv_null", "num_key_value_heads null: as many as the query heads",
+         {"text_config": {**lt, "num_key_value_heads": None}, "vision_config": qv}),
+    ]
+    q5 = {"depth": 2, "hidden_size": 32, "intermediate_size": 72, "num_heads": 4,
+          "out_hidden_size": 64, "patch_size": 4, "spatial_merge_size": 2,
+          "temporal_patch_size": 2, "fullatt_block_indexes": [1]}
+    S["qwen2_5_vl"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny text_config and vision_config", {"text_config": lt, "vision_config": q5}),
+        ("flat", "text keys at the top level, no text_config (published files)",
+         {**lt, "vision_config": q5}),
+        ("odd_vision", "vision: 3 blocks, out_hidden_size 48 != text hidden, 3x3 merge, 1 channel",
+         {"text_config": lt, "vision_config": {**q5, "depth": 3, "out_hidden_size": 48,
+                                               "spatial_merge_size": 3, "in_channels": 1}}),
+        ("tied_top", "tie_word_embeddings true at the top level",
+         {"text_config": lt, "vision_config": q5, "tie_word_embeddings": True}),
+        ("tied_text", "tie_word_embeddings true in text_config only",
+         {"text_config": {**lt, "tie_word_embeddings": True}, "vision_config": q5}),
+    ]
+    gt = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1000}
+    S["gemma3"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny gemma3_text and SigLIP vision configs",
+         {"text_config": gt, "vision_config": lv}),
+        ("no_head", "vision_use_head false (the published checkpoints)",
+         {"text_config": gt, "vision_config": {**lv, "vision_use_head": False}}),
+        ("untied_top", "tie_word_embeddings false at the top level",
+         {"text_config": gt, "vision_config": lv, "tie_word_embeddings": False}),
+        ("untied_text", "tie_word_embeddings false in text_config only",
+         {"text_config": {**gt, "tie_word_embeddings": False}, "vision_config": lv}),
+        ("tiny_at_48", "the tiny config at image_size 48 (--image-size 48)",
+         {"text_config": gt, "vision_config": {**lv, "image_size": 48}}),
+    ]
+    mv = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+          "num_global_layers": 1, "attention_heads": 4, "image_size": 16, "patch_size": 4,
+          "max_num_tiles": 2, "vision_output_dim": 96,
+          "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}
+    mt = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+          "cross_attention_layers": [1, 3], "pad_token_id": 0}
+    S["mllama"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny vision (3 aspect ratios, 2 tiles) and text (cross-attention at 1 and 3)",
+         {"text_config": mt, "vision_config": mv}),
+        ("one_cross", "one cross-attention layer, first; 4 tiles, 5 aspect ratios",
+         {"text_config": {**mt, "cross_attention_layers": [0]},
+          "vision_config": {**mv, "max_num_tiles": 4,
+                            "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1], [2, 2], [1, 4]]}}),
+        ("no_cross", "cross_attention_layers [] (a text-only stack)",
+         {"text_config": {**mt, "cross_attention_layers": []}, "vision_config": mv}),
+        ("tiny_at_32", "the tiny config at image_size 32 (--image-size 32)",
+         {"text_config": mt, "vision_config": {**mv, "image_size": 32}}),
+    ]
+    # Encoder-decoders: each variant is measured for every task in SEQ2SEQ_TASKS.
+    t5 = {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16,
+          "vocab_size": 1000}
+    t5_variants = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes: 2 layers each side", t5),
+        ("decoder_layers", "num_decoder_layers 3 != num_layers 2", {**t5, "num_decoder_layers": 3}),
+        ("decoder_layers_null", "num_decoder_layers null (num_layers)",
+         {**t5, "num_decoder_layers": None}),
+        ("gated_gelu", "feed_forward_proj gated-gelu: wi_0 and wi_1", {**t5, "feed_forward_proj": "gated-gelu"}),
+        ("relu", "feed_forward_proj relu: one wi", {**t5, "feed_forward_proj": "relu"}),
+        ("gated_silu", "feed_forward_proj gated-silu", {**t5, "feed_forward_proj": "gated-silu"}),
+        ("d_kv", "d_kv 8 over 4 heads: attention width 32, not d_model 64", {**t5, "d_kv": 8}),
+        ("buckets", "relative_attention_num_buckets 16, max_distance 64",
+         {**t5, "relative_attention_num_buckets": 16, "relative_attention_max_distance": 64}),
+        ("untied", "tie_word_embeddings false: a checkpoint with its own lm_head, loaded with "
+         "from_pretrained", {**t5, "tie_word_embeddings": False}),
+        ("odd_sizes", "d_model 72, 6 heads of 12, d_ff 250, vocab 1003, 3 layers",
+         {**t5, "d_model": 72, "num_heads": 6, "d_kv": 12, "d_ff": 250, "vocab_size": 1003,
+          "num_layers": 3}),
+        ("aliases", "attribute_map aliases hidden_size, num_attention_heads, num_hidden_layers, "
+         "head_dim", {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                      "head_dim": 16, "d_ff": 128, "vocab_size": 1000}),
+    ]
+    S["t5"] = t5_variants + [
+        # google/t5-v1_1-base's config.json (the fields that shape parameters)
+        ("v1_1_base", "google/t5-v1_1-base's published sizes (gated-gelu, untied)",
+         {"d_model": 768, "d_ff": 2048, "d_kv": 64, "num_heads": 12, "num_layers": 12,
+          "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False, "vocab_size": 32128}),
+    ]
+    S["mt5"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes (gated-gelu by default)", t5),
+        ("untied", "tie_word_embeddings false, as mT5 checkpoints are published",
+         {**t5, "tie_word_embeddings": False}),
+        ("relu", "feed_forward_proj relu", {**t5, "feed_forward_proj": "relu"}),
+    ]
+    S["umt5"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes: a relative position bias in every layer", t5),
+        ("decoder_layers", "num_decoder_layers 3", {**t5, "num_decoder_layers": 3}),
+        ("untied", "tie_word_embeddings false, as UMT5 checkpoints are published",
+         {**t5, "tie_word_embeddings": False}),
+    ]
+    ba = {"d_model": 64, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "encoder_layers": 2,
+          "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+          "vocab_size": 1000, "max_position_embeddings": 128}
+    S["bart"] = [
+        ("defaults", "class defaults, only model_type given (bart-large sizes)", {}),
+        ("tiny", "tiny sizes", ba),
+        ("asymmetric", "3 encoder layers of ffn 96 over 8 heads, 1 decoder layer of ffn 200 "
+         "over 2 heads, 77 positions",
+         {**ba, "encoder_layers": 3, "encoder_ffn_dim": 96, "encoder_attention_heads": 8,
+          "decoder_layers": 1, "decoder_ffn_dim": 200, "decoder_attention_heads": 2,
+          "max_position_embeddings": 77}),
+        ("untied", "tie_word_embeddings false: embed_tokens of each stack and lm_head are their own",
+         {**ba, "tie_word_embeddings": False}),
+        ("aliases", "hidden_size and num_attention_heads (attribute_map aliases)",
+         {k: v for k, v in ba.items() if k not in ("d_model", "encoder_attention_heads")}
+         | {"hidden_size": 64, "num_attention_heads": 4}),
+        ("scale_embedding", "scale_embedding true, dropouts (no shape effect)",
+         {**ba, "scale_embedding": True, "dropout": 0.2, "activation_function": "relu"}),
+        # facebook/bart-base's config.json (the fields that shape parameters)
+        ("base", "facebook/bart-base's published sizes",
+         {"d_model": 768, "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072, "encoder_layers": 6,
+          "decoder_layers": 6, "encoder_attention_heads": 12, "decoder_attention_heads": 12,
+          "vocab_size": 50265, "max_position_embeddings": 1024}),
+    ]
+    # Whisper's special token ids default past a small vocabulary: set them inside it.
+    wh = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
+          "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 96,
+          "vocab_size": 1000, "num_mel_bins": 16, "max_source_positions": 30,
+          "max_target_positions": 20, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 1,
+          "decoder_start_token_id": 2}
+    S["whisper"] = [
+        ("defaults", "class defaults, only model_type given (whisper-tiny sizes)", {}),
+        ("tiny", "tiny sizes: 2 encoder and 3 decoder layers, 16 mel bins", wh),
+        ("untied", "tie_word_embeddings false: proj_out of its own",
+         {**wh, "tie_word_embeddings": False}),
+        ("weighted_layer_sum", "use_weighted_layer_sum true, classifier_proj_size 48",
+         {**wh, "use_weighted_layer_sum": True, "classifier_proj_size": 48}),
+        ("aliases", "hidden_size, num_attention_heads, num_hidden_layers (attribute_map aliases)",
+         {k: v for k, v in wh.items()
+          if k not in ("d_model", "encoder_attention_heads", "encoder_layers")}
+         | {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}),
+        ("mels_128", "num_mel_bins 128 (large-v3's)", {**wh, "num_mel_bins": 128}),
+    ]
+    mb = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 1000, "state_size": 8}
+    S["mamba"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes", mb),
+        ("expand_3", "expand 3, conv_kernel 3, state_size 5", {**mb, "expand": 3,
+                                                               "conv_kernel": 3, "state_size": 5}),
+        ("rank", "time_step_rank 7 (not auto)", {**mb, "time_step_rank": 7}),
+        ("biases", "use_bias true, use_conv_bias false", {**mb, "use_bias": True,
+                                                          "use_conv_bias": False}),
+        ("untied", "tie_word_embeddings false", {**mb, "tie_word_embeddings": False}),
+        ("odd_sizes", "hidden 72 (auto rank 5), vocab 1003, 3 layers",
+         {**mb, "hidden_size": 72, "vocab_size": 1003, "num_hidden_layers": 3}),
+        # state-spaces/mamba-2.8b-hf's sizes
+        ("published_2_8b", "state-spaces/mamba-2.8b-hf's sizes",
+         {"hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280, "state_size": 16,
+          "expand": 2, "conv_kernel": 4, "time_step_rank": 160}),
+    ]
+    m2 = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 1000, "state_size": 8,
+          "num_heads": 8, "head_dim": 16, "n_groups": 2}
+    S["mamba2"] = [
+        ("defaults", "class defaults, only model_type given", {}),
+        ("tiny", "tiny sizes: 8 heads of 16, 2 groups", m2),
+        ("one_group", "n_groups 1, 4 heads of 32", {**m2, "n_groups": 1, "num_heads": 4,
+                                                     "head_dim": 32}),
+        ("biases", "use_bias true, use_conv_bias false", {**m2, "use_bias": True,
+                                                          "use_conv_bias": False}),
+        ("tied", "tie_word_embeddings true", {**m2, "tie_word_embeddings": True}),
+        ("expand_3", "expand 3 (12 heads of 16), conv_kernel 3",
+         {**m2, "expand": 3, "num_heads": 12, "conv_kernel": 3}),
+    ]
     b = {"hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 1000}
     S["bloom"] = [
         ("defaults", "class defaults, only model_type given", {}),
@@ -644,11 +864,27 @@ ENCODER_TASKS = ["masked-lm", "seq-cls:3", "token-cls:5", "embedding"]
 VISION_TASKS = {"vit": ["embedding", "seq-cls:3"], "clip": ["embedding", "seq-cls:3"],
                 "siglip": ["embedding", "seq-cls:3"], "clip_vision_model": ["embedding"],
                 "clip_text_model": ["embedding"], "siglip_vision_model": ["embedding"]}
+# The encoder-decoders and the tasks measured for each: every auto class
+# transformers has for them (BART's masked-lm is BartForConditionalGeneration).
+T5_TASKS = ["seq2seq", "embedding", "seq-cls:3", "token-cls:5"]
+SEQ2SEQ_TASKS = {"t5": T5_TASKS, "mt5": T5_TASKS, "umt5": T5_TASKS,
+                 "bart": ["seq2seq", "embedding", "seq-cls:3", "causal-lm", "masked-lm"],
+                 "whisper": ["seq2seq", "embedding", "seq-cls:3", "causal-lm"]}
+# The T5 family's config classes force tie_word_embeddings to true, so
+# from_config ties lm_head to shared; a published checkpoint whose file says
+# false holds a different lm_head, which from_pretrained leaves untied.
+T5_FAMILY = {"t5", "mt5", "umt5"}
+
+
+# The vision-language models, built by AutoModelForImageTextToText for causal-lm.
+VISION_LANGUAGE = {"llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "mllama"}
 
 
 def default_task(model_type: str) -> str:
     """trainmem's default --task: masked-lm for text encoders, embedding for
-    vision encoders, causal-lm otherwise."""
+    vision encoders, seq2seq for encoder-decoders, causal-lm otherwise."""
+    if model_type in SEQ2SEQ_TASKS:
+        return "seq2seq"
     if model_type in VISION_TASKS:
         return "embedding"
     return "masked-lm" if model_type in ENCODERS else "causal-lm"
@@ -661,9 +897,15 @@ def auto_class(task: str, model_type: str = ""):
     kind, _, labels = task.partition(":")
     classes = {"causal-lm": t.AutoModelForCausalLM, "masked-lm": t.AutoModelForMaskedLM,
                "seq-cls": t.AutoModelForSequenceClassification,
-               "token-cls": t.AutoModelForTokenClassification, "embedding": t.AutoModel}
+               "token-cls": t.AutoModelForTokenClassification, "embedding": t.AutoModel,
+               "seq2seq": t.AutoModelForSeq2SeqLM}
     if model_type in VISION_TASKS:
         classes["seq-cls"] = t.AutoModelForImageClassification
+    if model_type in VISION_LANGUAGE:
+        classes["causal-lm"] = t.AutoModelForImageTextToText
+    if model_type == "whisper":
+        classes["seq2seq"] = t.AutoModelForSpeechSeq2Seq
+        classes["seq-cls"] = t.AutoModelForAudioClassification
     return classes[kind], int(labels) if labels else None
 
 
@@ -680,11 +922,34 @@ def measure(raw: dict, task: str = "causal-lm", model_type: str = ""):
     cls, labels = auto_class(task, model_type)
     if labels is not None:
         cfg.num_labels = labels
-    with torch.device("meta"):
-        model = cls.from_config(cfg)
+    if model_type in T5_FAMILY and raw.get("tie_word_embeddings") is False and task == "seq2seq":
+        model = untied_checkpoint(raw, cls, cfg)
+    else:
+        with torch.device("meta"):
+            model = cls.from_config(cfg)
     total = sum(p.numel() for p in model.parameters())
     tensors = [{"name": name, "shape": list(p.shape)} for name, p in model.named_parameters()]
-    return total, tensors
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    return total, tensors, frozen
+
+
+def untied_checkpoint(raw: dict, cls, cfg):
+    """The model `from_pretrained` builds from a T5-family checkpoint that
+    holds `shared.weight` and a different `lm_head.weight`, as every
+    published checkpoint whose config says `tie_word_embeddings: false`
+    does (the other weights are missing and initialised; bf16 keeps a
+    3B model within a few GB)."""
+    import torch
+    from safetensors.torch import save_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "config.json"), "w") as fh:
+            json.dump(raw, fh)
+        shape = (cfg.vocab_size, cfg.d_model)
+        save_file({"shared.weight": torch.zeros(shape, dtype=torch.bfloat16),
+                   "lm_head.weight": torch.ones(shape, dtype=torch.bfloat16)},
+                  os.path.join(tmp, "model.safetensors"))
+        return cls.from_pretrained(tmp, dtype=torch.bfloat16)
 
 
 def render(doc: dict) -> str:
@@ -715,8 +980,8 @@ def all_cases():
             assert variant not in seen, (model_type, variant)
             seen.add(variant)
             raw = {"model_type": model_type, **raw}
-            tasks = VISION_TASKS.get(model_type) or (ENCODER_TASKS if model_type in ENCODERS
-                                                     else None)
+            tasks = (VISION_TASKS.get(model_type) or SEQ2SEQ_TASKS.get(model_type)
+                     or (ENCODER_TASKS if model_type in ENCODERS else None))
             if tasks:
                 for task in tasks:
                     yield (f"{model_type}__{variant}__{task.replace(':', '-')}", model_type,
@@ -749,15 +1014,17 @@ def main(argv=None) -> int:
     start = time.time()
     for case_id, model_type, source, raw, task in cases:
         try:
-            total, tensors = measure(raw, task, model_type)
+            total, tensors, frozen = measure(raw, task, model_type)
         except Exception as exc:  # report and continue
             failures.append((case_id, f"{type(exc).__name__}: {exc}"))
             print(f"FAIL  {case_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         doc = {"id": case_id, "model_type": model_type, "source": source, "config": raw,
                "total": total, "tensor_count": len(tensors), **versions}
-        if task != "causal-lm":
+        if task != "causal-lm" or model_type in SEQ2SEQ_TASKS:
             doc["task"] = task
+        if frozen:
+            doc["frozen"] = frozen
         if len(tensors) <= MAX_LISTED_TENSORS:
             doc["tensors"] = tensors
         out = FIXTURES_DIR / f"{case_id}.json"

@@ -6,7 +6,7 @@ use super::kernels::Kernels;
 use super::norms::FP32;
 use super::parallel::Rank;
 use super::tally::Tally;
-use crate::architecture::{Dimensions, Positions};
+use crate::architecture::{Dimensions, ImageInputs, Positions};
 use crate::error::Result;
 use crate::units::Bytes;
 
@@ -27,6 +27,44 @@ pub fn saved(rank: &Rank, dims: &Dimensions, kernels: &Kernels) -> Result<Bytes>
             rank.sequence_tokens,
             rank.hidden,
         ],
+    )?;
+    Ok(saved.bytes())
+}
+
+/// Bytes of a bool mask element.
+const BOOL: u64 = 1;
+
+/// LLaVA's images, outside the language model's layers, with its vision
+/// tower frozen ([`ImageInputs`]), for n = B x images-per-sample images of
+/// T tokens: with the projector training, `linear_1`'s input P·rows·h_v
+/// (`MmBackward0.self`: the selected hidden state flattened, a copy of
+/// its n·T rows, or, for one image, a view of the whole [1, T + 1, h_v]
+/// state), GELU's input and `linear_2`'s input P·n·T·h (`GeluBackward0.self`,
+/// `AddmmBackward0.mat1`); and `masked_scatter`'s bool mask [B, S, 1]
+/// (`MaskedScatterBackward0.mask`) when the merged embeddings need a
+/// gradient (the projector or the token embedding trains).
+pub fn images(rank: &Rank, images: &ImageInputs) -> Result<Bytes> {
+    let mut saved = Tally::new();
+    let count = rank
+        .batch
+        .checked_mul(images.per_sample)
+        .ok_or_else(|| crate::error::Error::overflow("the micro-batch's images"))?;
+    if images.projector_trains {
+        let rows = if count == 1 {
+            images.tower_tokens
+        } else {
+            count
+                .checked_mul(images.tokens)
+                .ok_or_else(|| crate::error::Error::overflow("the images' tokens"))?
+        };
+        saved.tensor(&[rank.element, rows, images.vision_hidden])?;
+        for _ in 0..2 {
+            saved.tensor(&[rank.element, count, images.tokens, images.projector_hidden])?;
+        }
+    }
+    saved.tensor_if(
+        images.projector_trains || images.embeddings_train,
+        &[BOOL, rank.batch, rank.seq],
     )?;
     Ok(saved.bytes())
 }

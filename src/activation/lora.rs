@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 
 /// peft's `lora_dropout`, a probability in [0, 1), kept in parts per
 /// million so that a workload stays comparable (`Eq`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct LoraDropout(u32);
 
 /// Parts per million in a probability of 1.

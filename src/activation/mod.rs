@@ -38,6 +38,7 @@ mod norms;
 mod offload;
 mod parallel;
 mod recompute;
+mod seq2seq;
 mod step;
 mod tally;
 mod techniques;
@@ -52,6 +53,7 @@ pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, Stats
 pub use self::lora::LoraDropout;
 pub use self::offload::{MIN_OFFLOAD_SIZE, Offloaded};
 use self::parallel::candidate_stages;
+pub use self::seq2seq::notes as encoder_decoder_notes;
 use self::step::Step;
 use self::tally::plus;
 pub use self::techniques::notes as technique_notes;
@@ -199,6 +201,9 @@ fn stages_with(
     workload: &Workload,
     kernels: &Kernels,
 ) -> Result<Vec<Activations>> {
+    if let Some(model) = &dims.encoder_decoder {
+        return Ok(vec![seq2seq::activations(dims, model, workload, kernels)?]);
+    }
     let step = Step::new(dims, workload, kernels)?;
     candidate_stages(dims.layers, workload.pipeline)
         .into_iter()

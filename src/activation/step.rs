@@ -534,6 +534,10 @@ impl<'a> Step<'a> {
                 }
                 None => embeddings::saved(&self.rank, self.dims, self.kernels)?,
             };
+            if let Some(images) = &self.dims.images {
+                schedule.embeddings =
+                    plus(schedule.embeddings, embeddings::images(&self.rank, images)?)?;
+            }
             if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
                 host.add(schedule.embeddings)?;
                 embeddings_offloaded = std::mem::take(&mut schedule.embeddings);
@@ -701,6 +705,21 @@ impl<'a> Step<'a> {
     pub(super) fn notes(&self) -> Vec<String> {
         let (dims, workload) = (self.dims, self.workload);
         let mut notes = vec![format!("attention: {}", self.kernel.describe())];
+        if let Some(images) = &dims.images {
+            notes.push(format!(
+                "images: the language model runs over the merged sequence of text and image tokens; the frozen vision tower saves nothing (its hidden states live only while it runs forward, not counted); {}; the merge saves its B x S bool mask{}",
+                if images.projector_trains {
+                    "the projector saves linear_1's input (the selected layer's image rows) and GELU's and linear_2's inputs, n x T x hidden each"
+                } else {
+                    "the frozen projector saves nothing"
+                },
+                if images.projector_trains || images.embeddings_train {
+                    ""
+                } else {
+                    " only when a gradient reaches it (not here)"
+                }
+            ));
+        }
         if workload.platform == Platform::Cuda {
             if dims.norm == NormKind::LayerNorm {
                 notes.push("CUDA: LayerNorm saves its mean and rstd in fp32".to_string());

@@ -8,7 +8,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// The attention implementation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Attention {
     /// transformers' eager attention: the softmax probabilities are saved.
@@ -20,7 +20,7 @@ pub enum Attention {
 }
 
 /// Activation recomputation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Recompute {
     /// Everything saved.
@@ -35,7 +35,7 @@ pub enum Recompute {
 }
 
 /// The loss function: how the logits and the cross-entropy are computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Loss {
     /// transformers' `ForCausalLMLoss`: the whole logits, their fp32 copy.
     Standard,
@@ -159,7 +159,7 @@ impl Recompute {
 /// Where the kernels run: their saved tensors differ in a few places
 /// (LayerNorm statistics, dropout masks, which sdpa kernel runs); see
 /// [`Platform::kernels`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
     /// CUDA kernels.
@@ -185,12 +185,15 @@ impl Platform {
 }
 
 /// One training micro-step's shape.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Hash)]
 pub struct Workload {
     /// Sequences per micro-batch B.
     pub micro_batch: u64,
-    /// Tokens per sequence S.
+    /// Tokens per sequence S (an encoder-decoder's input tokens).
     pub seq_len: u64,
+    /// An encoder-decoder's decoder tokens per sequence T (`--target-len`;
+    /// `None`: S).
+    pub target_len: Option<u64>,
     /// The attention implementation.
     pub attention: Attention,
     /// Activation recomputation.
@@ -251,6 +254,7 @@ impl Workload {
         Workload {
             micro_batch,
             seq_len,
+            target_len: None,
             attention: Attention::Sdpa,
             recompute: Recompute::None,
             recompute_every: 1,

@@ -217,6 +217,8 @@ impl Blueprint {
                 conv1d: false,
             },
             encoder: None,
+            images: None,
+            encoder_decoder: None,
         }
     }
 

@@ -223,6 +223,8 @@ fn vision_dimensions(config: &Config, labels: u64) -> Result<Dimensions> {
             pixels,
             pixels_norm: true,
         }),
+        images: None,
+        encoder_decoder: None,
     })
 }
 
@@ -235,7 +237,7 @@ pub fn image_sequence(config: &Config) -> Result<u64> {
 }
 
 /// `CLIPVisionModel`, and its hidden size.
-fn vision_tower(config: &Config) -> Result<(Params, u64)> {
+pub fn vision_tower(config: &Config) -> Result<(Params, u64)> {
     let tower = Tower::read(config, VISION)?;
     let hidden = tower.hidden;
     let patch = config.size("patch_size", PATCH_SIZE)?;

@@ -62,6 +62,18 @@ impl<'a> Config<'a> {
         }
     }
 
+    /// The value of `key` as the file holds it, if present: a sub-config
+    /// taken whole, to be read as its own config.
+    pub fn raw(&self, key: &str) -> Option<&'a Value> {
+        self.keys.get(key)
+    }
+
+    /// Every key of the object: a composite config whose text model reads
+    /// its keys from the top level (Qwen2-VL's published files).
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.keys.clone())
+    }
+
     /// A size that the config class declares as `int = default`: absent takes
     /// `default`; `null` is refused like any other non-number.
     pub fn size(&self, key: &str, default: u64) -> Result<u64> {

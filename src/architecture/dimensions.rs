@@ -62,6 +62,116 @@ pub struct Dimensions {
     pub linears: Linears,
     /// A BERT-style encoder's inputs and task head; `None` for a causal LM.
     pub encoder: Option<EncoderParts>,
+    /// A vision-language model's images merged into the text sequence
+    /// (LLaVA): what its projector and the merge save; `None` for a text
+    /// model.
+    pub images: Option<ImageInputs>,
+    /// An encoder-decoder's two stacks (T5, BART), which the seq2seq
+    /// activation model reads instead of the single-stack fields above;
+    /// `None` for a model of one stack.
+    pub encoder_decoder: Option<EncoderDecoder>,
+}
+
+/// What LLaVA saves for its images outside the language model's layers,
+/// with its vision tower frozen (no autograd there): the projector's
+/// saved tensors when it trains (`linear_1`'s input, the image features
+/// of the selected layer; GELU's input; `linear_2`'s input) and
+/// `masked_scatter`'s 1-byte mask [B, S, 1] when the merged embeddings
+/// need a gradient. Measured by `tools/measure_activations.py`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ImageInputs {
+    /// Images per sample (`--images`).
+    pub per_sample: u64,
+    /// Tokens each image becomes in the text sequence: rows of the
+    /// projector per image.
+    pub tokens: u64,
+    /// Rows of the vision tower's hidden state per image (its patches and
+    /// the class token).
+    pub tower_tokens: u64,
+    /// Whether the class token is sliced off (`vision_feature_select_strategy`
+    /// `default`): `linear_1` then flattens a strided view, which copies it
+    /// unless there is one image in the micro-batch.
+    pub sliced: bool,
+    /// The vision tower's hidden size: `linear_1`'s input width.
+    pub vision_hidden: u64,
+    /// The projector's width (the text model's hidden size).
+    pub projector_hidden: u64,
+    /// Whether the projector trains (it then saves its inputs).
+    pub projector_trains: bool,
+    /// Whether the text embeddings train (then the merge saves its mask
+    /// even with a frozen projector).
+    pub embeddings_train: bool,
+}
+
+/// Which encoder-decoder implementation an [`EncoderDecoder`] follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Seq2SeqFamily {
+    /// `T5ForConditionalGeneration`: RMS norms in Python, relative position
+    /// bias (an additive mask that requires grad), no biases.
+    T5,
+    /// `BartForConditionalGeneration`: post-norm LayerNorms, learned
+    /// positions, biased linears, the embedding LayerNorm.
+    Bart,
+    /// `WhisperForConditionalGeneration`: two convolutions over log-mel
+    /// frames, pre-norm layers, final LayerNorms, the attention output
+    /// copied before its projection.
+    Whisper,
+}
+
+/// The feed-forward of an encoder-decoder layer, by what it saves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Seq2SeqFeedForward {
+    /// T5's `T5DenseActDense` with `relu`: the result, saved once.
+    Relu,
+    /// BART's `fc1`, `gelu`, `fc2`: gelu's input and fc2's input.
+    Gelu,
+    /// T5's `T5DenseGatedActDense` with `gelu_new` (`gated-gelu`): four
+    /// tensors of `NewGELUActivation`, the product's two factors, fc2's input.
+    GatedNewGelu,
+    /// `gated-silu`: silu's input, the product's two factors, `wo`'s input.
+    GatedSilu,
+}
+
+/// What the seq2seq activation model needs of an encoder-decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EncoderDecoder {
+    /// The implementation.
+    pub family: Seq2SeqFamily,
+    /// Encoder layers.
+    pub encoder_layers: u64,
+    /// Decoder layers.
+    pub decoder_layers: u64,
+    /// Encoder attention heads.
+    pub encoder_heads: u64,
+    /// Decoder attention heads (self- and cross-attention).
+    pub decoder_heads: u64,
+    /// The width of one head (T5's `d_kv`; BART: `d_model / heads`).
+    pub head_dim: u64,
+    /// The encoder's feed-forward width.
+    pub encoder_intermediate: u64,
+    /// The decoder's feed-forward width.
+    pub decoder_intermediate: u64,
+    /// The feed-forward kind.
+    pub feed_forward: Seq2SeqFeedForward,
+    /// Dropout on the embeddings and every block's output (T5's
+    /// `dropout_rate`, BART's `dropout`).
+    pub dropout: bool,
+    /// Dropout on the attention probabilities (T5's `dropout_rate`, BART's
+    /// `attention_dropout`).
+    pub attention_dropout: bool,
+    /// Dropout inside the feed-forward (T5's `dropout_rate`, BART's
+    /// `activation_dropout`).
+    pub activation_dropout: bool,
+    /// Whisper's log-mel bins (`num_mel_bins`); 0 for a text encoder.
+    pub mel_bins: u64,
+    /// Whisper's encoder positions, fixed whatever `--seq-len` says
+    /// (`max_source_positions`: 30 s of audio); `None` for a text encoder.
+    pub source_positions: Option<u64>,
+    /// The most decoder tokens the model takes (Whisper's
+    /// `max_target_positions`, which it raises past); `None`: unbounded.
+    pub target_positions: Option<u64>,
 }
 
 /// What a BERT-style encoder saves outside its layers that a causal LM
@@ -392,6 +502,8 @@ impl Dimensions {
             mask_positional: false,
             linears: Linears::llama(),
             encoder: None,
+            images: None,
+            encoder_decoder: None,
         })
     }
 
@@ -434,6 +546,9 @@ pub fn dimensions(config: &Value) -> Result<Dimensions> {
     {
         return read(&config)?.dimensions(&config, super::encoder::DEFAULT_TASK);
     }
+    if model_type == "llava" {
+        return super::llava::dimensions(&config);
+    }
     let measured = supported_for_activations;
     let measure = super::ARCHITECTURES
         .iter()
@@ -453,7 +568,7 @@ pub fn supported_for_activations() -> Vec<&'static str> {
         .filter(|(_, _, measure)| measure.is_some())
         .map(|(name, _, _)| *name)
         .chain(super::ENCODERS.iter().map(|(name, _)| *name))
-        .chain(["clip", "vit"])
+        .chain(["bart", "clip", "llava", "t5", "vit", "whisper"])
         .collect();
     names.sort_unstable();
     names

@@ -240,6 +240,8 @@ impl Encoder {
                 pixels: 0,
                 pixels_norm: false,
             }),
+            images: None,
+            encoder_decoder: None,
         })
     }
 

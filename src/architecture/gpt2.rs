@@ -144,5 +144,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             conv1d: true,
         },
         encoder: None,
+        images: None,
+        encoder_decoder: None,
     })
 }

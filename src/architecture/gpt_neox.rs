@@ -153,5 +153,7 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
             conv1d: false,
         },
         encoder: None,
+        images: None,
+        encoder_decoder: None,
     })
 }

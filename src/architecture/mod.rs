@@ -19,7 +19,9 @@
 //! BERT-style encoders fill in an [`Encoder`](encoder::Encoder), which lays
 //! out the body and the head of the task asked for. Vision encoders (ViT,
 //! and CLIP's and SigLIP's two towers, whose shared layer is in
-//! [`tower`]) lay out their own inventory per task.
+//! [`tower`]) lay out their own inventory per task, and so do the
+//! encoder-decoders (T5 and its copies mT5 and UMT5, BART), whose two
+//! stacks are written out with [`encoder_decoder`]'s helpers.
 
 mod attention;
 mod blueprint;
@@ -27,11 +29,14 @@ mod config;
 mod decoder;
 mod dimensions;
 mod encoder;
+mod encoder_decoder;
 mod feed_forward;
 mod params;
 mod task;
 mod tower;
+mod vision_language;
 
+mod bart;
 mod bert;
 mod bloom;
 mod clip;
@@ -42,6 +47,7 @@ mod deepseek_v3;
 mod falcon;
 mod gemma;
 mod gemma2;
+mod gemma3;
 mod gemma3_text;
 mod gpt2;
 mod gpt_bigcode;
@@ -49,8 +55,11 @@ mod gpt_neox;
 mod gptj;
 mod granite;
 mod llama;
+mod llava;
+mod mamba;
 mod mistral;
 mod mixtral;
+mod mllama;
 mod modernbert;
 mod mpt;
 mod olmo;
@@ -60,23 +69,28 @@ mod phi;
 mod phi3;
 mod qwen2;
 mod qwen2_moe;
+mod qwen2_vl;
 mod qwen3;
 mod qwen3_moe;
 mod roberta;
 mod siglip;
 mod stablelm;
 mod starcoder2;
+mod t5;
 mod vit;
+mod whisper;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, EncoderHead, EncoderParts, LatentDims, LayerLayout, Linears,
-    MixtureOfExperts, MlpKind, NormKind, Placement, Positions, QkNormKind, QkvLayout, Router,
-    SharedExpert, Softcap, dimensions, supported_for_activations,
+    Dimensions, Dropout, EagerSoftmax, EncoderDecoder, EncoderHead, EncoderParts, ImageInputs,
+    LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions,
+    QkNormKind, QkvLayout, Router, Seq2SeqFamily, Seq2SeqFeedForward, SharedExpert, Softcap,
+    dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
 pub use self::task::{MAX_LABELS, TASKS_ACCEPTED, Task};
+pub use self::vision_language::{PARTS, part_prefixes};
 
 use serde_json::Value;
 
@@ -122,6 +136,8 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("gptj", gptj::describe, None),
     ("granite", granite::describe, Some(granite::dimensions)),
     ("llama", from_blueprint!(llama), Some(llama::dimensions)),
+    ("mamba", mamba::describe, None),
+    ("mamba2", mamba::describe_mamba2, None),
     (
         "mistral",
         from_blueprint!(mistral),
@@ -189,6 +205,75 @@ const INVENTORY_ENCODERS: &[(&str, LayOut, Task)] = &[
     ("vit", vit::describe, vit::DEFAULT_TASK),
 ];
 
+/// The vision-language models (`AutoModelForImageTextToText`), each
+/// laying out its vision tower, projector and language model; their
+/// default task is [`vision_language::DEFAULT_TASK`], and their
+/// activations are not modelled.
+const VISION_LANGUAGE: &[(&str, LayOut)] = &[
+    ("gemma3", gemma3::describe),
+    ("llava", llava::describe),
+    ("mllama", mllama::describe),
+    ("qwen2_5_vl", qwen2_vl::describe_2_5),
+    ("qwen2_vl", qwen2_vl::describe),
+];
+
+/// The names of the vision-language model types.
+pub fn vision_language() -> Vec<&'static str> {
+    VISION_LANGUAGE.iter().map(|(name, _)| *name).collect()
+}
+
+/// The activation dimensions of the causal LM `text` (a text config with
+/// its `model_type`) describes, for a vision-language model's language
+/// model.
+fn causal_lm_dimensions(text: &Value) -> Result<Dimensions> {
+    let config = Config::new(text)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    let measure = ARCHITECTURES
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+        .and_then(|(_, _, measure)| *measure)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "text_config.model_type".to_string(),
+            problem: format!(
+                "the activations of a `{model_type}` language model are not modelled; accepted: {}",
+                supported_for_activations().join(", ")
+            ),
+        })?;
+    measure(&config)
+}
+
+/// The tensors of the causal LM `text` (a text config with its
+/// `model_type`) describes, for a vision-language model's language model.
+fn causal_lm(text: &Value) -> Result<Vec<Tensor>> {
+    let config = Config::new(text)?;
+    let model_type = config.model_type()?.unwrap_or("");
+    let describe = ARCHITECTURES
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+        .map(|(_, describe, _)| describe)
+        .ok_or_else(|| Error::InvalidConfig {
+            key: "model_type".to_string(),
+            problem: format!(
+                "`{model_type}` is not a decoder trainmem reads as a language model; accepted: a llama-style decoder (its modules under `model.`) such as llama, mistral, qwen2 or gemma3_text"
+            ),
+        })?;
+    describe(&config)?.into_tensors()
+}
+/// Every supported encoder-decoder `model_type` and the file that lays out
+/// each task's inventory; each trains for [`encoder_decoder::DEFAULT_TASK`]
+/// (seq2seq) by default.
+const ENCODER_DECODERS: &[(&str, LayOut, Frozen)] = &[
+    ("bart", bart::describe, &[]),
+    ("mt5", t5::describe_mt5, &[]),
+    ("t5", t5::describe, &[]),
+    ("umt5", t5::describe_umt5, &[]),
+    ("whisper", whisper::describe, whisper::FROZEN),
+];
+
+/// The parameters (by name suffix) a model creates with
+/// `requires_grad_(False)`: counted, never trained.
+type Frozen = &'static [&'static str];
+
 /// The model_types trainmem can read from a config.json, alphabetically.
 pub fn supported() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ARCHITECTURES
@@ -197,6 +282,12 @@ pub fn supported() -> Vec<&'static str> {
         .chain(ENCODERS.iter().map(|(model_type, _)| *model_type))
         .chain(
             INVENTORY_ENCODERS
+                .iter()
+                .map(|(model_type, _, _)| *model_type),
+        )
+        .chain(VISION_LANGUAGE.iter().map(|(model_type, _)| *model_type))
+        .chain(
+            ENCODER_DECODERS
                 .iter()
                 .map(|(model_type, _, _)| *model_type),
         )
@@ -224,12 +315,50 @@ pub fn dimensions_for_task(config: &Value, task: Option<Task>) -> Result<Dimensi
     if model_type == "clip" {
         return clip::dimensions(&parsed, task.unwrap_or(clip::DEFAULT_TASK));
     }
+    if model_type == "llava" {
+        vision_language::causal_lm_only(
+            "llava",
+            task.unwrap_or(vision_language::DEFAULT_TASK),
+            "LlavaForConditionalGeneration",
+        )?;
+        return llava::dimensions(&parsed);
+    }
+    if model_type == "t5" {
+        return t5::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
+    if model_type == "bart" {
+        return bart::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
+    if model_type == "whisper" {
+        return whisper::dimensions(&parsed, task.unwrap_or(encoder_decoder::DEFAULT_TASK));
+    }
     match ENCODERS.iter().find(|(known, _)| *known == model_type) {
         Some((_, read)) => {
             read(&parsed)?.dimensions(&parsed, task.unwrap_or(encoder::DEFAULT_TASK))
         }
         None => dimensions(config),
     }
+}
+
+/// Whether `config`'s model_type is an encoder-decoder (T5 and its
+/// copies, BART), whose decoder reads `--target-len` tokens.
+pub fn is_encoder_decoder(config: &Value) -> bool {
+    Config::new(config)
+        .and_then(|config| config.model_type())
+        .ok()
+        .flatten()
+        .is_some_and(|model_type| {
+            ENCODER_DECODERS
+                .iter()
+                .any(|(known, _, _)| *known == model_type)
+        })
+}
+
+/// What `seconds` of audio become in a Whisper config (`audio: 30 s ->
+/// 3000 log-mel frames (128 mel bins) -> 1500 encoder positions`); a
+/// length `WhisperEncoder` refuses is an error naming the one it takes.
+pub fn audio_tokens(config: &Value, seconds: u64) -> Result<String> {
+    whisper::audio_tokens(&Config::new(config)?, seconds)
 }
 
 /// Describes what an input of the model becomes.
@@ -243,7 +372,70 @@ const INPUT_TOKENS: &[(&str, InputTokens)] = &[
     ("siglip", siglip::input_tokens),
     ("siglip_vision_model", siglip::input_tokens_vision),
     ("vit", vit::image_tokens),
+    ("llava", |config| Ok(llava::image_tokens(config)?.1)),
+    ("gemma3", |config| Ok(gemma3::image_tokens(config)?.1)),
+    ("mllama", |config| Ok(mllama::image_tokens(config)?.1)),
+    ("qwen2_vl", qwen2_vl::dynamic_tokens),
+    ("qwen2_5_vl", qwen2_vl::dynamic_tokens),
 ];
+
+/// The largest `--image-tokens`: Qwen2-VL's image processor's default
+/// `max_pixels` (12,845,056) over 28 x 28 pixels per merged token.
+pub const MAX_IMAGE_TOKENS: u64 = 16_384;
+
+/// What one image becomes in a vision-language model's language sequence:
+/// how many tokens it adds to each sample's `--seq-len`, and a sentence
+/// saying so; `None` for a model that is not a vision-language model.
+/// `images` is `--images`, for messages; `image_tokens` (`--image-tokens`)
+/// is the token count of a Qwen2-VL
+/// image, whose resolution is dynamic; the other models fix it in their
+/// config and refuse it.
+pub fn vision_language_image(
+    config: &Value,
+    images: u64,
+    image_tokens: Option<u64>,
+) -> Result<Option<(u64, String)>> {
+    let parsed = Config::new(config)?;
+    let model_type = parsed.model_type()?.unwrap_or("");
+    let fixed = match model_type {
+        "llava" => llava::image_tokens(&parsed)?,
+        "gemma3" => gemma3::image_tokens(&parsed)?,
+        "mllama" => mllama::image_tokens(&parsed)?,
+        "qwen2_vl" | "qwen2_5_vl" => {
+            let Some(tokens) = image_tokens else {
+                return Err(Error::InvalidValue {
+                    what: "--images",
+                    value: images.to_string(),
+                    reason: format!(
+                        "`{model_type}` reads each image at its own resolution, so its tokens are not fixed; give --image-tokens N (tokens per image after the 2x2 merge, such as 256 for a 448 x 448 px image)"
+                    ),
+                });
+            };
+            if tokens == 0 || tokens > MAX_IMAGE_TOKENS {
+                return Err(Error::InvalidValue {
+                    what: "--image-tokens",
+                    value: tokens.to_string(),
+                    reason: format!(
+                        "accepted: from 1 to {MAX_IMAGE_TOKENS} tokens per image (Qwen2-VL's image processor caps an image at 12,845,056 pixels)"
+                    ),
+                });
+            }
+            return qwen2_vl::image_tokens(&parsed, tokens).map(Some);
+        }
+        _ => return Ok(None),
+    };
+    if let Some(tokens) = image_tokens {
+        return Err(Error::InvalidValue {
+            what: "--image-tokens",
+            value: tokens.to_string(),
+            reason: format!(
+                "`{model_type}` fixes what an image becomes ({}); --image-tokens is for qwen2_vl and qwen2_5_vl, whose resolution is dynamic",
+                fixed.1
+            ),
+        });
+    }
+    Ok(Some(fixed))
+}
 
 /// The sequence one image becomes in a model whose activations are priced
 /// from images (ViT and CLIP's vision tower: its patches and the class
@@ -297,14 +489,27 @@ pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
     let sections: &[&str] = match model_type {
         "vit" | "clip_vision_model" | "siglip_vision_model" => &[""],
         "clip" => &["vision_config", "vision_config_dict"],
-        "siglip" => &["vision_config"],
+        "siglip" | "gemma3" | "mllama" => &["vision_config"],
+        "llava" => &["vision_config"],
+        "qwen2_vl" | "qwen2_5_vl" => {
+            return Err(invalid(format!(
+                "`{model_type}` reads each image at its own resolution; give --image-tokens N (tokens per image after the 2x2 merge) instead"
+            )));
+        }
         _ => {
             return Err(invalid(format!(
-                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, siglip, siglip_vision_model, vit"
+                "`{model_type}` takes no images; accepted for: clip, clip_vision_model, gemma3, llava, mllama, siglip, siglip_vision_model, vit"
             )));
         }
     };
     let mut config = config.clone();
+    if model_type == "llava" {
+        // An absent vision_config is LlavaConfig's CLIP at 336 px: written
+        // out before its image size changes.
+        let parsed = Config::new(&config)?;
+        let vision = llava::vision_config(&parsed)?;
+        config["vision_config"] = vision;
+    }
     for section in sections {
         let target = if section.is_empty() {
             Some(&mut config)
@@ -326,7 +531,8 @@ pub fn with_image_size(config: &Value, image_size: u64) -> Result<Value> {
 
 /// The task a `model_type` trains for when none is asked: causal-lm for the
 /// decoders, masked-lm for the text encoders, embedding (the bare or
-/// contrastive model) for the vision encoders; `None` for an unknown type.
+/// contrastive model) for the vision encoders, seq2seq for the
+/// encoder-decoders; `None` for an unknown type.
 pub fn default_task(model_type: &str) -> Option<Task> {
     if ENCODERS.iter().any(|(known, _)| *known == model_type) {
         Some(encoder::DEFAULT_TASK)
@@ -335,11 +541,21 @@ pub fn default_task(model_type: &str) -> Option<Task> {
         .find(|(known, _, _)| *known == model_type)
     {
         Some(*task)
+    } else if ENCODER_DECODERS
+        .iter()
+        .any(|(known, _, _)| *known == model_type)
+    {
+        Some(encoder_decoder::DEFAULT_TASK)
     } else if ARCHITECTURES
         .iter()
         .any(|(known, _, _)| *known == model_type)
     {
         Some(Task::CausalLm)
+    } else if VISION_LANGUAGE
+        .iter()
+        .any(|(known, _)| *known == model_type)
+    {
+        Some(vision_language::DEFAULT_TASK)
     } else {
         None
     }
@@ -362,6 +578,26 @@ pub fn tensors_for_task(config: &Value, task: Option<Task>) -> Result<(Task, Vec
     {
         let task = task.unwrap_or(*default);
         return Ok((task, lay_out(&config, task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out)) = VISION_LANGUAGE
+        .iter()
+        .find(|(known, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(vision_language::DEFAULT_TASK);
+        return Ok((task, lay_out(&config, task)?.into_tensors()?));
+    }
+    if let Some((_, lay_out, frozen)) = ENCODER_DECODERS
+        .iter()
+        .find(|(known, _, _)| *known == model_type)
+    {
+        let task = task.unwrap_or(encoder_decoder::DEFAULT_TASK);
+        let mut tensors = lay_out(&config, task)?.into_tensors()?;
+        for tensor in &mut tensors {
+            if frozen.iter().any(|name| tensor.name.ends_with(name)) {
+                tensor.trainable = false;
+            }
+        }
+        return Ok((task, tensors));
     }
     let describe = ARCHITECTURES
         .iter()
@@ -409,7 +645,7 @@ mod tests {
     #[test]
     fn supported_is_sorted_and_unique() {
         let names = supported();
-        assert_eq!(names.len(), 38);
+        assert_eq!(names.len(), 50);
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -617,6 +853,124 @@ mod tests {
             "a 224 px image -> 196 tokens (patches of 16 px, no class token)"
         );
         assert_eq!(input_tokens(&json!({"model_type": "llama"})).unwrap(), None);
+    }
+
+    #[test]
+    fn encoder_decoders_refuse_tasks_without_a_class_and_bad_feed_forwards() {
+        for (model_type, task, expected) in [
+            (
+                "t5",
+                "causal-lm",
+                "no AutoModelForCausalLM class for `t5`; accepted for `t5`: seq2seq (the default: T5ForConditionalGeneration)",
+            ),
+            ("mt5", "masked-lm", "MT5ForConditionalGeneration"),
+            ("umt5", "causal-lm", "UMT5Model"),
+            (
+                "bart",
+                "token-cls:2",
+                "no AutoModelForTokenClassification class for `bart`",
+            ),
+        ] {
+            let config = json!({"model_type": model_type, "num_layers": 1});
+            match tensors_for_task(&config, Some(Task::parse(task).unwrap())) {
+                Err(error @ Error::InvalidValue { what: "--task", .. }) => {
+                    let message = error.to_string();
+                    assert!(message.contains(expected), "{model_type}: {message}");
+                }
+                other => panic!("expected {task} refused for {model_type}, got {other:?}"),
+            }
+        }
+        for proj in ["gated", "gated-", "gated-gelu-x", "relu-gated", ""] {
+            let (key, problem) = invalid(json!({"model_type": "t5", "feed_forward_proj": proj}));
+            assert_eq!(key, "feed_forward_proj");
+            assert!(problem.contains("`ACT` or `gated-ACT`"), "{problem}");
+        }
+        let (key, _) = invalid(json!({"model_type": "t5", "num_decoder_layers": 1025}));
+        assert_eq!(key, "num_decoder_layers");
+        let (key, _) = invalid(json!({"model_type": "bart", "decoder_attention_heads": 5}));
+        assert_eq!(key, "decoder_attention_heads");
+        let (key, _) = invalid(json!({"model_type": "t5", "num_heads": 0}));
+        assert_eq!(key, "num_heads");
+    }
+
+    #[test]
+    fn whisper_takes_thirty_seconds_and_never_trains_its_encoder_positions() {
+        let config = json!({"model_type": "whisper"});
+        assert_eq!(
+            audio_tokens(&config, 30).unwrap(),
+            "audio: 30 s -> 3000 log-mel frames (80 mel bins) -> 1500 encoder positions (conv2's stride 2)"
+        );
+        for seconds in [10, 31, u64::MAX] {
+            let message = audio_tokens(&config, seconds).unwrap_err().to_string();
+            assert!(message.contains("accepted: 30 (seconds)"), "{message}");
+        }
+        let short = json!({"model_type": "whisper", "max_source_positions": 25});
+        let message = audio_tokens(&short, 1).unwrap_err().to_string();
+        assert!(message.contains("none in whole seconds"), "{message}");
+        let (_, tensors) = tensors_for_task(&config, None).unwrap();
+        let frozen: Vec<_> = tensors
+            .iter()
+            .filter(|t| !t.trainable)
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(frozen, ["model.encoder.embed_positions.weight"]);
+        assert!(audio_tokens(&json!({"model_type": "whisper", "d_model": 10}), 30).is_err());
+    }
+
+    #[test]
+    fn mamba_reads_its_rank_and_mamba2_checks_its_heads_and_groups() {
+        let (key, problem) = invalid(json!({"model_type": "mamba", "time_step_rank": "big"}));
+        assert_eq!(key, "time_step_rank");
+        assert!(problem.contains("\"auto\""), "{problem}");
+        let mamba = tensors_from_config(&json!({"model_type": "mamba", "hidden_size": 72,
+            "num_hidden_layers": 1}))
+        .unwrap();
+        let dt = mamba
+            .iter()
+            .find(|t| t.name == "backbone.layers.0.mixer.dt_proj.weight")
+            .unwrap();
+        assert_eq!(dt.shape.dims(), [144, 5], "auto rank: ceil(72 / 16)");
+        let (key, problem) = invalid(json!({"model_type": "mamba2", "num_heads": 7}));
+        assert_eq!(key, "num_heads");
+        assert!(problem.contains("hidden_size x expand = 8192"), "{problem}");
+        for groups in [0, 3] {
+            let (key, _) = invalid(json!({"model_type": "mamba2", "n_groups": groups}));
+            assert_eq!(key, "n_groups");
+        }
+    }
+
+    #[test]
+    fn encoder_decoder_tensors_get_their_roles() {
+        let t5 = tensors_from_config(&json!({"model_type": "t5", "num_layers": 1})).unwrap();
+        assert_eq!(role_of(&t5, "shared.weight"), Role::Embedding);
+        assert_eq!(
+            role_of(&t5, "decoder.block.0.layer.1.EncDecAttention.q.weight"),
+            Role::Attention
+        );
+        assert_eq!(
+            role_of(
+                &t5,
+                "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+            ),
+            Role::Embedding
+        );
+        assert_eq!(
+            role_of(&t5, "decoder.block.0.layer.2.DenseReluDense.wo.weight"),
+            Role::Mlp
+        );
+        assert_eq!(role_of(&t5, "encoder.final_layer_norm.weight"), Role::Norm);
+        let bart = tensors_from_config(&json!({"model_type": "bart", "tie_word_embeddings": false,
+            "encoder_layers": 1, "decoder_layers": 1}))
+        .unwrap();
+        assert_eq!(role_of(&bart, "lm_head.weight"), Role::OutputHead);
+        assert_eq!(
+            role_of(&bart, "model.decoder.layers.0.encoder_attn_layer_norm.bias"),
+            Role::Norm
+        );
+        assert_eq!(
+            role_of(&bart, "model.encoder.embed_positions.weight"),
+            Role::Embedding
+        );
     }
 
     #[test]

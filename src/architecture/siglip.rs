@@ -113,7 +113,7 @@ pub fn input_tokens_vision(config: &Config) -> Result<String> {
 }
 
 /// `SiglipVisionModel`, and its hidden size.
-fn vision_tower(config: &Config) -> Result<(Params, u64)> {
+pub fn vision_tower(config: &Config) -> Result<(Params, u64)> {
     let tower = Tower::read(config, TOWER)?;
     let hidden = tower.hidden;
     let patch = config.size("patch_size", PATCH_SIZE)?;

@@ -124,7 +124,7 @@ pub fn refused(model_type: &str, task: Task, accepted: &str) -> Error {
 }
 
 /// `key.`-prefixed: an error inside a sub-config names where it is.
-fn within(section: &str, error: Error) -> Error {
+pub fn within(section: &str, error: Error) -> Error {
     match error {
         Error::InvalidConfig { key, problem } => Error::InvalidConfig {
             key: format!("{section}.{key}"),

@@ -175,6 +175,8 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             pixels,
             pixels_norm: false,
         }),
+        images: None,
+        encoder_decoder: None,
     })
 }
 

@@ -102,6 +102,23 @@ pub enum Command {
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
     #[command(after_help = EXAMPLES)]
     Fit(FitArgs),
+    /// The layouts of a cluster that fit (ZeRO/FSDP/Megatron, tp, pp, cp, ep,
+    /// recomputation, micro-batch), fastest first: each row is an `estimate`
+    /// command.
+    ///
+    /// Every `estimate` flag is accepted; a layout flag typed here (--tp 8,
+    /// --zero 3, --micro-batch 2, --recompute full, ...) fixes that axis, and
+    /// --allow opens the others.
+    #[command(
+        after_help = PLAN_HELP,
+        mut_arg("lora_targets", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_bias", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_modules_to_save", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_dora", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_dropout", |a| a.requires(clap::builder::Resettable::Reset)),
+        mut_arg("lora_dtype", |a| a.requires(clap::builder::Resettable::Reset))
+    )]
+    Plan(PlanArgs),
     /// The exact parameter tensors of a model: a preset, config.json, folder or safetensors.
     #[command(after_help = MODEL_HELP)]
     Params(ParamsArgs),
@@ -386,7 +403,10 @@ pub struct FineTuneArgs {
     pub lora_dtype: String,
 
     /// Freeze tensors whose name matches (substring, or glob with `*`), for
-    /// full fine-tuning with parts frozen; repeatable.
+    /// full fine-tuning with parts frozen; repeatable. On a vision-language
+    /// model, `vision_tower`, `multi_modal_projector` and `language_model`
+    /// name its parts whatever its own prefixes; with LoRA, frozen modules
+    /// get no adapters.
     #[arg(long, value_name = "PATTERN")]
     pub freeze: Vec<String>,
 
@@ -433,9 +453,30 @@ pub struct WorkloadArgs {
 
     /// Images per sample for a vision model (default 1): each is a
     /// sequence of its patches (+ the CLS token), so the micro-batch holds
-    /// B x N of them.
+    /// B x N of them; a vision-language model's image tokens are part of
+    /// each sample's --seq-len instead.
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
     pub images: Option<u64>,
+
+    /// Tokens per image for Qwen2-VL and Qwen2.5-VL, whose resolution is
+    /// dynamic: after the 2x2 merge, so N tokens are 4N patches of 14 px
+    /// (256 for a 448 x 448 px image); the report says the pixels.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub image_tokens: Option<u64>,
+
+    /// An encoder-decoder's (T5, BART, Whisper) decoder tokens per
+    /// sequence: the labels' length, which the decoder reads shifted right
+    /// (default: --seq-len, the encoder's input tokens; Whisper's encoder
+    /// always holds its 1,500 audio positions).
+    #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub target_len: Option<u64>,
+
+    /// Seconds of audio per sample for Whisper (default 30): 100 log-mel
+    /// frames a second, halved into encoder positions by the encoder's
+    /// stride-2 convolution. WhisperEncoder takes exactly
+    /// max_source_positions x 2 frames (30 s for every published model).
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub audio_seconds: Option<u64>,
 
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
     #[arg(long, value_name = "KIND", default_value = "sdpa")]
@@ -682,6 +723,72 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     pub estimate: EstimateArgs,
+}
+
+const PLAN_HELP: &str = "\
+What is searched (--allow; default: all but offload):
+  zero       DeepSpeed ZeRO 0-3 (pipeline stages only with ZeRO 0-1, no tp/cp)
+  fsdp       FSDP2 no-shard, shard-grad-op, full-shard, hybrid-shard (across nodes)
+  megatron   Megatron-LM, with or without the distributed optimizer (--zero 1)
+  tp pp cp ep  tensor (within a node), pipeline (equal stages), context and expert degrees
+  sp         sequence parallelism with tp
+  recompute  none, selective (Megatron), op (torchtitan), full
+  loss       standard, chunked:8 (torchtune), fused (Liger); Megatron keeps its own
+  offload    optimizer states (and parameters, ZeRO-3/FSDP) and activations in host
+             memory; off by default: the step-time model does not price host transfers
+A layout is kept when its peak (exactly `trainmem estimate`'s) leaves --headroom of
+the capacity free. Kept layouts are ranked by tokens per second (the step-time model
+of `estimate`: compute at an assumed MFU, exposed communication, pipeline bubble),
+then without offload first, then by the lower peak, then the fewer flags. With
+--global-batch B each layout runs B / dp sequences per rank and step as micro-batch x
+accumulation; without it, --grad-accumulation (default 1) and micro-batches 1 to 128.
+
+Examples:
+  trainmem plan --model llama-3.1-8b --gpus 8 --device h100-80gb --seq-len 8192 \\
+      --optimizer adamw --precision mixed-bf16
+  trainmem plan --model llama-3.1-70b --nodes 8 --gpus-per-node 8 --device h100-80gb \\
+      --seq-len 4096 --optimizer adamw --precision mixed-bf16 --global-batch 512
+  trainmem plan ... --allow fsdp,tp,recompute         FSDP2 with tensor parallelism only
+  trainmem plan ... --tp 8 --recompute selective      those axes fixed
+  trainmem plan ... --format json                     every kept layout, for scripts";
+
+/// `trainmem plan`: every `estimate` flag, and the search's own.
+#[derive(Debug, Args, Clone)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub estimate: EstimateArgs,
+
+    /// The axes the search opens, comma-separated: zero, fsdp, megatron, tp,
+    /// pp, ep, cp, sp, recompute, loss, offload, or all [default: all but offload].
+    #[arg(long, value_name = "LIST")]
+    pub allow: Option<String>,
+
+    /// Memory each GPU keeps free, as a share of its capacity: 5% or 0.05.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        default_value = "5%",
+        allow_hyphen_values = true
+    )]
+    pub headroom: String,
+
+    /// Layouts shown in the table, markdown and csv (json gives every kept layout).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Sequences per optimizer step over the whole job: each layout splits them
+    /// into data-parallel ranks x micro-batch x accumulation.
+    #[arg(long, value_name = "B", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub global_batch: Option<u64>,
+
+    /// Worker threads for the search (the answer is the same for any count).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub jobs: usize,
+
+    /// Price every candidate, pruning nothing: slower, and the same answer
+    /// (the prunings are exact; this checks them).
+    #[arg(long)]
+    pub exhaustive: bool,
 }
 
 const TIMELINE_HELP: &str = "\

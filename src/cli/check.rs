@@ -8,10 +8,10 @@
 
 use std::ffi::OsString;
 
-use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, Parser};
+use clap::ArgMatches;
 
-use super::args::{CheckArgs, Cli, EstimateArgs};
+use super::args::CheckArgs;
+use super::flags::{Flags, explicit};
 use super::{estimate_request, model_of};
 use crate::error::{Error, Result};
 use crate::estimate::{Estimate, estimate};
@@ -19,160 +19,12 @@ use crate::launch::{self, Change, Deferred, Engine, KeyKind, Launch};
 use crate::render::check::{CheckReport, KeyRow, Suggestion, Verdict};
 use crate::render::{self, Format};
 
-/// The `estimate` flags alone, to parse the assembled command line.
-#[derive(Debug, Parser)]
-#[command(name = "trainmem estimate", no_binary_name = true)]
-struct EstimateCommand {
-    #[command(flatten)]
-    estimate: EstimateArgs,
-}
-
 /// The report, the warnings for stderr and the exit status.
 pub struct Checked {
     pub report: String,
     pub warnings: Vec<String>,
     /// 0 fits, 1 does not fit (or unknown with --strict).
     pub exit: u8,
-}
-
-/// Flags that may be given more than once; each other flag has one value,
-/// the last one set.
-const REPEATABLE: &[&str] = &["--freeze", "--optimizer-option"];
-
-/// Pairs of flags of which only one may be given: the later one wins.
-const EXCLUSIVE: &[(&str, &str)] = &[
-    ("--zero", "--fsdp"),
-    ("--capacity", "--device"),
-    ("--model", "--params"),
-];
-
-/// An ordered set of `estimate` flags, each with its value (none for a switch).
-#[derive(Debug, Clone, Default)]
-struct Flags(Vec<(String, Option<OsString>)>);
-
-impl Flags {
-    fn set(&mut self, flag: &str, value: Option<OsString>) {
-        for (a, b) in EXCLUSIVE {
-            let other = if flag == *a {
-                b
-            } else if flag == *b {
-                a
-            } else {
-                continue;
-            };
-            self.0.retain(|(f, _)| f != other);
-        }
-        if !REPEATABLE.contains(&flag)
-            && let Some(slot) = self.0.iter_mut().find(|(f, _)| f == flag)
-        {
-            slot.1 = value;
-            return;
-        }
-        self.0.push((flag.to_string(), value));
-    }
-
-    fn get(&self, flag: &str) -> Option<String> {
-        self.0
-            .iter()
-            .rev()
-            .find(|(f, _)| f == flag)
-            .and_then(|(_, v)| v.as_ref())
-            .map(|v| v.to_string_lossy().into_owned())
-    }
-
-    fn has(&self, flag: &str) -> bool {
-        self.0.iter().any(|(f, _)| f == flag)
-    }
-
-    fn with(&self, changes: &[(&str, &str)]) -> Flags {
-        let mut next = self.clone();
-        for (flag, value) in changes {
-            next.set(flag, (!value.is_empty()).then(|| OsString::from(value)));
-        }
-        next
-    }
-
-    fn arguments(&self) -> Vec<OsString> {
-        let mut out = Vec::new();
-        for (flag, value) in &self.0 {
-            out.push(OsString::from(flag));
-            if let Some(value) = value {
-                out.push(value.clone());
-            }
-        }
-        out
-    }
-
-    /// `trainmem estimate --a 1 --b`, for the report.
-    fn command(&self) -> String {
-        let mut words = vec!["trainmem estimate".to_string()];
-        for argument in self.arguments() {
-            let text = argument.to_string_lossy().into_owned();
-            if text.is_empty()
-                || text.contains(|c: char| c.is_whitespace() || "'\"$`\\|&;<>()*?".contains(c))
-            {
-                words.push(format!("'{}'", text.replace('\'', r"'\''")));
-            } else {
-                words.push(text);
-            }
-        }
-        words.join(" ")
-    }
-
-    /// The parsed `estimate` arguments these flags spell.
-    fn parse(&self) -> Result<EstimateArgs> {
-        EstimateCommand::try_parse_from(self.arguments())
-            .map(|c| c.estimate)
-            .map_err(|error| {
-                // clap's message up to its usage lines, as one line.
-                let text = error.to_string();
-                let first = text
-                    .lines()
-                    .map(str::trim)
-                    .take_while(|l| {
-                        !l.starts_with("Usage:") && !l.starts_with("For more information")
-                    })
-                    .filter(|l| !l.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .trim_start_matches("error: ")
-                    .to_string();
-                Error::InvalidValue {
-                    what: "settings",
-                    value: self.command(),
-                    reason: first,
-                }
-            })
-    }
-}
-
-/// The `estimate` flags typed on the command line of `check`, as given.
-fn explicit(matches: &ArgMatches) -> Vec<(String, Option<OsString>)> {
-    let command = Cli::command();
-    let Some(check) = command.find_subcommand("check") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for argument in check.get_arguments() {
-        let id = argument.get_id().as_str();
-        let Some(long) = argument.get_long() else {
-            continue;
-        };
-        if long == "strict" || matches.value_source(id) != Some(ValueSource::CommandLine) {
-            continue;
-        }
-        let flag = format!("--{long}");
-        if argument.get_action().takes_values() {
-            if let Some(values) = matches.get_raw(id) {
-                for value in values {
-                    out.push((flag.clone(), Some(value.to_os_string())));
-                }
-            }
-        } else {
-            out.push((flag, None));
-        }
-    }
-    out
 }
 
 /// Runs `check` with the matches of its command line.
@@ -192,7 +44,7 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         });
     }
     let mut launch = launch::read(&args.files)?;
-    let typed = explicit(matches);
+    let typed = explicit(matches, "check", &["strict"]);
     let mut flags = Flags::default();
     for sourced in &launch.settings {
         flags.set(

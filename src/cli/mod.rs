@@ -3,7 +3,9 @@
 mod args;
 mod check;
 mod completions;
+mod flags;
 mod in_process;
+mod plan;
 mod plot;
 mod resolve;
 mod serve;
@@ -57,6 +59,12 @@ pub fn respond(cli: Cli, matches: &clap::ArgMatches) -> Result<Checked> {
         (Some(Command::Check(args)), Some(("check", check_matches))) => {
             check::run(args, check_matches)
         }
+        (Some(Command::Plan(args)), Some(("plan", plan_matches))) => plan::run(args, plan_matches)
+            .map(|report| Checked {
+                report,
+                warnings: Vec::new(),
+                exit: 0,
+            }),
         _ => run(cli).map(|report| Checked {
             report,
             warnings: Vec::new(),
@@ -72,6 +80,12 @@ pub fn run(cli: Cli) -> Result<String> {
             what: "command line",
             accepted:
                 "check reads which flags were typed from the command line: run `trainmem check`"
+                    .to_string(),
+        }),
+        Some(Command::Plan(_)) => Err(Error::Missing {
+            what: "command line",
+            accepted:
+                "plan reads which flags were typed from the command line: run `trainmem plan`"
                     .to_string(),
         }),
         None => compare(&cli.compare),
@@ -154,6 +168,7 @@ fn estimate_request(
     )?;
     let (workload, images) = resolve::image_workload(&args.workload, &model)?;
     model.notes.extend(images);
+    let mut model = resolve::with_images(model, &args.workload);
     resolve::apply_workload(&mut setup, &workload, &args.parallel)?;
     setup.speed = resolve::speed(&args.speed, &args.capacity, &parallelism)?;
     if let Some(dimensions) = resolve::dimensions(&workload)? {
@@ -196,6 +211,7 @@ fn fit(args: &FitArgs) -> Result<String> {
         args.model.as_deref(),
         &args.workload,
     )?;
+    let model = resolve::with_images(model, &args.workload);
     // The quantity searched gets a placeholder of 1 in the workload.
     let workload = &resolve::image_workload(&args.workload, &model)?.0;
     let question = match (workload.micro_batch, workload.seq_len) {
@@ -311,7 +327,10 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
         _ => args.workload.clone(),
     };
     resolve::apply_workload(&mut base, &workload, &args.parallel)?;
-    let mut models = models;
+    let mut models: Vec<Model> = models
+        .into_iter()
+        .map(|model| resolve::with_images(model, &args.workload))
+        .collect();
     if let Some(dimensions) = resolve::dimensions(&workload)? {
         for model in models.iter_mut().filter(|m| !m.shapes_known) {
             model.dimensions = Some(dimensions.clone());

@@ -259,6 +259,69 @@ fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
     Ok(version < BITSANDBYTES_SAVES_NO_INPUT)
 }
 
+/// `model` with the images per sample (`--images`, default 1) its
+/// activations price (LLaVA's projector and merge); other models as they are.
+pub fn with_images(mut model: Model, args: &WorkloadArgs) -> Model {
+    if let Some(images) = model
+        .dimensions
+        .as_mut()
+        .and_then(|dims| dims.images.as_mut())
+    {
+        images.per_sample = args.images.unwrap_or(1);
+    }
+    model
+}
+
+/// The workload of a vision-language model with `--images N` per sample:
+/// each image adds its tokens (`image`, from the config or Qwen2-VL's
+/// `--image-tokens`) to the sample's `--seq-len`, which must hold them; a
+/// note says what each image became. The micro-batch stays B samples.
+fn vision_language_workload(
+    args: &WorkloadArgs,
+    model: &Model,
+    (tokens, described): (u64, String),
+) -> Result<(WorkloadArgs, Option<String>)> {
+    let images = args.images.unwrap_or(1);
+    let image_tokens = tokens
+        .checked_mul(images)
+        .ok_or_else(|| Error::InvalidValue {
+            what: "--images",
+            value: images.to_string(),
+            reason: "the sample's image tokens overflow; accepted: a real number of images"
+                .to_string(),
+        })?;
+    if let Some(seq_len) = args.seq_len
+        && seq_len < image_tokens
+    {
+        return Err(Error::InvalidValue {
+            what: "--seq-len",
+            value: seq_len.to_string(),
+            reason: format!(
+                "{}'s {images} image{} per sample take {image_tokens} tokens of the sequence; accepted: --seq-len of at least {image_tokens} (image and text tokens together)",
+                model.name,
+                if images == 1 { "" } else { "s" }
+            ),
+        });
+    }
+    // The input tokens note already says what a fixed-size image becomes;
+    // a Qwen2-VL image is described here, from --image-tokens.
+    let described = match args.image_tokens {
+        Some(_) => format!(" ({described})"),
+        None => String::new(),
+    };
+    let note = format!(
+        "images: {images} per sample x {tokens} token{} = {image_tokens} image token{} of each sample's sequence{described}",
+        if tokens == 1 { "" } else { "s" },
+        if image_tokens == 1 { "" } else { "s" }
+    );
+    let workload = WorkloadArgs {
+        images: None,
+        image_tokens: None,
+        ..args.clone()
+    };
+    Ok((workload, Some(note)))
+}
+
 /// The workload flags with a vision model's sequence filled in: a ViT reads
 /// each image as its patches and the CLS token (197 tokens at 224 px), so
 /// `--seq-len` follows from the image size, and `--images N` per sample
@@ -273,7 +336,37 @@ pub fn image_workload(
         Some(config) => architecture::image_sequence(config)?,
         None => None,
     };
+    // LLaVA's activations price its images: one per sample unless --images
+    // says otherwise, and the report says so.
+    let priced_images = args.micro_batch.is_some()
+        && model
+            .dimensions
+            .as_ref()
+            .is_some_and(|dims| dims.images.is_some());
+    if let Some(config) = &model.config
+        && (args.images.is_some() || args.image_tokens.is_some() || priced_images)
+        && let Some(image) = architecture::vision_language_image(
+            config,
+            args.images.unwrap_or(1),
+            args.image_tokens,
+        )?
+    {
+        return vision_language_workload(args, model, image);
+    }
+    if let Some(tokens) = args.image_tokens {
+        return Err(Error::InvalidValue {
+            what: "--image-tokens",
+            value: tokens.to_string(),
+            reason: format!(
+                "{} is not a vision-language model; accepted for: qwen2_vl, qwen2_5_vl",
+                model.name
+            ),
+        });
+    }
     let Some(tokens) = sequence else {
+        if let Some(note) = target_tokens(args, model)? {
+            return Ok((args.clone(), Some(note)));
+        }
         if let Some(images) = args.images {
             return Err(Error::InvalidValue {
                 what: "--images",
@@ -328,6 +421,79 @@ pub fn image_workload(
     Ok((workload, note))
 }
 
+/// Whisper's clip length when `--audio-seconds` is not given: the feature
+/// extractor's `chunk_length`.
+const WHISPER_SECONDS: u64 = 30;
+
+/// What an encoder-decoder's inputs become, for the report (`tokens:
+/// encoder 8 x 512 = 4,096 input tokens, decoder 8 x 128 = 1,024 target
+/// tokens`); `--target-len` for a model with one stack is refused.
+fn target_tokens(args: &WorkloadArgs, model: &Model) -> Result<Option<String>> {
+    let audio = match (&model.config, model.model_type.as_deref()) {
+        (Some(config), Some("whisper")) => Some(architecture::audio_tokens(
+            config,
+            args.audio_seconds.unwrap_or(WHISPER_SECONDS),
+        )?),
+        _ => match args.audio_seconds {
+            Some(seconds) => {
+                return Err(Error::InvalidValue {
+                    what: "--audio-seconds",
+                    value: seconds.to_string(),
+                    reason: format!("{} takes no audio; accepted for: whisper", model.name),
+                });
+            }
+            None => None,
+        },
+    };
+    let encoder_decoder = model
+        .config
+        .as_ref()
+        .is_some_and(architecture::is_encoder_decoder);
+    if !encoder_decoder {
+        return match args.target_len {
+            Some(target) => Err(Error::InvalidValue {
+                what: "--target-len",
+                value: target.to_string(),
+                reason: format!(
+                    "{} has no decoder reading a separate target; accepted for encoder-decoders: bart, mt5, t5, umt5, whisper",
+                    model.name
+                ),
+            }),
+            None => Ok(None),
+        };
+    }
+    let (Some(batch), Some(source)) = (args.micro_batch, args.seq_len) else {
+        return Ok(audio);
+    };
+    if let Some(audio) = audio {
+        let target = args.target_len.unwrap_or(source);
+        return Ok(Some(format!(
+            "{audio} per sample; decoder {batch} x {target} = {} target tokens",
+            batch
+                .checked_mul(target)
+                .map(|tokens| Count(tokens).grouped())
+                .unwrap_or_else(|| "too many".to_string())
+        )));
+    }
+    let target = args.target_len.unwrap_or(source);
+    let count = |length: u64| {
+        batch
+            .checked_mul(length)
+            .map(|tokens| Count(tokens).grouped())
+            .unwrap_or_else(|| "too many".to_string())
+    };
+    Ok(Some(format!(
+        "tokens: encoder {batch} x {source} = {} input tokens, decoder {batch} x {target} = {} target tokens{}",
+        count(source),
+        count(target),
+        if args.target_len.is_none() {
+            " (--target-len defaults to --seq-len)"
+        } else {
+            ""
+        }
+    )))
+}
+
 /// The workload of `--micro-batch`, `--seq-len`, `--attention` and
 /// `--recompute` (none without a micro-batch), and the overhead added to the peak.
 pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<Workload>, Bytes)> {
@@ -341,6 +507,12 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     }
     let (micro_batch, seq_len) = match (args.micro_batch, args.seq_len) {
         (None, None) => {
+            if args.target_len.is_some() {
+                return Err(missing(
+                    "--micro-batch",
+                    "--target-len is the decoder's side of a micro-batch: give --micro-batch B and --seq-len S",
+                ));
+            }
             if args.offload_activations {
                 return Err(missing(
                     "--micro-batch",
@@ -399,6 +571,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         sequence_parallel: parallel.sequence_parallel,
         quantized_inputs_kept,
         offload_activations: args.offload_activations,
+        target_len: args.target_len,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.

@@ -16,7 +16,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::{Model, Role, Shape, Tensor};
 use crate::optimizer::{GlobalContext, Location, StateTensor};
-use crate::parallel::{Framework, Layout, Offload, layer_of, place};
+use crate::parallel::{Framework, Layout, NameFacts, Offload, layer_of, place_named};
 use crate::timeline::Module;
 use crate::units::{Bytes, Count};
 
@@ -166,10 +166,53 @@ impl Group {
     }
 }
 
+/// What [`per_stage`] reads of a model's tensor names, read once: a layout
+/// search prices one model under thousands of layouts, and parsing the
+/// names was most of that work.
+#[derive(Debug, Clone)]
+pub struct ModelIndex {
+    layout: Layout,
+    names: Vec<NameFacts>,
+    linear: Vec<bool>,
+    /// The module ZeRO-3 gathers each tensor with.
+    module: Vec<String>,
+}
+
+impl ModelIndex {
+    /// The index of `model`'s tensors.
+    pub fn of(model: &Model) -> ModelIndex {
+        let mut linear = vec![false; model.tensors.len()];
+        for found in crate::finetune::linears(model) {
+            if let Some(flag) = linear.get_mut(found.weight) {
+                *flag = true;
+            }
+        }
+        ModelIndex {
+            layout: Layout::of(model),
+            names: model.tensors.iter().map(NameFacts::of).collect(),
+            linear,
+            module: model
+                .tensors
+                .iter()
+                .map(|t| gathered_module(&t.name))
+                .collect(),
+        }
+    }
+}
+
 /// The memory of every pipeline stage's accelerator under `setup.parallelism`.
 pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
+    per_stage_indexed(model, &ModelIndex::of(model), setup)
+}
+
+/// [`per_stage`] with the model's names already read.
+pub fn per_stage_indexed(
+    model: &Model,
+    index: &ModelIndex,
+    setup: &Setup,
+) -> Result<Vec<DeviceMemory>> {
     let parallelism = setup.parallelism;
-    let layout = Layout::of(model);
+    let layout = index.layout;
     let zero = parallelism.zero;
     let framework = parallelism.framework;
     let stages = usize::try_from(parallelism.pipeline)
@@ -178,18 +221,20 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
     let mut groups: Vec<[Group; 2]> = vec![Default::default(); stages];
     // ZeRO-3 gathers one module at a time: a decoder layer, or a tensor's own
     // module outside the layers (the embedding, the head).
-    let mut modules: BTreeMap<(u64, String), ModuleTally> = BTreeMap::new();
-    let linears: std::collections::BTreeSet<usize> = crate::finetune::linears(model)
-        .into_iter()
-        .map(|linear| linear.weight)
-        .collect();
+    let mut modules: BTreeMap<(u64, &str), ModuleTally> = BTreeMap::new();
     let compute = setup.precision.activations;
     let mut largest_tensor = vec![Count::default(); stages];
     let fsdp_policy = framework.is_fsdp()
         && parallelism.fsdp_mixed_precision == crate::parallel::FsdpMixedPrecision::Policy;
 
-    for (index, tensor) in model.tensors.iter().enumerate() {
-        let Some(placement) = place(tensor, &layout, &parallelism)? else {
+    for (((tensor, facts), &linear), module) in model
+        .tensors
+        .iter()
+        .zip(&index.names)
+        .zip(&index.linear)
+        .zip(&index.module)
+    {
+        let Some(placement) = place_named(tensor, facts, &layout, &parallelism)? else {
             continue;
         };
         let precision = setup.precision.for_tensor(tensor);
@@ -204,7 +249,7 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
             add_count(&mut group.parameters, elements.0)?;
             // The largest tensor inside the layers: the typical size of the
             // step's buffers (a flat model's one tensor, when there are no layers).
-            if (layer_of(&tensor.name).is_some() || !model.shapes_known)
+            if (facts.layer.is_some() || !model.shapes_known)
                 && let Some(largest) = largest_tensor.get_mut(*stage as usize)
             {
                 *largest = (*largest).max(elements);
@@ -224,17 +269,16 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
                 )?;
             }
             module_footprint(
-                modules
-                    .entry((*stage, gathered_module(&tensor.name)))
-                    .or_default(),
+                modules.entry((*stage, module.as_str())).or_default(),
                 Footprint {
                     tensor,
+                    layer: facts.layer,
                     elements,
                     weight_bytes,
                     precision: &precision,
                     compute,
                     fsdp_policy,
-                    linear: linears.contains(&index),
+                    linear,
                     setup,
                 },
             )?;
@@ -307,7 +351,7 @@ pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
         let stage = stage as u64;
         let mut device = finish_stage(stage, stage_groups, setup)?;
         let mut stage_modules: Vec<ModuleTally> = modules
-            .range((stage, String::new())..)
+            .range((stage, "")..)
             .take_while(|((s, _), _)| *s == stage)
             .map(|(_, tally)| tally.clone())
             .collect();
@@ -361,6 +405,7 @@ pub fn most_loaded(stages: Vec<DeviceMemory>) -> Result<DeviceMemory> {
 /// What one tensor adds to its module's footprint.
 struct Footprint<'a> {
     tensor: &'a Tensor,
+    layer: Option<u64>,
     elements: Count,
     weight_bytes: Bytes,
     precision: &'a crate::precision::Precision,
@@ -380,6 +425,7 @@ struct Footprint<'a> {
 fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
     let Footprint {
         tensor,
+        layer,
         elements,
         weight_bytes,
         precision,
@@ -390,7 +436,7 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
     } = part;
     let parallelism = setup.parallelism;
     let module = &mut tally.module;
-    module.layer = layer_of(&tensor.name);
+    module.layer = layer;
     module.before_layers = module.layer.is_none() && tensor.role == Role::Embedding;
     tally.weights = tally.weights.add(weight_bytes, WHAT)?;
     tally.weights_and_gradient = tally.weights_and_gradient.add(weight_bytes, WHAT)?;

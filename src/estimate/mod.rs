@@ -8,9 +8,10 @@ mod device;
 mod fit;
 mod in_backward;
 mod memory;
-mod plan;
+mod pricer;
 mod setup;
 mod slice;
+mod step_plan;
 mod techniques;
 mod textbook;
 
@@ -19,9 +20,10 @@ pub use fit::{
     Fit, Question, RecomputeFit, max_micro_batch, max_parameters, max_seq_len, min_gpus,
 };
 pub use memory::Memory;
-pub use plan::DEEPSPEED_REDUCE_BUCKET;
+pub use pricer::{Priced, Pricer};
 pub use setup::{Capacity, Setup, StepOptions};
 pub use slice::{Slice, SliceTerm};
+pub use step_plan::DEEPSPEED_REDUCE_BUCKET;
 pub use techniques::{Ladder, Rung, Skipped};
 pub use textbook::{Textbook, TextbookRequest};
 
@@ -30,6 +32,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::activation::{self, Activations, Workload};
+use crate::architecture::{Dimensions, ImageInputs};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::{CheckpointSummary, Model};
@@ -369,21 +372,7 @@ fn estimate_with_timeline(
     setup: &Setup,
     keep_events: bool,
 ) -> Result<(Estimate, Timeline)> {
-    in_backward::check(setup)?;
-    crate::parallel::check_layout(
-        model,
-        &setup.parallelism,
-        setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
-    )?;
-    check_fp8(setup)?;
-    crate::parallel::check_context_parallel(
-        setup.parallelism.context,
-        setup.workload.as_ref().map(|w| w.seq_len),
-        setup
-            .workload
-            .as_ref()
-            .is_some_and(|w| w.attention == activation::Attention::Eager),
-    )?;
+    check_setup(model, &crate::parallel::Splittable::of(model), setup)?;
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
@@ -494,6 +483,27 @@ fn estimate_with_timeline(
     Ok((estimate, step))
 }
 
+/// Refuses a setup `model` cannot be trained under (`sizes`: what it
+/// reveals of its heads, layers and experts).
+fn check_setup(model: &Model, sizes: &crate::parallel::Splittable, setup: &Setup) -> Result<()> {
+    in_backward::check(setup)?;
+    crate::parallel::check_layout_sizes(
+        &model.name,
+        sizes,
+        &setup.parallelism,
+        setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
+    )?;
+    check_fp8(setup)?;
+    crate::parallel::check_context_parallel(
+        setup.parallelism.context,
+        setup.workload.as_ref().map(|w| w.seq_len),
+        setup
+            .workload
+            .as_ref()
+            .is_some_and(|w| w.attention == activation::Attention::Eager),
+    )
+}
+
 /// The step's time under `setup.speed`, or why there is none.
 fn step_time(model: &Model, setup: &Setup) -> (Option<StepTime>, Option<String>) {
     match (&setup.speed, &setup.workload) {
@@ -561,25 +571,19 @@ fn heaviest_step(
     stages: Vec<device::DeviceMemory>,
     keep_events: bool,
 ) -> Result<(device::DeviceMemory, Option<Activations>, Timeline)> {
-    let candidates: Vec<(usize, Option<Activations>)> = match activations_of(model, setup)? {
-        None => (0..stages.len()).map(|stage| (stage, None)).collect(),
-        Some(all) => all
-            .into_iter()
-            .map(|a| {
-                (
-                    usize::try_from(a.schedule.stage).unwrap_or(usize::MAX),
-                    Some(a),
-                )
-            })
-            .collect(),
-    };
+    let candidates = stage_candidates(model, &AdapterFacts::of(model), setup, stages.len())?;
     let mut best: Option<(usize, Option<Activations>, Timeline)> = None;
     for (stage, activations) in candidates {
         let Some(device) = stages.get(stage) else {
             continue;
         };
         let activations = activations.map(|a| with_autocast(a, device)).transpose()?;
-        let step = timeline::peak_of(&plan::plan(model, setup, device, activations.as_ref())?)?;
+        let step = timeline::peak_of(&step_plan::plan(
+            model,
+            setup,
+            device,
+            activations.as_ref().map(|a| &a.schedule),
+        )?)?;
         if best
             .as_ref()
             .is_none_or(|(_, _, b)| step.peak.bytes > b.peak.bytes)
@@ -594,9 +598,36 @@ fn heaviest_step(
         .nth(stage)
         .ok_or_else(|| Error::overflow("the pipeline stages"))?;
     if keep_events {
-        step = timeline::build(&plan::plan(model, setup, &device, activations.as_ref())?)?;
+        step = timeline::build(&step_plan::plan(
+            model,
+            setup,
+            &device,
+            activations.as_ref().map(|a| &a.schedule),
+        )?)?;
     }
     Ok((device, activations, step))
+}
+
+/// The stages that can be the most loaded, with their activations: every
+/// stage without a micro-batch, else those `activations_of` gives.
+fn stage_candidates(
+    model: &Model,
+    adapters: &AdapterFacts,
+    setup: &Setup,
+    stages: usize,
+) -> Result<Vec<(usize, Option<Activations>)>> {
+    Ok(match activations_with(model, adapters, setup)? {
+        None => (0..stages).map(|stage| (stage, None)).collect(),
+        Some(all) => all
+            .into_iter()
+            .map(|a| {
+                (
+                    usize::try_from(a.schedule.stage).unwrap_or(usize::MAX),
+                    Some(a),
+                )
+            })
+            .collect(),
+    })
 }
 
 /// Adds torch.autocast's saved half copies of the stage's linear weights
@@ -629,7 +660,7 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
     let mut notes = Vec::new();
     let parallelism = setup.parallelism;
     if parallelism.zero.shards_weights() && model.shapes_known {
-        let init = plan::init_mode(setup);
+        let init = step_plan::init_mode(setup);
         notes.push(format!(
             "init {}: {}",
             init.name(),
@@ -695,23 +726,92 @@ fn copies(elements: &Elements, parameters: Count) -> Copies {
 
 /// The activations of one micro-batch on each pipeline stage that can be
 /// the most loaded, when a micro-batch is given and the architecture is known.
-fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations>>> {
-    let (Some(workload), Some(dims)) = (&setup.workload, &model.dimensions) else {
+/// What the activations read of a model's LoRA adapters, read once per model.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AdapterFacts {
+    /// The adapted modules' short names (`q_proj`), sorted.
+    adapted: Vec<String>,
+    /// Whether any adapter exists.
+    any: bool,
+    /// Whether the base trains none of its weights (adapters, or all frozen).
+    frozen_base: bool,
+    /// The smallest adapter rank (0 without adapters).
+    rank: u64,
+    /// The adapters' own dtype, if they keep one.
+    training_dtype: Option<DType>,
+}
+
+impl AdapterFacts {
+    pub(crate) fn of(model: &Model) -> AdapterFacts {
+        let adapters: Vec<&crate::model::Tensor> = model
+            .tensors
+            .iter()
+            .filter(|t| t.name.contains(".lora_A."))
+            .collect();
+        let mut adapted: Vec<String> = adapters
+            .iter()
+            .filter_map(|t| t.name.split(".lora_A.").next())
+            .filter_map(|module| module.trim_end_matches(".base_layer").rsplit('.').next())
+            .map(str::to_string)
+            .collect();
+        adapted.sort();
+        adapted.dedup();
+        AdapterFacts {
+            adapted,
+            any: !adapters.is_empty(),
+            frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
+            rank: adapters
+                .iter()
+                .filter_map(|t| t.shape.dims().first().copied())
+                .min()
+                .unwrap_or(0),
+            training_dtype: adapters.iter().find_map(|t| t.training_dtype),
+        }
+    }
+}
+
+/// The activations of the stages that can be the most loaded.
+fn activations_with(
+    model: &Model,
+    adapters: &AdapterFacts,
+    setup: &Setup,
+) -> Result<Option<Vec<Activations>>> {
+    match activation_workload(model, adapters, setup)? {
+        Some(workload) => Ok(Some(activation::stages(
+            &*activation_dimensions(model)?,
+            &workload,
+        )?)),
+        None => Ok(None),
+    }
+}
+
+/// The dimensions the activations are computed from: a vision-language
+/// model's image inputs as its inventory trains them (see
+/// [`trained_image_parts`]). Call only when `model.dimensions` is known.
+fn activation_dimensions(model: &Model) -> Result<std::borrow::Cow<'_, Dimensions>> {
+    let dims = model
+        .dimensions
+        .as_ref()
+        .ok_or_else(|| Error::overflow("the model's dimensions"))?;
+    Ok(match &dims.images {
+        Some(images) => std::borrow::Cow::Owned(Dimensions {
+            images: Some(trained_image_parts(model, images)?),
+            ..dims.clone()
+        }),
+        None => std::borrow::Cow::Borrowed(dims),
+    })
+}
+
+/// The workload the activations are computed for: the user's, with what
+/// the layout, the recipe and the adapters decide.
+fn activation_workload(
+    model: &Model,
+    adapters: &AdapterFacts,
+    setup: &Setup,
+) -> Result<Option<Workload>> {
+    let (Some(workload), Some(_)) = (&setup.workload, &model.dimensions) else {
         return Ok(None);
     };
-    let adapters: Vec<&crate::model::Tensor> = model
-        .tensors
-        .iter()
-        .filter(|t| t.name.contains(".lora_A."))
-        .collect();
-    let mut adapted: Vec<String> = adapters
-        .iter()
-        .filter_map(|t| t.name.split(".lora_A.").next())
-        .filter_map(|module| module.trim_end_matches(".base_layer").rsplit('.').next())
-        .map(str::to_string)
-        .collect();
-    adapted.sort();
-    adapted.dedup();
     if workload.offload_activations
         && setup.parallelism.framework == crate::parallel::Framework::Megatron
     {
@@ -729,29 +829,77 @@ fn activations_of(model: &Model, setup: &Setup) -> Result<Option<Vec<Activations
         pipeline: setup.parallelism.pipeline,
         context_parallel: setup.parallelism.context,
         fp8: setup.precision.fp8,
-        frozen_base: !adapters.is_empty() || model.tensors.iter().all(|t| !t.trainable),
-        lora_rank: adapters
-            .iter()
-            .filter_map(|t| t.shape.dims().first().copied())
-            .min()
-            .unwrap_or(0),
+        frozen_base: adapters.frozen_base,
+        lora_rank: adapters.rank,
         // peft casts each adapter's input to the adapter's dtype; under
         // torch.autocast the adapter's matmul runs in the compute dtype
         // whatever its weights' dtype, priced as adapters in that dtype.
-        lora_dropout: if adapters.is_empty() {
-            activation::LoraDropout::default()
-        } else {
+        lora_dropout: if adapters.any {
             setup.lora_dropout
+        } else {
+            activation::LoraDropout::default()
         },
         lora_dtype: if setup.precision.weights == setup.precision.activations {
-            adapters.iter().find_map(|t| t.training_dtype)
+            adapters.training_dtype
         } else {
             None
         },
-        adapted,
+        adapted: adapters.adapted.clone(),
         ..workload.clone()
     };
-    Ok(Some(activation::stages(dims, &workload)?))
+    Ok(Some(workload))
+}
+
+/// A vision-language model's image inputs as its inventory trains them:
+/// the projector saves its inputs when it trains, the merge its mask when
+/// the projector or the token embedding trains. Measured with the vision
+/// tower frozen and no adapters in the tower or the projector; anything
+/// else is refused by name.
+fn trained_image_parts(model: &Model, images: &ImageInputs) -> Result<ImageInputs> {
+    let model_type = model.model_type.as_deref().unwrap_or_default();
+    let part = |name: &str| crate::architecture::part_prefixes(model_type, name).unwrap_or(&[]);
+    let within = |name: &str, tensor: &crate::model::Tensor| {
+        part(name)
+            .iter()
+            .any(|prefix| tensor.name.starts_with(prefix))
+    };
+    let missing = |what: &'static str, reason: &str| Error::Missing {
+        what,
+        accepted: format!("{} ({})", reason, model.name),
+    };
+    if model
+        .tensors
+        .iter()
+        .any(|t| within("vision_tower", t) && t.trainable)
+    {
+        return Err(missing(
+            "--freeze vision_tower",
+            "the activations of a vision-language model are modelled with its vision tower frozen (no autograd in the tower); add it, or drop --micro-batch and --seq-len for the model states alone",
+        ));
+    }
+    if model
+        .tensors
+        .iter()
+        .any(|t| within("multi_modal_projector", t) && t.name.contains(".lora_"))
+    {
+        return Err(missing(
+            "--freeze multi_modal_projector",
+            "LoRA adapters on the projector are not measured for activation memory; add it for the language model's adapters alone, or drop --micro-batch and --seq-len",
+        ));
+    }
+    let projector_trains = model
+        .tensors
+        .iter()
+        .any(|t| within("multi_modal_projector", t) && t.trainable);
+    let embeddings_train = model
+        .tensors
+        .iter()
+        .any(|t| t.name.ends_with("language_model.embed_tokens.weight") && t.trainable);
+    Ok(ImageInputs {
+        projector_trains,
+        embeddings_train,
+        ..*images
+    })
 }
 
 fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<String> {
@@ -781,6 +929,15 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
                 ),
             })
         }
+        (Some(_), None)
+            if matches!(model.model_type.as_deref(), Some("t5" | "bart" | "whisper"))
+                && model.task != Some(crate::architecture::Task::Seq2Seq) =>
+        {
+            notes.push(format!(
+                "activations are not estimated: for `{}` trainmem models seq2seq (AutoModelForSeq2SeqLM, Whisper's AutoModelForSpeechSeq2Seq), whose saved tensors are measured; give --task seq2seq",
+                model.model_type.as_deref().unwrap_or_default()
+            ))
+        }
         (Some(_), None) => match model.model_type.as_deref() {
             Some(model_type) if crate::architecture::supported().contains(&model_type) => {
                 notes.push(format!(
@@ -793,7 +950,10 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
                 model.name
             )),
         },
-        (Some(workload), Some(_)) => notes.extend(activation::technique_notes(workload)),
+        (Some(workload), Some(dims)) => {
+            notes.extend(activation::technique_notes(workload));
+            notes.extend(activation::encoder_decoder_notes(dims, workload));
+        }
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {
         notes.push(format!(

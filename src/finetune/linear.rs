@@ -15,6 +15,11 @@ const EMBEDDINGS: &[&str] = &[
     "position_embeddings",
     "embed_in",
     "tok_embeddings",
+    // CLIP's and SigLIP's towers, and Mllama's tiled position embeddings.
+    "position_embedding",
+    "token_embedding",
+    "tile_embedding",
+    "embedding",
 ];
 
 /// One linear module: `model.layers.0.self_attn.q_proj`.

@@ -127,12 +127,22 @@ impl Lora {
             });
         }
         let layers = linears(&model);
+        // A module frozen by --freeze gets no adapter, as LLaMA-Factory's
+        // `freeze_vision_tower` keeps LoRA out of the vision tower (peft's
+        // `exclude_modules`).
+        let frozen = |linear: &&super::Linear| {
+            model
+                .tensors
+                .get(linear.weight)
+                .is_some_and(|weight| !weight.trainable)
+        };
         let targeted: Vec<_> = layers
             .iter()
             .filter(|l| match &self.targets {
                 Targets::AllLinear => !l.output_head,
                 Targets::Names(names) => names.iter().any(|n| matches(&l.module, n)),
             })
+            .filter(|l| !frozen(l))
             .collect();
         let wrapped = parameter_targets(&model, &self.targets, self.rank, self.dora)?;
         if let (true, true, Targets::Names(names)) =

@@ -314,7 +314,7 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
     model.config = Some(config.clone());
     // Activation sizes for the architectures that have an activation model;
     // the parameter inventory does not depend on them.
-    model.dimensions = architecture::dimensions(config).ok();
+    model.dimensions = architecture::dimensions_for_task(config, Some(task)).ok();
     if let Some(tokens) = architecture::input_tokens(config)? {
         model.notes.push(format!("{INPUT_TOKENS_NOTE}{tokens}"));
     }

@@ -254,7 +254,43 @@ pub const PRESETS: &[Preset] = &[
         "openai/clip-vit-large-patch14",
         Some("the keys of its sub-configs that shape no tensor")
     ),
+    preset!(
+        "llava-1.5-7b",
+        "llava-hf/llava-1.5-7b-hf",
+        Some(VISION_LANGUAGE_ABRIDGED)
+    ),
+    preset!(
+        "qwen2.5-vl-7b",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        Some(VISION_LANGUAGE_ABRIDGED)
+    ),
+    preset!(
+        "gemma-3-4b",
+        "google/gemma-3-4b-pt",
+        Some(VISION_LANGUAGE_ABRIDGED)
+    ),
+    preset!(
+        "llama-3.2-11b-vision",
+        "meta-llama/Llama-3.2-11B-Vision",
+        Some(VISION_LANGUAGE_ABRIDGED)
+    ),
+    preset!(
+        "t5-base",
+        "google-t5/t5-base",
+        Some("its task_specific_params (generation prompts)")
+    ),
+    preset!("flan-t5-xl", "google/flan-t5-xl"),
+    preset!(
+        "whisper-large-v3",
+        "openai/whisper-large-v3",
+        Some("its generation keys (suppress tokens, alignment heads) and SpecAugment settings")
+    ),
 ];
+
+/// What the vision-language presets leave out: they were written from
+/// the published files' keys without the hub at hand, and checked by their
+/// parameter totals, which transformers builds to the hub's count.
+const VISION_LANGUAGE_ABRIDGED: &str = "some keys that shape no tensor (its tensor-shaping keys were copied from the published file, and transformers builds it to the hub's parameter count)";
 
 #[cfg(test)]
 mod tests {
@@ -304,7 +340,7 @@ mod tests {
         assert_eq!(suggestion("gtp2"), Some("gpt2"));
         assert_eq!(suggestion("lama-3.1-8b"), Some("llama-3.1-8b"));
         assert_eq!(suggestion("bert-base-cased"), Some("bert-base-uncased"));
-        assert_eq!(suggestion("flan-t5-xl"), None);
+        assert_eq!(suggestion("electra-small-discriminator"), None);
     }
 
     #[test]

@@ -65,8 +65,23 @@ impl Splittable {
 
 /// Refuses a layout the model cannot be split by.
 pub fn check(model: &Model, layout: &Parallelism, sequence_parallel: bool) -> Result<()> {
+    check_sizes(
+        &model.name,
+        &Splittable::of(model),
+        layout,
+        sequence_parallel,
+    )
+}
+
+/// [`check`] with the model's sizes already read (`name` for the messages).
+pub fn check_sizes(
+    name: &str,
+    sizes: &Splittable,
+    layout: &Parallelism,
+    sequence_parallel: bool,
+) -> Result<()> {
     check_sequence_parallel(layout.tensor, sequence_parallel)?;
-    let sizes = Splittable::of(model);
+    let sizes = *sizes;
     if let (Some(heads), Some(kv_heads)) = (sizes.heads, sizes.kv_heads)
         && (kv_heads == 0 || !heads.is_multiple_of(kv_heads))
     {
@@ -117,8 +132,7 @@ pub fn check(model: &Model, layout: &Parallelism, sequence_parallel: bool) -> Re
         Some(0) if layout.expert > 1 => Err(invalid(
             format!("--ep {}", layout.expert),
             format!(
-                "{} is dense: expert parallelism splits the experts of a mixture-of-experts model; accepted: --ep 1",
-                model.name
+                "{name} is dense: expert parallelism splits the experts of a mixture-of-experts model; accepted: --ep 1"
             ),
         )),
         Some(experts) if experts > 0 && !experts.is_multiple_of(layout.expert) => Err(invalid(

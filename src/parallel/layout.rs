@@ -49,15 +49,18 @@ pub fn expert_of(name: &str) -> Option<u64> {
 }
 
 fn index_after(name: &str, markers: &[&str]) -> Option<u64> {
-    let parts: Vec<&str> = name.split('.').collect();
-    parts.windows(2).find_map(|pair| {
-        let [word, index] = pair else { return None };
-        markers
-            .iter()
-            .any(|m| m.trim_end_matches('.') == *word)
-            .then(|| index.parse().ok())
-            .flatten()
-    })
+    // Allocation-free: placement reads every tensor's name for every layout priced.
+    let mut parts = name.split('.');
+    let mut word = parts.next()?;
+    for index in parts {
+        if markers.iter().any(|m| m.trim_end_matches('.') == word)
+            && let Ok(index) = index.parse()
+        {
+            return Some(index);
+        }
+        word = index;
+    }
+    None
 }
 
 /// Whether a tensor is the token embedding (the one a tied head shares).

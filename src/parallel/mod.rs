@@ -14,7 +14,7 @@ mod placement;
 pub use constraints::{Splittable, check_context_parallel, check_sequence_parallel};
 pub use init::Init;
 pub use layout::{Layout, is_token_embedding, layer_of};
-pub use placement::{Placement, place};
+pub use placement::{NameFacts, Placement, place, place_named};
 
 use serde::Serialize;
 
@@ -28,7 +28,7 @@ use crate::precision::Precision;
 pub const MAX_PIPELINE_STAGES: u64 = 1024;
 
 /// How training is spread over accelerators.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 pub struct Parallelism {
     /// Accelerators in all (the world size).
     pub gpus: u64,
@@ -57,7 +57,7 @@ pub struct Parallelism {
 }
 
 /// How FSDP computes in half precision over fp32 sharded parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum FsdpMixedPrecision {
     /// `MixedPrecisionPolicy(param_dtype=bf16)` (FSDP2) or `MixedPrecision`
@@ -87,7 +87,7 @@ impl FsdpMixedPrecision {
 }
 
 /// What ZeRO stage (or FSDP strategy) shards across data-parallel ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Hash)]
 pub enum ZeroStage {
     /// Plain data parallelism (DDP, FSDP `no-shard`): every rank holds everything.
     #[serde(rename = "0")]
@@ -104,7 +104,7 @@ pub enum ZeroStage {
 }
 
 /// What is kept in host memory instead of on the accelerator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "kebab-case")]
 pub enum Offload {
     /// Nothing.
@@ -118,7 +118,7 @@ pub enum Offload {
 }
 
 /// Whose distributed bookkeeping the figures follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Framework {
     /// DeepSpeed ZeRO: half-precision copies, fp32 master and states in flat
@@ -264,6 +264,16 @@ pub fn check_layout(
     sequence_parallel: bool,
 ) -> Result<()> {
     constraints::check(model, layout, sequence_parallel)
+}
+
+/// [`check_layout`] with the model's sizes read once (`name` for the messages).
+pub fn check_layout_sizes(
+    name: &str,
+    sizes: &Splittable,
+    layout: &Parallelism,
+    sequence_parallel: bool,
+) -> Result<()> {
+    constraints::check_sizes(name, sizes, layout, sequence_parallel)
 }
 
 /// Notes on layouts frameworks accept that trainmem prices approximately.

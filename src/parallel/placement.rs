@@ -54,6 +54,34 @@ enum Split {
     Vocab,
 }
 
+/// What placement reads of a tensor's name, read once per model: a layout
+/// search places every tensor under thousands of layouts, and parsing names
+/// was most of that work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NameFacts {
+    /// Its decoder layer (`layers.N.`), if any.
+    pub layer: Option<u64>,
+    /// Its expert (`experts.N.`), if any.
+    pub expert: Option<u64>,
+    /// Whether it is a row-parallel projection (input dimension split).
+    pub row_parallel: bool,
+    /// Whether it is the token embedding.
+    pub token_embedding: bool,
+}
+
+impl NameFacts {
+    /// The facts of `tensor`'s name.
+    pub fn of(tensor: &Tensor) -> NameFacts {
+        let name = tensor.name.as_str();
+        NameFacts {
+            layer: layer_of(name),
+            expert: expert_of(name),
+            row_parallel: ROW_PARALLEL.iter().any(|fragment| name.contains(fragment)),
+            token_embedding: is_token_embedding(tensor),
+        }
+    }
+}
+
 /// The part of `tensor` the most loaded rank holds, or `None` when that rank
 /// holds none of it (an expert placed on another expert-parallel rank).
 pub fn place(
@@ -61,10 +89,20 @@ pub fn place(
     layout: &Layout,
     parallelism: &Parallelism,
 ) -> Result<Option<Placement>> {
+    place_named(tensor, &NameFacts::of(tensor), layout, parallelism)
+}
+
+/// [`place`] with the tensor's name already read.
+pub fn place_named(
+    tensor: &Tensor,
+    facts: &NameFacts,
+    layout: &Layout,
+    parallelism: &Parallelism,
+) -> Result<Option<Placement>> {
     let mut dims = tensor.shape.dims().to_vec();
     let expert = tensor.role == Role::Experts;
     if expert && parallelism.expert > 1 {
-        match expert_of(&tensor.name) {
+        match facts.expert {
             // Per-expert tensors: rank 0 holds experts 0 .. ceil(E / ep).
             Some(index) => {
                 if index >= layout.experts.div_ceil(parallelism.expert) {
@@ -76,7 +114,7 @@ pub fn place(
         }
     }
     let tensor_parallel = parallelism.tensor;
-    match split(tensor, layout) {
+    match split(tensor, facts, layout) {
         Split::Replicated => {}
         Split::Dim(dim) => split_dim(&mut dims, dim, tensor_parallel),
         Split::Vocab => {
@@ -89,7 +127,7 @@ pub fn place(
             }
         }
     }
-    let stages = stages(tensor, layout, parallelism.pipeline, &mut dims);
+    let stages = stages(tensor, facts, layout, parallelism.pipeline, &mut dims);
     Ok(Some(Placement {
         shape: Shape::new(dims)?,
         stages,
@@ -103,21 +141,20 @@ fn split_dim(dims: &mut [u64], dim: usize, degree: u64) {
     }
 }
 
-fn split(tensor: &Tensor, layout: &Layout) -> Split {
+fn split(tensor: &Tensor, facts: &NameFacts, layout: &Layout) -> Split {
     let rank = tensor.shape.dims().len();
-    let name = tensor.name.as_str();
     match tensor.role {
         Role::Norm | Role::Router => Split::Replicated,
-        Role::Embedding if is_token_embedding(tensor) => Split::Vocab,
+        Role::Embedding if facts.token_embedding => Split::Vocab,
         Role::Embedding => Split::Replicated,
         Role::OutputHead => Split::Vocab,
         Role::Other => Split::Dim(0),
         Role::Attention | Role::Mlp | Role::Experts => {
-            let row = ROW_PARALLEL.iter().any(|fragment| name.contains(fragment));
+            let row = facts.row_parallel;
             // Linear weights are [out, in] ([in, out] for GPT-2's Conv1D);
             // fused expert stacks put the expert count first.
             let offset =
-                usize::from(tensor.role == Role::Experts && rank == 3 && expert_of(name).is_none());
+                usize::from(tensor.role == Role::Experts && rank == 3 && facts.expert.is_none());
             let (out_dim, in_dim) = if layout.transposed_linears {
                 (1, 0)
             } else {
@@ -135,16 +172,22 @@ fn split(tensor: &Tensor, layout: &Layout) -> Split {
 
 /// The pipeline stages holding `tensor`; a flat `--params` vector is spread
 /// evenly, so stage 0 holds ceil(N / pp) of it.
-fn stages(tensor: &Tensor, layout: &Layout, pipeline: u64, dims: &mut [u64]) -> Vec<u64> {
+fn stages(
+    tensor: &Tensor,
+    facts: &NameFacts,
+    layout: &Layout,
+    pipeline: u64,
+    dims: &mut [u64],
+) -> Vec<u64> {
     let last = pipeline - 1;
     if pipeline == 1 {
         return vec![0];
     }
-    if let (Some(layer), true) = (layer_of(&tensor.name), layout.layers > 0) {
+    if let (Some(layer), true) = (facts.layer, layout.layers > 0) {
         return vec![(layer / layout.layers.div_ceil(pipeline)).min(last)];
     }
     match tensor.role {
-        Role::Embedding if is_token_embedding(tensor) && layout.tied_head => vec![0, last],
+        Role::Embedding if facts.token_embedding && layout.tied_head => vec![0, last],
         Role::Embedding => vec![0],
         Role::OutputHead | Role::Norm => vec![last],
         Role::Other if layout.layers == 0 => {

@@ -35,7 +35,7 @@
 use serde::Serialize;
 
 /// How the fp8 scales are found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Scaling {
     /// One dynamic fp32 scale per tensor, from its current amax.
@@ -58,7 +58,7 @@ impl Scaling {
 }
 
 /// An fp8 recipe's rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Hash)]
 pub struct Fp8 {
     /// Who implements it.
     pub implementation: &'static str,

@@ -369,7 +369,7 @@ pub(crate) fn time_line(e: &Estimate) -> Option<String> {
 }
 
 /// Seconds with three significant figures: `0.651 s`, `12.3 s`, `1,234 s`.
-fn seconds(s: f64) -> String {
+pub(super) fn seconds(s: f64) -> String {
     if s >= 100.0 {
         format!("{} s", crate::units::Count(s.round() as u64))
     } else if s >= 10.0 {

@@ -9,6 +9,7 @@ mod escape;
 mod estimate;
 mod fit;
 mod params;
+pub mod plan;
 pub mod schema;
 pub mod svg;
 mod table;

@@ -32,11 +32,12 @@ struct Builder {
     peak: Peak,
     phases: Vec<PhaseSummary>,
     allocations: Vec<Allocation>,
-    allocator: Allocator,
+    /// `None` when only the peak is asked for: the reserved estimate is skipped.
+    allocator: Option<Allocator>,
 }
 
 impl Builder {
-    fn new(keep: bool, allocator: Allocator) -> Builder {
+    fn new(keep: bool, allocator: Option<Allocator>) -> Builder {
         Builder {
             keep,
             events: Vec::new(),
@@ -118,8 +119,10 @@ impl Builder {
             bytes: bytes.0,
             live: true,
         });
-        if kind != Kind::Overhead {
-            self.allocator.malloc(block, bytes.0)?;
+        if kind != Kind::Overhead
+            && let Some(allocator) = self.allocator.as_mut()
+        {
+            allocator.malloc(block, bytes.0)?;
         }
         if self.total > self.peak.bytes.0 {
             self.peak = Peak {
@@ -156,8 +159,10 @@ impl Builder {
         self.total = self.total.saturating_sub(bytes);
         let slot = &mut self.live[kind.index()];
         *slot = slot.saturating_sub(bytes);
-        if kind != Kind::Overhead {
-            self.allocator.free(index, bytes);
+        if kind != Kind::Overhead
+            && let Some(allocator) = self.allocator.as_mut()
+        {
+            allocator.free(index, bytes);
         }
         let signed = i64::try_from(bytes).map_err(|_| Error::overflow(WHAT))?;
         self.record(kind, tensor, -signed, index);
@@ -183,7 +188,7 @@ impl Builder {
             peak: self.peak,
             phases: self.phases,
             load_peak,
-            reserved: Bytes(self.allocator.peak_reserved()),
+            reserved: Bytes(self.allocator.as_ref().map_or(0, Allocator::peak_reserved)),
         }
     }
 }
@@ -292,14 +297,24 @@ fn share_gradients(units: &mut [Unit], resident: Bytes) -> Result<()> {
     Ok(())
 }
 
-/// Replays `plan`; keeps the events when `keep`.
-pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
-    let mut b = Builder::new(keep, Allocator::new(plan.allocator, plan.granularity.0));
+/// Replays `plan`; keeps the events when `keep`, simulates the caching
+/// allocator for the reserved estimate when `reserved`.
+pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Timeline> {
+    let allocator = reserved.then(|| Allocator::new(plan.allocator, plan.granularity.0));
+    let mut b = Builder::new(keep, allocator);
     let residents = plan.residents;
     let units = units(plan)?;
     let activations = plan.activations;
     let has_head = activations.is_some_and(|a| a.has_head);
     let in_flight = activations.map_or(1, |a| a.in_flight.max(1));
+    // About a dozen allocations per unit and micro-batch: reserved once.
+    b.allocations.reserve(
+        units
+            .len()
+            .saturating_add(4)
+            .saturating_mul(usize::try_from(in_flight).unwrap_or(1).min(1 << 16))
+            .saturating_mul(12),
+    );
 
     // Load: what exists before the step starts.
     b.alloc(
@@ -338,7 +353,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool) -> Result<Timeline> {
         "fp8 weight caches and scaling state (Transformer Engine)",
         activations.map_or(Bytes::ZERO, |a| a.resident),
     )?;
-    let mut gradient_blocks = Vec::new();
+    let mut gradient_blocks = Vec::with_capacity(units.len() + 1);
     if plan.gradients.resident_from_start {
         gradient_blocks.push(b.alloc(
             Kind::Gradients,
@@ -603,11 +618,10 @@ fn gather(
     if !plan.gathers {
         return Ok(());
     }
-    let mut targets = vec![index];
-    if plan.prefetch {
-        targets.extend(next);
-    }
-    for target in targets {
+    // The unit itself, then the next one when prefetching (no allocation:
+    // a layout search replays this for every unit of thousands of steps).
+    let prefetched = next.filter(|_| plan.prefetch);
+    for target in std::iter::once(index).chain(prefetched) {
         let (Some(unit), Some(slot)) = (units.get(target), gathered.get(target)) else {
             continue;
         };

@@ -328,12 +328,18 @@ pub struct StepPlan<'a> {
 
 /// Replays `plan` and keeps every event.
 pub fn build(plan: &StepPlan) -> Result<Timeline> {
-    builder::replay(plan, true)
+    builder::replay(plan, true, true)
 }
 
 /// Replays `plan` for its peak and reserved estimate, without keeping the events.
 pub fn peak_of(plan: &StepPlan) -> Result<Timeline> {
-    builder::replay(plan, false)
+    builder::replay(plan, false, true)
+}
+
+/// Replays `plan` for its peak only: no events, and no reserved estimate
+/// (`Timeline::reserved` is zero). What a layout search needs, many times over.
+pub fn peak_only(plan: &StepPlan) -> Result<Peak> {
+    Ok(builder::replay(plan, false, false)?.peak)
 }
 
 #[cfg(test)]

@@ -245,7 +245,8 @@ mod tests {
             ("Meta-Llama-3-8B", None),
             ("bert-base-uncased", Some("bert-base-uncased")),
             ("roberta-large", Some("roberta-large")),
-            ("flan-t5-xl", None),
+            ("flan-t5-xl", Some("flan-t5-xl")),
+            ("electra-small-discriminator", None),
         ] {
             assert_eq!(matching_preset(name), preset, "{name}");
         }

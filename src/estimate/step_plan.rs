@@ -24,7 +24,7 @@
 
 use super::device::DeviceMemory;
 use super::setup::Setup;
-use crate::activation::Activations;
+use crate::activation::Schedule;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::model::Model;
@@ -55,7 +55,7 @@ pub fn plan<'a>(
     model: &Model,
     setup: &Setup,
     device: &'a DeviceMemory,
-    activations: Option<&'a Activations>,
+    activations: Option<&'a Schedule>,
 ) -> Result<StepPlan<'a>> {
     let parallelism = setup.parallelism;
     let framework = parallelism.framework;
@@ -117,7 +117,7 @@ pub fn plan<'a>(
         modules: &device.modules,
         gathers,
         prefetch: true,
-        activations: activations.map(|a| &a.schedule),
+        activations,
         load,
         gradients: Gradients {
             resident_from_start: framework == Framework::Megatron
@@ -140,6 +140,6 @@ pub fn plan<'a>(
         allocator: setup.step.allocator,
         granularity: DType::Fp32
             .size_of(device.largest_tensor)?
-            .max(activations.map_or(Bytes::ZERO, |a| a.schedule.widest_tensor)),
+            .max(activations.map_or(Bytes::ZERO, |a| a.widest_tensor)),
     })
 }

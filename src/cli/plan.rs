@@ -1,0 +1,421 @@
+//! `trainmem plan`: the typed flags become a base setup per framework and
+//! the search's axes; each kept layout is printed as the `estimate` command
+//! that reproduces it (the user's flags, then the layout's).
+
+use std::ffi::OsString;
+
+use clap::ArgMatches;
+
+use super::args::PlanArgs;
+use super::estimate_request;
+use super::flags::{Flags, explicit};
+use crate::activation::{Loss, Recompute};
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::parallel::{Framework, Offload, ZeroStage};
+use crate::plan::{Allow, Axes, Request, Sharding, search};
+use crate::render::{self, plan::PlanReport};
+use crate::units::Bytes;
+
+/// The plan's own flags, which are not `estimate` flags.
+const OWN: &[&str] = &[
+    "allow",
+    "headroom",
+    "top",
+    "global-batch",
+    "jobs",
+    "exhaustive",
+];
+
+/// The `estimate` flags a layout sets: typed, they fix their axis.
+const LAYOUT: &[&str] = &[
+    "--framework",
+    "--zero",
+    "--fsdp",
+    "--tp",
+    "--pp",
+    "--ep",
+    "--cp",
+    "--sequence-parallel",
+    "--offload",
+    "--recompute",
+    "--loss",
+    "--offload-activations",
+    "--micro-batch",
+    "--grad-accumulation",
+];
+
+/// Flags that change how a report is written, not what is priced.
+const REPORT: &[&str] = &["--format", "--units"];
+
+/// Micro-batches tried without --global-batch: powers of two up to this.
+const MAX_MICRO_BATCH: u64 = 128;
+
+/// Runs `plan` with the matches of its command line.
+pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
+    let estimate = &args.estimate;
+    let (format, units) =
+        super::resolve::report(&estimate.report, estimate.capacity.capacity.as_deref())?;
+    let typed = explicit(matches, "plan", OWN);
+    let typed_value = |flag: &str| {
+        typed
+            .iter()
+            .rev()
+            .find(|(f, _)| f == flag)
+            .map(|(_, v)| v.as_ref().map(|v| v.to_string_lossy().into_owned()))
+    };
+    let mut base = Flags::default();
+    for (flag, value) in &typed {
+        if !LAYOUT.contains(&flag.as_str()) && !REPORT.contains(&flag.as_str()) {
+            base.set(flag, value.clone());
+        }
+    }
+    let parallel = &estimate.parallel;
+    let gpus = match (
+        typed_value("--gpus"),
+        parallel.nodes,
+        parallel.gpus_per_node,
+    ) {
+        (Some(_), _, _) => parallel.gpus,
+        (None, Some(nodes), Some(per_node)) => {
+            let gpus = nodes
+                .checked_mul(per_node)
+                .ok_or_else(|| Error::InvalidValue {
+                    what: "--nodes",
+                    value: format!("{nodes} x --gpus-per-node {per_node}"),
+                    reason: "the GPU count overflows".to_string(),
+                })?;
+            base.set("--gpus", Some(OsString::from(gpus.to_string())));
+            gpus
+        }
+        _ => {
+            return Err(Error::Missing {
+                what: "cluster",
+                accepted: "plan needs --gpus N, or --nodes K with --gpus-per-node G".to_string(),
+            });
+        }
+    };
+    if estimate.workload.seq_len.is_none() {
+        return Err(Error::Missing {
+            what: "--seq-len",
+            accepted: "plan prices each layout's activations: give --seq-len S".to_string(),
+        });
+    }
+    let capacity = super::resolve::capacity(&estimate.capacity)?.ok_or_else(|| Error::Missing {
+        what: "capacity",
+        accepted: "plan keeps the layouts that fit: give --device NAME (such as h100-80gb) or --capacity SIZE".to_string(),
+    })?;
+    if args.global_batch.is_some() && typed_value("--grad-accumulation").is_some() {
+        return Err(Error::InvalidValue {
+            what: "--grad-accumulation",
+            value: estimate.workload.grad_accumulation.to_string(),
+            reason: "--global-batch sets each layout's accumulation (B / (dp x micro-batch)): drop one of them".to_string(),
+        });
+    }
+    let allow = match &args.allow {
+        Some(list) => Allow::parse(list)?,
+        None => Allow::DEFAULT,
+    };
+    let headroom = headroom_basis_points(&args.headroom)?;
+    let usable = Bytes(
+        u64::try_from(u128::from(capacity.bytes.0) * u128::from(10_000 - headroom) / 10_000)
+            .unwrap_or(u64::MAX),
+    );
+    if args.jobs == 0 || args.jobs > 1024 {
+        return Err(Error::InvalidValue {
+            what: "--jobs",
+            value: args.jobs.to_string(),
+            reason: "give 1 to 1024 worker threads".to_string(),
+        });
+    }
+
+    // One base setup per framework searched, the user's flags parsed as
+    // `estimate` parses them (the framework decides how the recipe is kept).
+    let frameworks = frameworks(typed_value("--framework").flatten(), &allow, &typed_value)?;
+    let mut notes = Vec::new();
+    let mut bases = Vec::new();
+    let mut model: Option<Model> = None;
+    for framework in &frameworks {
+        let flags = base.with(&[
+            ("--framework", framework_name(*framework)),
+            ("--micro-batch", "1"),
+        ]);
+        let (m, setup, _, _) = estimate_request(&flags.parse()?)?;
+        if model.is_none() {
+            model = Some(m);
+        }
+        bases.push((*framework, setup));
+    }
+    let model = model.ok_or_else(|| Error::Missing {
+        what: "framework",
+        accepted: "--allow names no framework: add zero, fsdp or megatron".to_string(),
+    })?;
+    if model.dimensions.is_none() {
+        return Err(Error::Missing {
+            what: "architecture",
+            accepted: format!(
+                "plan prices activations, and the architecture of {} is unknown: give --model with a config.json or preset",
+                model.name
+            ),
+        });
+    }
+    let sizes = crate::parallel::Splittable::of(&model);
+    let nodes = bases
+        .first()
+        .map_or(1, |(_, setup)| setup.parallelism.nodes);
+    let per_node = (gpus / nodes.max(1)).max(1);
+    let fixed = |flag: &str| -> Result<Option<u64>> {
+        typed_value(flag)
+            .flatten()
+            .map(|v| {
+                v.parse::<u64>().map_err(|_| Error::InvalidValue {
+                    what: "layout",
+                    value: format!("{flag} {v}"),
+                    reason: "a positive whole number".to_string(),
+                })
+            })
+            .transpose()
+    };
+    let degrees = |flag: &str, open: bool, all: Vec<u64>| -> Result<Vec<u64>> {
+        Ok(match fixed(flag)? {
+            Some(v) => vec![v],
+            None if open => all,
+            None => vec![1],
+        })
+    };
+    let seq_len = estimate.workload.seq_len.unwrap_or(1);
+    let tensor = degrees(
+        "--tp",
+        allow.tp,
+        crate::plan::divisors(per_node)
+            .into_iter()
+            .filter(|d| gpus.is_multiple_of(*d))
+            .collect(),
+    )?;
+    let pipeline = degrees(
+        "--pp",
+        allow.pp,
+        match sizes.layers {
+            Some(layers) => crate::plan::divisors(layers)
+                .into_iter()
+                .filter(|d| gpus.is_multiple_of(*d))
+                .collect(),
+            None => vec![1],
+        },
+    )?;
+    let context = degrees(
+        "--cp",
+        allow.cp,
+        crate::plan::divisors(gpus)
+            .into_iter()
+            .filter(|cp| seq_len.is_multiple_of(2 * cp) || *cp == 1)
+            .collect(),
+    )?;
+    let experts = sizes.experts.unwrap_or(0);
+    if allow.ep && args.allow.is_some() && experts == 0 {
+        notes.push(format!(
+            "--allow ep: {} has no routed experts to split, so expert parallelism stays 1",
+            model.name
+        ));
+    }
+    let expert = degrees(
+        "--ep",
+        allow.ep && experts > 0,
+        crate::plan::divisors(experts.max(1)),
+    )?;
+    let shardings = shardings(&frameworks, nodes, &typed_value)?;
+    let sequence_parallel = match typed_value("--sequence-parallel") {
+        Some(_) => vec![true],
+        None if allow.sp => vec![false, true],
+        None => vec![false],
+    };
+    let offload = match typed_value("--offload").flatten() {
+        Some(v) => vec![Offload::parse(&v)?],
+        None if allow.offload => vec![
+            Offload::None,
+            Offload::Optimizer,
+            Offload::OptimizerAndParams,
+        ],
+        None => vec![Offload::None],
+    };
+    let recompute = match typed_value("--recompute").flatten() {
+        Some(v) => vec![Recompute::parse(&v)?],
+        None if allow.recompute => vec![
+            Recompute::None,
+            Recompute::Selective,
+            Recompute::Op,
+            Recompute::Full,
+        ],
+        None => vec![Recompute::None],
+    };
+    let loss = match typed_value("--loss").flatten() {
+        Some(v) => vec![Loss::parse(&v)?],
+        None if allow.loss => vec![Loss::Standard, Loss::Chunked(8), Loss::Fused],
+        None => vec![Loss::Standard],
+    };
+    let offload_activations = match typed_value("--offload-activations") {
+        Some(_) => vec![true],
+        None if allow.offload => vec![false, true],
+        None => vec![false],
+    };
+    let micro_batches = match fixed("--micro-batch")? {
+        Some(v) => vec![v],
+        None => std::iter::successors(Some(1u64), |b| Some(b * 2))
+            .take_while(|b| *b <= MAX_MICRO_BATCH)
+            .collect(),
+    };
+    let axes = Axes {
+        gpus,
+        nodes,
+        shardings,
+        tensor,
+        pipeline,
+        context,
+        expert,
+        sequence_parallel,
+        offload,
+        recompute,
+        loss,
+        offload_activations,
+        micro_batches,
+        global_batch: args.global_batch,
+        accumulation: estimate.workload.grad_accumulation,
+    };
+    let request = Request {
+        bases,
+        axes,
+        usable,
+        jobs: args.jobs,
+        prune: !args.exhaustive,
+        model: &model,
+    };
+    let outcome = search(&request)?;
+    if outcome.candidates == 0 {
+        return Err(Error::InvalidValue {
+            what: "plan",
+            value: match args.global_batch {
+                Some(batch) => format!("--global-batch {batch} on {gpus} GPUs"),
+                None => format!("{gpus} GPUs"),
+            },
+            reason: if outcome.batch_mismatch > 0 {
+                "no layout's data-parallel degree divides the global batch: give a global batch that is a multiple of the data-parallel degrees (a power of two usually is)".to_string()
+            } else {
+                "no layout of the allowed axes is accepted for this model: widen --allow, or drop a fixed layout flag".to_string()
+            },
+        });
+    }
+    if outcome.batch_mismatch > 0 {
+        notes.push(format!(
+            "{} parallel structures skipped: their data-parallel degree does not divide --global-batch {}",
+            outcome.batch_mismatch,
+            args.global_batch.unwrap_or(0)
+        ));
+    }
+    if !allow.offload {
+        notes.push("offload not searched (--allow offload): its host transfers are not in the step-time model".to_string());
+    }
+    let report = PlanReport {
+        model: model.name.clone(),
+        gpus,
+        nodes,
+        capacity,
+        headroom_basis_points: headroom,
+        usable,
+        base_flags: base
+            .arguments()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        outcome,
+        notes,
+    };
+    Ok(render::plan::plan(&report, format, units, args.top))
+}
+
+/// The frameworks searched: the one typed, or those `--allow` opens.
+fn frameworks(
+    typed: Option<String>,
+    allow: &Allow,
+    typed_value: &dyn Fn(&str) -> Option<Option<String>>,
+) -> Result<Vec<Framework>> {
+    if let Some(name) = typed {
+        return Ok(vec![Framework::parse(&name)?]);
+    }
+    if typed_value("--fsdp").is_some() {
+        return Ok(vec![Framework::Fsdp2]);
+    }
+    let mut out = Vec::new();
+    let zero_typed = typed_value("--zero").flatten();
+    if allow.zero {
+        out.push(Framework::DeepSpeed);
+    }
+    // bitsandbytes' 4-bit and 8-bit weights run through transformers and
+    // peft (DeepSpeed, FSDP), not Megatron-core.
+    let quantized = typed_value("--quantize").is_some();
+    if allow.megatron && !quantized && zero_typed.as_deref().is_none_or(|z| z == "0" || z == "1") {
+        out.push(Framework::Megatron);
+    }
+    if allow.fsdp && zero_typed.is_none() {
+        out.push(Framework::Fsdp2);
+    }
+    if out.is_empty() {
+        return Err(Error::InvalidValue {
+            what: "--allow",
+            value: "(no framework)".to_string(),
+            reason: "name at least one framework to shard with: zero, fsdp or megatron".to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// The shardings of the frameworks searched, narrowed by a typed --zero or --fsdp.
+fn shardings(
+    frameworks: &[Framework],
+    nodes: u64,
+    typed_value: &dyn Fn(&str) -> Option<Option<String>>,
+) -> Result<Vec<Sharding>> {
+    let zero = typed_value("--zero")
+        .flatten()
+        .map(|z| ZeroStage::parse(&z))
+        .transpose()?;
+    let fsdp = typed_value("--fsdp")
+        .flatten()
+        .map(|s| ZeroStage::from_fsdp(&s))
+        .transpose()?;
+    Ok(frameworks
+        .iter()
+        .flat_map(|f| Sharding::all_of(*f, nodes))
+        .filter(|s| zero.is_none_or(|z| s.zero == z))
+        .filter(|s| fsdp.is_none_or(|(z, hybrid)| s.zero == z && s.hybrid == hybrid))
+        .collect())
+}
+
+/// The `--framework` value of a framework.
+fn framework_name(framework: Framework) -> &'static str {
+    match framework {
+        Framework::DeepSpeed => "deepspeed",
+        Framework::Megatron => "megatron",
+        Framework::Fsdp2 => "fsdp2",
+        Framework::Fsdp1 => "fsdp1",
+    }
+}
+
+/// `--headroom`: `5%` or `0.05`, in basis points below 10,000.
+fn headroom_basis_points(text: &str) -> Result<u64> {
+    let invalid = || Error::InvalidValue {
+        what: "--headroom",
+        value: text.to_string(),
+        reason: "a share of the capacity from 0 to under 100%: such as 5% or 0.05".to_string(),
+    };
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(percent) => (percent.trim(), 100.0),
+        None => (trimmed, 1.0),
+    };
+    let value: f64 = number.parse().map_err(|_| invalid())?;
+    let fraction = value / scale;
+    if !(fraction.is_finite() && (0.0..1.0).contains(&fraction)) {
+        return Err(invalid());
+    }
+    Ok((fraction * 10_000.0).round().min(9_999.0) as u64)
+}

@@ -1,0 +1,263 @@
+//! Pricing the layouts: pruned (or exhaustive), on one thread or many,
+//! ranked by tokens per second, then by the memory left.
+
+use super::Request;
+use super::space::{Layout, Structure, batches, kernels, recompute_modes, structures};
+use crate::error::{Error, Result};
+use crate::estimate::{Pricer, Setup};
+use crate::parallel::{Framework, Offload};
+use crate::step_time::{self, Speed, StepTime, Work};
+use crate::units::Bytes;
+
+/// One layout that fits.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub layout: Layout,
+    /// The step's peak on the most loaded rank: `estimate`'s `memory.peak`.
+    pub peak: Bytes,
+    /// The step's time, when the device's peak is known.
+    pub time: Option<StepTime>,
+    /// Its place in the enumeration: the last tie-break, so that any number
+    /// of workers gives the same order.
+    order: (usize, usize),
+}
+
+impl Row {
+    /// The flags that choose it (beside the user's own).
+    pub fn flags(&self) -> Vec<String> {
+        self.layout.flags()
+    }
+}
+
+/// What a search found.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Layouts the search covered: every accepted combination of the axes.
+    pub candidates: u64,
+    /// Layouts whose peak was computed (the rest were pruned).
+    pub priced: u64,
+    /// Layouts `estimate` refuses (a head count tp does not divide, a
+    /// recomputation mode the architecture lacks), not counted as candidates.
+    pub refused: u64,
+    /// Parallel structures skipped because their data-parallel degree does
+    /// not divide `--global-batch`.
+    pub batch_mismatch: u64,
+    /// The layouts that fit, best first.
+    pub kept: Vec<Row>,
+    /// Why the layouts are not timed (then they are ranked by peak alone).
+    pub time_unavailable: Option<String>,
+}
+
+/// Searches `request`.
+pub fn search(request: &Request) -> Result<Outcome> {
+    let structures = structures(&request.axes);
+    let work = Work::of(request.model);
+    let jobs = request.jobs.max(1).min(structures.len().max(1));
+    let mut parts: Vec<Result<Outcome>> = if jobs == 1 {
+        vec![search_part(request, &work, structures.iter().enumerate())]
+    } else {
+        // Contiguous shares: neighbouring structures share their activations.
+        let share = structures.len().div_ceil(jobs);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = structures
+                .chunks(share)
+                .enumerate()
+                .map(|(chunk, part)| {
+                    let work = &work;
+                    scope.spawn(move || {
+                        search_part(
+                            request,
+                            work,
+                            part.iter()
+                                .enumerate()
+                                .map(move |(i, s)| (chunk * share + i, s)),
+                        )
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::overflow("a plan worker")))
+                })
+                .collect()
+        })
+    };
+    let mut outcome = Outcome {
+        candidates: 0,
+        priced: 0,
+        refused: 0,
+        batch_mismatch: 0,
+        kept: Vec::new(),
+        time_unavailable: None,
+    };
+    for part in parts.drain(..) {
+        let part = part?;
+        outcome.candidates += part.candidates;
+        outcome.priced += part.priced;
+        outcome.refused += part.refused;
+        outcome.batch_mismatch += part.batch_mismatch;
+        outcome.kept.extend(part.kept);
+        outcome.time_unavailable = outcome.time_unavailable.or(part.time_unavailable);
+    }
+    let speed = |row: &Row| row.time.as_ref().map_or(0.0, |t| t.tokens_per_s);
+    outcome.kept.sort_by(|a, b| {
+        speed(b)
+            .total_cmp(&speed(a))
+            .then_with(|| {
+                (a.layout.offload != Offload::None).cmp(&(b.layout.offload != Offload::None))
+            })
+            .then_with(|| a.peak.cmp(&b.peak))
+            .then_with(|| a.layout.flag_count().cmp(&b.layout.flag_count()))
+            .then_with(|| a.order.cmp(&b.order))
+    });
+    Ok(outcome)
+}
+
+/// The base setup of `framework`.
+fn base<'r>(request: &'r Request, framework: Framework) -> Result<&'r Setup> {
+    request
+        .bases
+        .iter()
+        .find(|(f, _)| *f == framework)
+        .map(|(_, s)| s)
+        .ok_or_else(|| Error::Missing {
+            what: "framework",
+            accepted: format!("no base setup for {framework:?}"),
+        })
+}
+
+/// Searches some of the structures with a pricer of its own.
+fn search_part<'s>(
+    request: &Request,
+    work: &Work,
+    structures: impl Iterator<Item = (usize, &'s Structure)>,
+) -> Result<Outcome> {
+    let axes = &request.axes;
+    let mut pricer = Pricer::new(request.model);
+    let mut out = Outcome {
+        candidates: 0,
+        priced: 0,
+        refused: 0,
+        batch_mismatch: 0,
+        kept: Vec::new(),
+        time_unavailable: None,
+    };
+    for (position, structure) in structures {
+        let base = base(request, structure.sharding.framework)?;
+        let rates = match &base.speed {
+            Speed::Known(rates) => Some(rates.clone()),
+            Speed::Unknown(why) => {
+                out.time_unavailable = Some(why.clone());
+                None
+            }
+        };
+        let batches = batches(axes, structure.data(axes.gpus));
+        if batches.is_empty() {
+            out.batch_mismatch += 1;
+            continue;
+        }
+        let modes = recompute_modes(structure.sharding.framework, &axes.recompute);
+        let sequence_parallel: Vec<bool> = if structure.tensor > 1 {
+            axes.sequence_parallel.clone()
+        } else {
+            vec![false]
+        };
+        let kernels = kernels(structure.sharding.framework, axes);
+        let layout = |(sequence_parallel, recompute, (loss, offload_activations)),
+                      (micro_batch, accumulation)| Layout {
+            sharding: structure.sharding,
+            tensor: structure.tensor,
+            pipeline: structure.pipeline,
+            context: structure.context,
+            expert: structure.expert,
+            sequence_parallel,
+            offload: structure.offload,
+            recompute,
+            loss,
+            offload_activations,
+            micro_batch,
+            accumulation,
+        };
+        // The structure as `estimate` checks it: refused layouts are no candidates.
+        let mut accepted = Vec::new();
+        for &sp in &sequence_parallel {
+            for &recompute in &modes {
+                for &kernel in &kernels {
+                    let choice = (sp, recompute, kernel);
+                    let checked = layout(choice, batches[0])
+                        .apply(base, axes.gpus, axes.nodes)
+                        .and_then(|setup| pricer.check(&setup));
+                    match checked {
+                        Ok(()) => accepted.push(choice),
+                        Err(_) => out.refused += batches.len() as u64,
+                    }
+                }
+            }
+        }
+        if accepted.is_empty() {
+            continue;
+        }
+        out.candidates += (accepted.len() * batches.len()) as u64;
+        if request.prune {
+            let setup = layout(accepted[0], batches[0]).apply(base, axes.gpus, axes.nodes)?;
+            // Every workload on the structure holds its states: one floor for all.
+            if pricer.floor(&setup)? > request.usable {
+                continue;
+            }
+        }
+        for (slot, &choice) in accepted.iter().enumerate() {
+            // Larger micro-batches never peak lower within one accumulation
+            // regime (gradients kept across micro-batches, or not).
+            let mut too_big_while_accumulating = false;
+            for (index, &batch) in batches.iter().enumerate() {
+                let accumulating = batch.1 > 1;
+                if request.prune && accumulating && too_big_while_accumulating {
+                    continue;
+                }
+                let candidate = layout(choice, batch);
+                let setup = candidate.apply(base, axes.gpus, axes.nodes)?;
+                out.priced += 1;
+                let peak = match pricer.price(&setup) {
+                    Ok(priced) => priced.peak,
+                    Err(_) => {
+                        out.refused += 1;
+                        continue;
+                    }
+                };
+                if peak > request.usable {
+                    if accumulating {
+                        too_big_while_accumulating = true;
+                        continue;
+                    }
+                    if request.prune {
+                        break;
+                    }
+                    continue;
+                }
+                let workload = setup.workload.as_ref().ok_or_else(|| Error::Missing {
+                    what: "workload",
+                    accepted: "plan needs --seq-len S".to_string(),
+                })?;
+                let time = rates.as_ref().map(|rates| {
+                    step_time::price(
+                        work,
+                        &setup.parallelism,
+                        workload,
+                        setup.step.grad_accumulation,
+                        setup.precision.fp8.is_some(),
+                        rates,
+                    )
+                });
+                out.kept.push(Row {
+                    layout: candidate,
+                    peak,
+                    time,
+                    order: (position, slot * batches.len() + index),
+                });
+            }
+        }
+    }
+    Ok(out)
+}

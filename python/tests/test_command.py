@@ -57,6 +57,13 @@ def test_other_commands_are_the_command_line_json(binary, command):
     assert getattr(trainmem, command)(**options) == json.loads(done.stdout)
 
 
+def test_plan_is_the_command_line_json(binary):
+    options = dict(model="gpt2", device="h100-80gb", gpus=2, seq_len=1024, allow="zero,recompute")
+    done = cli(binary, "plan", *flags(options), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert trainmem.plan(**options) == json.loads(done.stdout)
+
+
 def test_check_reads_a_launch_config(binary, fixtures):
     config = str(fixtures / "launch" / "ds-zero1.json")
     done = cli(binary, "check", config, "--model", "gpt2", "--device", "h100-80gb", "--seq-len", "512", "--format", "json")

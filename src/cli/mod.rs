@@ -4,6 +4,7 @@ mod args;
 mod check;
 mod completions;
 mod flags;
+mod in_process;
 mod plan;
 mod plot;
 mod resolve;
@@ -14,6 +15,7 @@ mod usage;
 
 pub use args::Cli;
 pub use check::Checked;
+pub use in_process::run_args;
 
 /// The step's speed for a device named by `--device` (or none), with every
 /// speed flag at its default: what a front door without those flags (the

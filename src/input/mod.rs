@@ -5,12 +5,14 @@
 //! untrusted: sizes are capped before anything is allocated.
 
 mod hub;
+mod inventory;
 mod preset;
 
 pub use hub::{
     HubSource, Snapshot, hub_cache_dir, hub_cache_dir_from, is_hub_id, resolve_hub_id,
     resolve_hub_id_in,
 };
+pub use inventory::{MAX_INVENTORY_BYTES, parse_inventory, read_inventory};
 pub use preset::{PRESETS, Preset, preset_with_hub_id};
 
 use std::collections::BTreeMap;
@@ -133,6 +135,8 @@ fn file(path: &Path) -> Result<Model> {
         .unwrap_or_default();
     if name.ends_with(".safetensors") {
         from_checkpoint(checkpoint::read_safetensors(path)?, path)
+    } else if name.ends_with(".inventory.json") {
+        read_inventory(path)
     } else if name.ends_with(".index.json") {
         from_checkpoint(checkpoint::read_index(path)?, path)
     } else if name.ends_with(".json") {

@@ -1,0 +1,129 @@
+"""Keyword arguments to a ``trainmem`` command line, answered in-process by
+the Rust engine (``trainmem._engine.run``: the binary's clap parser and
+library calls, no subprocess)."""
+
+import json
+import os
+import warnings
+
+from ._engine import Error, run as _run_args
+
+__all__ = ["Error", "TrainmemWarning", "run", "command"]
+
+
+class TrainmemWarning(UserWarning):
+    """A ``warning:`` line of the command line (``check`` gives them)."""
+
+
+def _flag(name):
+    if not name or name.startswith("_") or not name.replace("_", "").isalnum():
+        raise Error(
+            f"keyword `{name}` is not a flag; accepted: a flag's name with `_` for `-`, such as micro_batch for --micro-batch"
+        )
+    return "--" + name.replace("_", "-")
+
+
+def _text(name, value):
+    if isinstance(value, (str, int, float)) or isinstance(value, os.PathLike):
+        return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+    raise Error(
+        f"keyword `{name}` has a {type(value).__name__}; accepted: a str, an int, a float, a path, True, or a list of them"
+    )
+
+
+def arguments(command, positional=(), options=None):
+    """The command line (without the program name) that ``command`` with
+    ``positional`` arguments and keyword ``options`` stands for."""
+    argv = [command] if command else []
+    argv += [_text("positional", p) for p in positional]
+    for name, value in (options or {}).items():
+        flag = _flag(name)
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv += [f"{flag}={_text(name, item)}" for item in value]
+        else:
+            # `--flag=value`: a value that starts with `-` stays a value.
+            argv.append(f"{flag}={_text(name, value)}")
+    return argv
+
+
+def run(command, *positional, **options):
+    """Runs ``trainmem COMMAND POSITIONAL... --FLAG VALUE...`` and returns the
+    report as text (what the binary prints to stdout). ``warning:`` lines are
+    issued as :class:`TrainmemWarning`."""
+    report, lines, _exit = _run_args(arguments(command, positional, options))
+    for line in lines:
+        warnings.warn(line, TrainmemWarning, stacklevel=3)
+    return report
+
+
+class _ModelFile:
+    """``module=`` as a ``--model`` path: the module's inventory written to a
+    temporary ``*.inventory.json`` file, the model source the engine reads."""
+
+    def __init__(self, command, module, positional, options):
+        self.path = None
+        if module is None:
+            return
+        for other in ("model", "params"):
+            if options.get(other) is not None or (command == "params" and positional):
+                raise Error(
+                    f"give module= or {other}=, not both; accepted: one model source"
+                )
+        import tempfile
+
+        from .inventory import Inventory, from_module
+
+        inventory = module if isinstance(module, Inventory) else from_module(module)
+        handle, self.path = tempfile.mkstemp(suffix=".inventory.json", prefix="trainmem-")
+        with os.fdopen(handle, "w") as file:
+            file.write(inventory.to_json())
+        if command == "params":
+            positional.insert(0, self.path)
+        else:
+            options["model"] = self.path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.path is not None:
+            os.unlink(self.path)
+
+
+def command(name):
+    """The Python function for the subcommand ``name``: keyword arguments as
+    flags, ``module=`` for an ``nn.Module`` or an :class:`Inventory`, and the
+    JSON report parsed into a dict (the text when ``format`` is not json)."""
+
+    def call(*positional, module=None, **options):
+        options.setdefault("format", "json")
+        positional = list(positional)
+        with _ModelFile(name, module, positional, options):
+            report, lines, _exit = _run_args(arguments(name, positional, options))
+        for line in lines:
+            warnings.warn(line, TrainmemWarning, stacklevel=2)
+        if options["format"] != "json":
+            return report
+        return json.loads(report)
+
+    call.__name__ = call.__qualname__ = name.replace("-", "_")
+    call.__doc__ = (
+        f"``trainmem {name} --format json`` with keyword arguments as flags "
+        f"(``micro_batch=1`` is ``--micro-batch 1``): the report as a dict. "
+        f"``module=`` prices an ``nn.Module`` or an ``Inventory``; errors raise "
+        f"``trainmem.Error``. ``trainmem.run('{name}', '--help')`` lists the flags."
+    )
+    return call
+
+
+estimate = command("estimate")
+timeline = command("timeline")
+fit = command("fit")
+check = command("check")
+plan = command("plan")
+params = command("params")
+compare = command("compare")

@@ -179,6 +179,11 @@ pub struct ModelIndex {
 }
 
 impl ModelIndex {
+    /// What the layout checks read of the model, from the layout read here.
+    pub fn splittable(&self, model: &Model) -> crate::parallel::Splittable {
+        crate::parallel::Splittable::with_layout(model, &self.layout)
+    }
+
     /// The index of `model`'s tensors.
     pub fn of(model: &Model) -> ModelIndex {
         let mut linear = vec![false; model.tensors.len()];
@@ -200,12 +205,8 @@ impl ModelIndex {
     }
 }
 
-/// The memory of every pipeline stage's accelerator under `setup.parallelism`.
-pub fn per_stage(model: &Model, setup: &Setup) -> Result<Vec<DeviceMemory>> {
-    per_stage_indexed(model, &ModelIndex::of(model), setup)
-}
-
-/// [`per_stage`] with the model's names already read.
+/// The memory of every pipeline stage's accelerator under
+/// `setup.parallelism`, the model's names read into `index` once.
 pub fn per_stage_indexed(
     model: &Model,
     index: &ModelIndex,
@@ -381,11 +382,6 @@ pub fn per_stage_indexed(
         all.push(device);
     }
     Ok(all)
-}
-
-/// The memory of the most loaded accelerator under `setup.parallelism`.
-pub fn per_device(model: &Model, setup: &Setup) -> Result<DeviceMemory> {
-    most_loaded(per_stage(model, setup)?)
 }
 
 /// The stage whose persistent total is the largest.

@@ -372,25 +372,28 @@ fn estimate_with_timeline(
     setup: &Setup,
     keep_events: bool,
 ) -> Result<(Estimate, Timeline)> {
-    check_setup(model, &crate::parallel::Splittable::of(model), setup)?;
+    // The tensor names are read once for every walk below.
+    let index = device::ModelIndex::of(model);
+    check_setup(model, &index.splittable(model), setup)?;
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
     // copies); the most loaded accelerator of the real layout is what fits.
-    let single = device::per_device(
+    let single = device::most_loaded(device::per_stage_indexed(
         model,
+        &index,
         &Setup {
             parallelism: Parallelism::SINGLE,
             ..setup.clone()
         },
-    )?;
+    )?)?;
     let stages = if setup.parallelism.is_single()
         && setup.parallelism.tensor == 1
         && setup.parallelism.pipeline == 1
     {
         vec![single.clone()]
     } else {
-        device::per_stage(model, setup)?
+        device::per_stage_indexed(model, &index, setup)?
     };
     let (device, activations, step) = heaviest_step(model, setup, stages, keep_events)?;
     let mut transients = device.transients;

@@ -56,10 +56,11 @@ const WHAT: &str = "the layout's floor";
 impl<'m> Pricer<'m> {
     /// A pricer of `model`, its names read once.
     pub fn new(model: &'m Model) -> Pricer<'m> {
+        let index = ModelIndex::of(model);
         Pricer {
             model,
-            index: ModelIndex::of(model),
-            sizes: Splittable::of(model),
+            sizes: index.splittable(model),
+            index,
             adapters: AdapterFacts::of(model),
             base: None,
             stages: HashMap::new(),

@@ -43,7 +43,11 @@ pub struct Splittable {
 impl Splittable {
     /// What `model` reveals of its heads, layers and experts.
     pub fn of(model: &Model) -> Splittable {
-        let layout = Layout::of(model);
+        Splittable::with_layout(model, &Layout::of(model))
+    }
+
+    /// [`Splittable::of`] with the model's layout already read.
+    pub fn with_layout(model: &Model, layout: &Layout) -> Splittable {
         let dimensions = model.dimensions.as_ref();
         let has_experts = model.tensors.iter().any(|t| t.role == Role::Experts);
         let experts = match dimensions.and_then(|d| d.experts.as_ref()) {

@@ -57,7 +57,7 @@ pub enum Error {
 
     /// A config.json whose `model_type` trainmem does not know.
     #[error(
-        "unsupported model_type `{model_type}` (supported: {supported}); for another architecture, point --model at its .safetensors file or index, or give --params"
+        "unsupported model_type `{model_type}` (supported: {supported}); for another architecture, point --model at its .safetensors file or index, or give --params, or price any PyTorch module through the Python package (`pip install .`, then `trainmem.estimate(module=model, ...)`)"
     )]
     UnsupportedModelType {
         model_type: String,

@@ -39,6 +39,7 @@ const REQUIRED: &[&str] = &[
     "t5",
     "bart",
     "whisper",
+    "mamba",
 ];
 const TOLERANCE: f64 = 0.05;
 

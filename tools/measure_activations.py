@@ -408,6 +408,48 @@ def specs() -> list[dict]:
     out.extend(vision_specs())
     out.extend(vision_language_specs())
     out.extend(seq2seq_specs())
+    out.extend(mamba_specs())
+    return out
+
+
+# Mamba (MambaForCausalLM) on CPU: no mamba-ssm / causal-conv1d kernels, so
+# MambaMixer.forward takes the torch fallbacks (causal_conv1d_fn,
+# mamba_selective_scan's sequential loop over the S positions). It has no
+# attention; ``attn`` is recorded as "eager" (the only implementation).
+MAMBA_BASE = {"hidden_size": 64, "state_size": 8, "num_hidden_layers": 2, "vocab_size": 1000,
+              "expand": 2, "conv_kernel": 4, "pad_token_id": 0, "bos_token_id": 0,
+              "eos_token_id": 0}
+
+
+def mamba_specs() -> list[dict]:
+    out = []
+    base = MAMBA_BASE
+    for dtype in ("fp32", "bf16"):
+        out.append(spec("mamba", "base", base, dtype=dtype, attn="eager", S=32,
+                        description="tiny, residual_in_fp32 (the default)"))
+        out.append(spec("mamba", "base", base, dtype=dtype, attn="eager", B=3, S=20,
+                        description="tiny, other B and S"))
+        out.append(spec("mamba", "gc", base, dtype=dtype, attn="eager", S=32, gc=True,
+                        description="gradient checkpointing of every layer"))
+        out.append(spec("mamba", "residual_bf", {**base, "residual_in_fp32": False}, dtype=dtype,
+                        attn="eager", S=32, description="residual_in_fp32 false"))
+    out.append(spec("mamba", "base", base, dtype="bf16", attn="eager", B=1, S=48,
+                    description="batch of one"))
+    out.append(spec("mamba", "twisted", {**base, "hidden_size": 48, "state_size": 16,
+                                         "expand": 3, "conv_kernel": 3, "time_step_rank": 5,
+                                         "use_bias": True, "use_conv_bias": False,
+                                         "num_hidden_layers": 3, "tie_word_embeddings": False},
+                    dtype="bf16", attn="eager", S=24,
+                    description="expand 3, rank 5, biases, no conv bias, untied, 3 layers"))
+    out.append(spec("mamba", "twisted", {**base, "hidden_size": 48, "state_size": 16,
+                                         "expand": 3, "conv_kernel": 3, "time_step_rank": 5,
+                                         "use_bias": True, "use_conv_bias": False,
+                                         "num_hidden_layers": 3, "tie_word_embeddings": False},
+                    dtype="fp32", attn="eager", B=3, S=16,
+                    description="expand 3, rank 5, biases, no conv bias, untied, 3 layers"))
+    out.append(spec("mamba", "silu_gc", {**base, "residual_in_fp32": False}, dtype="bf16",
+                    attn="eager", S=32, gc=True,
+                    description="gradient checkpointing, residual_in_fp32 false"))
     return out
 
 

@@ -70,6 +70,26 @@ pub struct Dimensions {
     /// activation model reads instead of the single-stack fields above;
     /// `None` for a model of one stack.
     pub encoder_decoder: Option<EncoderDecoder>,
+    /// A state-space model's mixer (Mamba), which the state-space
+    /// activation model reads instead of the attention and MLP fields
+    /// above; `None` for a transformer.
+    pub state_space: Option<StateSpace>,
+}
+
+/// What the state-space activation model needs of a Mamba mixer
+/// (`MambaMixer` in transformers' `models/mamba/modeling_mamba.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StateSpace {
+    /// d_inner = `expand · hidden_size`: the mixer's channels.
+    pub inner: u64,
+    /// N = `state_size`: the recurrent state per channel.
+    pub state: u64,
+    /// K = `conv_kernel`: the depthwise convolution's width.
+    pub conv_kernel: u64,
+    /// R = `time_step_rank`.
+    pub time_step_rank: u64,
+    /// `residual_in_fp32`: the residual stream between the layers is fp32.
+    pub residual_in_fp32: bool,
 }
 
 /// What LLaVA saves for its images outside the language model's layers,
@@ -504,6 +524,7 @@ impl Dimensions {
             encoder: None,
             images: None,
             encoder_decoder: None,
+            state_space: None,
         })
     }
 

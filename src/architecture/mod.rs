@@ -84,7 +84,7 @@ pub use dimensions::{
     Dimensions, Dropout, EagerSoftmax, EncoderDecoder, EncoderHead, EncoderParts, ImageInputs,
     LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions,
     QkNormKind, QkvLayout, Router, Seq2SeqFamily, Seq2SeqFeedForward, SharedExpert, Softcap,
-    dimensions, supported_for_activations,
+    StateSpace, dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
@@ -136,7 +136,7 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("gptj", gptj::describe, None),
     ("granite", granite::describe, Some(granite::dimensions)),
     ("llama", from_blueprint!(llama), Some(llama::dimensions)),
-    ("mamba", mamba::describe, None),
+    ("mamba", mamba::describe, Some(mamba::dimensions)),
     ("mamba2", mamba::describe_mamba2, None),
     (
         "mistral",

@@ -46,12 +46,34 @@
 //! `--recompute full`) keeps each layer's input: the embedding's output
 //! P·T·h for the first, then the residual stream (4·T·h with
 //! `residual_in_fp32`, else P·T·h).
+//!
+//! Mamba-2 (`Mamba2ForCausalLM`, `models/mamba2/modeling_mamba2.py`) runs
+//! `Mamba2Mixer.forward`'s torch path the same way: `causal_conv1d_fn` and
+//! `mamba2_chunk_scan`, the chunked scan in torch (on CUDA mamba-ssm's
+//! fused `mamba_split_conv1d_scan_combined`, refused likewise). Its `mamba2__*`
+//! fixtures are reproduced to the byte too. With H heads, G groups, L
+//! `chunk_size`, c = ⌈S / L⌉ chunks and S' = c·L (the sequence padded to
+//! whole chunks), conv = d + 2·G·N, a layer keeps the norm and `in_proj`'s
+//! input as Mamba's; A's exp and negation 2 · 4·H; `in_proj`'s output
+//! P·T·(d + conv + H); the padded convolution output P·B·conv·(S + K − 1);
+//! softplus's and clamp's inputs 2 · P·B·S·H; in fp32 the whole SiLU output
+//! 4·B·conv·S and Δ 4·B·S·H, in half precision the fp32 copies of x
+//! (4·B·S·d), of Δ (twice, 2 · 4·B·S·H) and of the gate (4·T·d); and in
+//! fp32 whatever P: D's padded input 4·B·S'·d, `segment_sum`'s bool masks
+//! 2·L² and 2·(c + 1)², three [B, H, c, L, L] tensors (exp of the segment
+//! sums, G, the masked G's copy), five [B, S', H, N] (B and C as the
+//! einsums copy them), three [B, S', d] (x·Δ twice, C·states), two [B, H,
+//! S'] (the decays), the chunk-to-chunk decay B·H·(c + 1)², the states
+//! B·(c + 1)·d·N and B·c·d·N; `MambaRMSNormGated` keeps the scan's output
+//! (a view of the padded one, 4·B·S'·d), silu(gate), the gated product and
+//! the normalised output (3 · 4·T·d) and its rsqrt per group 4·T·G; then
+//! `out_proj`'s input P·T·d.
 
 use super::tally::{Tally, plus, times};
 use super::{
     Activations, FP32_BYTES, LayerActivations, Loss, Part, Platform, Recompute, Schedule, Workload,
 };
-use crate::architecture::{Dimensions, StateSpace};
+use crate::architecture::{ChunkedScan, Dimensions, StateSpace};
 use crate::error::{Error, Result};
 use crate::units::Bytes;
 
@@ -103,6 +125,85 @@ impl Shape {
 
     /// Everything one layer saves.
     fn layer(&self) -> Result<Bytes> {
+        match self.mixer.chunked {
+            Some(chunked) => self.chunked_layer(chunked),
+            None => self.sequential_layer(),
+        }
+    }
+
+    /// Everything one Mamba-2 layer saves (see the module's notes).
+    fn chunked_layer(&self, scan: ChunkedScan) -> Result<Bytes> {
+        let (p, b, s, t, h) = (
+            self.element,
+            self.batch,
+            self.seq,
+            self.tokens(),
+            self.hidden,
+        );
+        let (d, n, k) = (self.mixer.inner, self.mixer.state, self.mixer.conv_kernel);
+        let (heads, groups, l) = (scan.heads, scan.groups, scan.chunk_size);
+        let chunks = s.div_ceil(l);
+        let padded = chunks.saturating_mul(l);
+        let conv = d.saturating_add(groups.saturating_mul(n).saturating_mul(2));
+        let projected = d.saturating_add(conv).saturating_add(heads);
+        let half = self.half();
+        let f = FP32_BYTES;
+        let mut saved = Tally::new();
+        saved.add(self.norm(p)?)?;
+        saved.tensor(&[p, t, h])?;
+        // A: exp's result and -exp.
+        saved.tensor(&[2, f, heads])?;
+        // in_proj's output (the convolution's input), the padded conv output.
+        saved.tensor(&[p, t, projected])?;
+        saved.tensor(&[p, b, conv, s.saturating_add(k).saturating_sub(1)])?;
+        // softplus's and clamp's inputs.
+        saved.tensor(&[2, p, b, s, heads])?;
+        if half {
+            // x.float(), dt.float() twice, the gate's fp32 copy.
+            saved.tensor(&[f, b, s, d])?;
+            saved.tensor(&[2, f, b, s, heads])?;
+            saved.tensor(&[f, t, d])?;
+        } else {
+            // The whole SiLU output (x is a view of it), Δ.
+            saved.tensor(&[f, b, conv, s])?;
+            saved.tensor(&[f, b, s, heads])?;
+        }
+        // D's padded input.
+        saved.tensor(&[f, b, padded, d])?;
+        // segment_sum's two bool masks, over a chunk and over the chunks.
+        saved.tensor(&[2, l, l])?;
+        saved.tensor(&[2, chunks.saturating_add(1), chunks.saturating_add(1)])?;
+        // exp(segsum(A)), G, G·L's copy: [B, H, c, L, L] each.
+        saved.tensor(&[3, f, b, heads, chunks, l, l])?;
+        // C and B for G, B for B·decay, B·decay, C for C·states: [B, S', H, N].
+        saved.tensor(&[5, f, b, padded, heads, n])?;
+        // x·Δ's chunks for Y_diag and for the states, C·states (Y_off's factor).
+        saved.tensor(&[3, f, b, padded, d])?;
+        // decay_states and exp(A_cumsum): [B, H, S'].
+        saved.tensor(&[2, f, b, heads, padded])?;
+        // The chunk-to-chunk decay, the states with the zero initial one,
+        // the states C reads.
+        saved.tensor(&[
+            f,
+            b,
+            heads,
+            chunks.saturating_add(1),
+            chunks.saturating_add(1),
+        ])?;
+        saved.tensor(&[f, b, chunks.saturating_add(1), d, n])?;
+        saved.tensor(&[f, b, chunks, d, n])?;
+        // MambaRMSNormGated: the scan's output (a view of the padded one),
+        // silu(gate), the gated product, the rsqrt per group, the
+        // normalised output; out_proj's input.
+        saved.tensor(&[f, b, padded, d])?;
+        saved.tensor(&[3, f, t, d])?;
+        saved.tensor(&[f, t, groups])?;
+        saved.tensor(&[p, t, d])?;
+        Ok(saved.bytes())
+    }
+
+    /// Everything one Mamba layer saves (see the module's notes).
+    fn sequential_layer(&self) -> Result<Bytes> {
         let (p, b, s, t, h) = (
             self.element,
             self.batch,
@@ -183,12 +284,19 @@ impl Shape {
 }
 
 /// Refuses what the Mamba activation model does not price.
-fn check(workload: &Workload) -> Result<()> {
+fn check(mixer: StateSpace, workload: &Workload) -> Result<()> {
     if workload.platform == Platform::Cuda {
+        let fused = if mixer.chunked.is_some() {
+            "mamba_split_conv1d_scan_combined"
+        } else {
+            "mamba_inner_fn"
+        };
         return Err(Error::InvalidValue {
             what: "--platform",
             value: "cuda".to_string(),
-            reason: "Mamba's activations are measured on transformers' torch path (CPU); on CUDA it runs mamba-ssm's fused mamba_inner_fn, whose saved tensors are not modelled; accepted: --platform cpu".to_string(),
+            reason: format!(
+                "Mamba's activations are measured on transformers' torch path (CPU); on CUDA it runs mamba-ssm's fused {fused}, whose saved tensors are not modelled; accepted: --platform cpu"
+            ),
         });
     }
     let refused = |what: &'static str, value: String| {
@@ -260,7 +368,7 @@ pub fn layer_bytes(
     workload: &Workload,
     index: u64,
 ) -> Result<Bytes> {
-    check(workload)?;
+    check(mixer, workload)?;
     let shape = shape(dims, mixer, workload);
     if workload.recompute == Recompute::Full {
         shape.checkpointed(index)
@@ -276,7 +384,7 @@ pub fn activations(
     mixer: StateSpace,
     workload: &Workload,
 ) -> Result<Activations> {
-    check(workload)?;
+    check(mixer, workload)?;
     let shape = shape(dims, mixer, workload);
     let checkpointed = workload.recompute == Recompute::Full;
     let (p, t, v) = (shape.element, shape.tokens(), dims.vocab);
@@ -378,12 +486,22 @@ pub fn notes(dims: &Dimensions, workload: &Workload) -> Vec<String> {
     if dims.state_space.is_none() {
         return Vec::new();
     }
-    let mut notes = vec![
-        "mamba: transformers' torch path (causal_conv1d_fn, the sequential selective scan, which keeps every step's B x d_inner x state_size state in fp32), measured on CPU without an attention_mask; the logits are fp32 (lm_head(...).float())".to_string(),
-    ];
+    let scan = if dims
+        .state_space
+        .is_some_and(|mixer| mixer.chunked.is_some())
+    {
+        "mamba2_chunk_scan, the chunked scan in fp32"
+    } else {
+        "the sequential selective scan, which keeps every step's B x d_inner x state_size state in fp32"
+    };
+    let mut notes = vec![format!(
+        "{}: transformers' torch path (causal_conv1d_fn, {scan}), measured on CPU without an attention_mask; the logits are fp32 (lm_head(...).float())",
+        dims.model_type
+    )];
     if workload.weights_dtype != workload.dtype {
         notes.push(format!(
-            "mamba's saved tensors are measured with the model in {} (no autocast); under torch.autocast with {} weights the casts differ: approximate",
+            "{}'s saved tensors are measured with the model in {} (no autocast); under torch.autocast with {} weights the casts differ: approximate",
+            dims.model_type,
             workload.dtype,
             workload.weights_dtype
         ));
@@ -437,6 +555,31 @@ mod tests {
             2 * 128 * 64 + 3 * 4 * 128 * 64
         );
         assert_eq!(checkpointed.schedule.layers.len(), 4);
+    }
+
+    #[test]
+    fn mamba2_pads_the_sequence_to_whole_chunks() {
+        let config = json!({"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 64,
+            "num_heads": 8, "head_dim": 16, "n_groups": 2, "state_size": 8, "chunk_size": 16,
+            "vocab_size": 1000});
+        let dims = dimensions_for_task(&config, None).unwrap();
+        let layer = |seq| {
+            super::super::activations(&dims, &cpu(2, seq))
+                .unwrap()
+                .layers[0]
+                .bytes
+                .0
+        };
+        // 17 tokens pad to 32: past a chunk boundary the chunked tensors jump.
+        assert!(layer(17) - layer(16) > layer(18) - layer(17));
+        let mut zero = config.clone();
+        zero["chunk_size"] = json!(0);
+        assert!(dimensions_for_task(&zero, None).is_err());
+        let err = super::super::activations(&dims, &Workload::new(1, 8)).unwrap_err();
+        assert!(
+            err.to_string().contains("mamba_split_conv1d_scan_combined"),
+            "{err}"
+        );
     }
 
     #[test]

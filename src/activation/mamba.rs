@@ -2,10 +2,13 @@
 //! saves for backward when trained on its torch path: `MambaMixer.forward`
 //! without the mamba-ssm and causal-conv1d kernels, so `causal_conv1d_fn`
 //! is `F.conv1d` and `mamba_selective_scan` the sequential loop over the
-//! S positions. That is what runs on CPU; on CUDA transformers loads
-//! mamba-ssm's fused `mamba_inner_fn`, whose `ctx.save_for_backward` keeps
-//! other tensors (and recomputes the convolution and Δ in backward), which
-//! is not modelled: `--platform cuda` is refused.
+//! S positions. That is what runs on CPU, and on CUDA without mamba-ssm
+//! (transformers' `use_kernel_func_from_hub_with_fallback` takes the hub
+//! kernel if asked for, else the mamba-ssm package if it imports, else the
+//! torch function). With mamba-ssm, CUDA runs its fused `mamba_inner_fn`,
+//! whose `ctx.save_for_backward` keeps other tensors; that is not
+//! modelled, so `--platform cuda` is refused and `--platform cpu` stands
+//! for the torch path on either device.
 //!
 //! Every formula was read off the saved tensors of
 //! `tools/measure_activations.py` (the `mamba__*` fixtures, CPU, no
@@ -295,7 +298,7 @@ fn check(mixer: StateSpace, workload: &Workload) -> Result<()> {
             what: "--platform",
             value: "cuda".to_string(),
             reason: format!(
-                "Mamba's activations are measured on transformers' torch path (CPU); on CUDA it runs mamba-ssm's fused {fused}, whose saved tensors are not modelled; accepted: --platform cpu"
+                "Mamba's activations are measured on transformers' torch path; on CUDA with mamba-ssm installed it runs the fused {fused}, whose saved tensors are not modelled; accepted: --platform cpu (also what CUDA runs without mamba-ssm)"
             ),
         });
     }

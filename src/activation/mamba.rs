@@ -270,17 +270,36 @@ impl Shape {
         Ok(saved.bytes())
     }
 
-    /// The widest tensor of a layer's backward: a gradient of exp(A·Δ),
-    /// 4·B·d·S·N, with the gradient of the layer's output, 4·T·h.
+    /// The widest tensor of a layer: Mamba's exp(A·Δ), 4·B·d·S·N;
+    /// Mamba-2's largest of x·Δ's chunks 4·B·S'·d, the [B, H, c, L, L]
+    /// products, the states 4·B·(c + 1)·d·N and B or C 4·B·S'·H·N.
+    fn widest(&self) -> Result<Bytes> {
+        let (b, s, d, n) = (self.batch, self.seq, self.mixer.inner, self.mixer.state);
+        let f = FP32_BYTES;
+        let Some(scan) = self.mixer.chunked else {
+            return super::tally::product(&[f, b, d, s, n]);
+        };
+        let chunks = s.div_ceil(scan.chunk_size);
+        let padded = chunks.saturating_mul(scan.chunk_size);
+        let l = scan.chunk_size;
+        let mut widest = Bytes::ZERO;
+        for shape in [
+            [f, b, padded, d, 1],
+            [f, b, scan.heads, chunks, l.saturating_mul(l)],
+            [f, b, chunks.saturating_add(1), d, n],
+            [f, b, padded, scan.heads, n],
+        ] {
+            widest = widest.max(super::tally::product(&shape)?);
+        }
+        Ok(widest)
+    }
+
+    /// What a layer's backward holds besides its saved tensors: the
+    /// gradient of its widest tensor and of its output, 4·T·h
+    /// (approximate: not measured).
     fn backward(&self) -> Result<Bytes> {
         let mut held = Tally::new();
-        held.tensor(&[
-            FP32_BYTES,
-            self.batch,
-            self.mixer.inner,
-            self.seq,
-            self.mixer.state,
-        ])?;
+        held.add(self.widest()?)?;
         held.tensor(&[FP32_BYTES, self.tokens(), self.hidden])?;
         Ok(held.bytes())
     }
@@ -448,8 +467,6 @@ pub fn activations(
     for bytes in [layers, outside, logits, loss] {
         total.add(bytes)?;
     }
-    let mut widest = Tally::new();
-    widest.tensor(&[FP32_BYTES, shape.batch, mixer.inner, shape.seq, mixer.state])?;
     let schedule = Schedule {
         in_flight: 1,
         has_head: true,
@@ -460,7 +477,7 @@ pub fn activations(
         loss,
         loss_backward,
         logits_gradient: logits,
-        widest_tensor: widest.bytes(),
+        widest_tensor: shape.widest()?,
         layers: schedule_layers,
         ..Schedule::default()
     };

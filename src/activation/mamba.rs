@@ -87,6 +87,9 @@ const INT64: u64 = 8;
 /// saved log-probabilities are alive.
 const LOSS_BACKWARD_COPIES: u64 = 2;
 
+/// Tensors of a layer's widest size its backward holds at once.
+const BACKWARD_WIDEST: u64 = 3;
+
 /// One micro-step of a Mamba model.
 struct Shape {
     /// P.
@@ -294,12 +297,15 @@ impl Shape {
         Ok(widest)
     }
 
-    /// What a layer's backward holds besides its saved tensors: the
-    /// gradient of its widest tensor and of its output, 4·T·h
-    /// (approximate: not measured).
+    /// What a layer's backward holds besides its saved tensors: three
+    /// tensors of its widest size (the gradients accumulated for the two
+    /// widest inputs of the scan, exp(A·Δ) and Δ·B·x in Mamba, and the
+    /// slice's full-size gradient being added to one of them) and the
+    /// gradient of its output, 4·T·h. Read off the CPU step timelines of
+    /// `tools/measure_timeline.py` (the `mamba*` fixtures), not derived.
     fn backward(&self) -> Result<Bytes> {
         let mut held = Tally::new();
-        held.add(self.widest()?)?;
+        held.add(times(self.widest()?, BACKWARD_WIDEST)?)?;
         held.tensor(&[FP32_BYTES, self.tokens(), self.hidden])?;
         Ok(held.bytes())
     }

@@ -39,6 +39,8 @@ const REQUIRED: &[&str] = &[
     "t5",
     "bart",
     "whisper",
+    "mamba",
+    "mamba2",
 ];
 const TOLERANCE: f64 = 0.05;
 
@@ -143,6 +145,13 @@ fn compare_dims(fixture: &Value, dims: &Dimensions) -> Vec<String> {
         // checkpoint's own lm_head (see architecture/t5.rs), which saves
         // the same tensors.
         ours.remove("tie_word_embeddings");
+    }
+    if dims.state_space.is_some() {
+        // Mamba-2's `head_dim` is its scan's (d_inner = num_heads x
+        // head_dim); a state-space model has no attention heads.
+        for key in ["head_dim", "num_attention_heads", "num_key_value_heads"] {
+            ours.remove(key);
+        }
     }
     match &dims.experts {
         None => {

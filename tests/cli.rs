@@ -383,3 +383,49 @@ fn vision_language_inputs() {
         assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn mamba_activations_need_the_torch_path() {
+    let workload = ["--micro-batch", "1", "--seq-len", "64"];
+    let mamba2 = std::env::temp_dir().join(format!("trainmem-mamba2-{}.json", std::process::id()));
+    std::fs::write(
+        &mamba2,
+        r#"{"model_type": "mamba2", "hidden_size": 256, "num_heads": 8, "head_dim": 64,
+            "n_groups": 1, "state_size": 64, "num_hidden_layers": 4, "vocab_size": 1000}"#,
+    )
+    .unwrap();
+    for model in ["mamba-2.8b", mamba2.to_str().unwrap()] {
+        let report = ok(&[
+            &["estimate", "--model", model, "--platform", "cpu"][..],
+            &workload,
+        ]
+        .concat());
+        assert!(report.contains("mixer layers"), "{model}: {report}");
+        assert!(
+            report.contains("transformers' torch path"),
+            "{model}: {report}"
+        );
+        for refused in [
+            &["--platform", "cuda"][..],
+            &["--platform", "cpu", "--recompute", "selective"],
+        ] {
+            let args = [&["estimate", "--model", model][..], &workload, refused].concat();
+            let (code, stdout, stderr) = run(&args);
+            assert_eq!(code, 2, "{args:?}");
+            assert!(stdout.is_empty(), "{args:?}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(stderr.contains("Mamba's activations"), "{stderr}");
+        }
+    }
+    // The model states alone need no activation model.
+    ok(&[
+        "estimate",
+        "--model",
+        "mamba-2.8b",
+        "--gpus",
+        "2",
+        "--tp",
+        "2",
+    ]);
+    std::fs::remove_file(mamba2).unwrap();
+}

@@ -18,6 +18,10 @@ an image becomes (its patches and the CLS token). LLaVA (``vision_language_specs
 built with ``AutoModelForImageTextToText``, its vision tower (and projector) frozen, and fed
 token ids holding ``images`` runs of image tokens per sample, fp32 pixels
 ``[B * images, C, H, W]`` and the ids as labels; its ``seq_len`` is the whole text sequence.
+Mamba and Mamba-2 (``mamba_specs()``, ``mamba2_specs()``) are causal LMs measured on their
+torch path (no mamba-ssm / causal-conv1d kernels on CPU: ``causal_conv1d_fn`` with the
+sequential ``mamba_selective_scan`` or the chunked ``mamba2_chunk_scan``); they have no
+attention, and their ``attn`` is recorded as ``eager``.
 
 Run from the repository root (about 6 minutes on 2 CPU cores, ~400 fixtures)::
 
@@ -408,6 +412,79 @@ def specs() -> list[dict]:
     out.extend(vision_specs())
     out.extend(vision_language_specs())
     out.extend(seq2seq_specs())
+    out.extend(mamba_specs())
+    out.extend(mamba2_specs())
+    return out
+
+
+# Mamba (MambaForCausalLM) on CPU: no mamba-ssm / causal-conv1d kernels, so
+# MambaMixer.forward takes the torch fallbacks (causal_conv1d_fn,
+# mamba_selective_scan's sequential loop over the S positions). It has no
+# attention; ``attn`` is recorded as "eager" (the only implementation).
+MAMBA_BASE = {"hidden_size": 64, "state_size": 8, "num_hidden_layers": 2, "vocab_size": 1000,
+              "expand": 2, "conv_kernel": 4, "pad_token_id": 0, "bos_token_id": 0,
+              "eos_token_id": 0}
+
+
+# Mamba-2 (Mamba2ForCausalLM) on CPU: Mamba2Mixer.forward without the
+# mamba-ssm kernels takes causal_conv1d_fn and mamba2_chunk_scan (the chunked
+# SSD scan in torch); S not a multiple of chunk_size pads the last chunk.
+MAMBA2_BASE = {"hidden_size": 64, "state_size": 8, "num_hidden_layers": 2, "vocab_size": 1000,
+               "expand": 2, "num_heads": 8, "head_dim": 16, "n_groups": 2, "chunk_size": 16,
+               "conv_kernel": 4, "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0}
+
+
+def mamba2_specs() -> list[dict]:
+    out = []
+    base = MAMBA2_BASE
+    for dtype in ("fp32", "bf16"):
+        out.append(spec("mamba2", "base", base, dtype=dtype, attn="eager", S=32,
+                        description="tiny, two whole chunks"))
+        out.append(spec("mamba2", "base", base, dtype=dtype, attn="eager", B=3, S=40,
+                        description="tiny, the last chunk padded"))
+        out.append(spec("mamba2", "gc", base, dtype=dtype, attn="eager", S=32, gc=True,
+                        description="gradient checkpointing of every layer"))
+    out.append(spec("mamba2", "base", base, dtype="bf16", attn="eager", B=1, S=24,
+                    description="batch of one, padded"))
+    out.append(spec("mamba2", "twisted", {**base, "n_groups": 1, "num_heads": 4, "head_dim": 32,
+                                          "state_size": 16, "chunk_size": 8, "use_bias": True,
+                                          "use_conv_bias": False, "residual_in_fp32": False,
+                                          "tie_word_embeddings": True, "num_hidden_layers": 3},
+                    dtype="bf16", attn="eager", S=20,
+                    description="one group, 4 heads of 32, chunk 8, biases, no conv bias, "
+                    "residual_in_fp32 false, tied, 3 layers"))
+    return out
+
+
+def mamba_specs() -> list[dict]:
+    out = []
+    base = MAMBA_BASE
+    for dtype in ("fp32", "bf16"):
+        out.append(spec("mamba", "base", base, dtype=dtype, attn="eager", S=32,
+                        description="tiny, residual_in_fp32 (the default)"))
+        out.append(spec("mamba", "base", base, dtype=dtype, attn="eager", B=3, S=20,
+                        description="tiny, other B and S"))
+        out.append(spec("mamba", "gc", base, dtype=dtype, attn="eager", S=32, gc=True,
+                        description="gradient checkpointing of every layer"))
+        out.append(spec("mamba", "residual_bf", {**base, "residual_in_fp32": False}, dtype=dtype,
+                        attn="eager", S=32, description="residual_in_fp32 false"))
+    out.append(spec("mamba", "base", base, dtype="bf16", attn="eager", B=1, S=48,
+                    description="batch of one"))
+    out.append(spec("mamba", "twisted", {**base, "hidden_size": 48, "state_size": 16,
+                                         "expand": 3, "conv_kernel": 3, "time_step_rank": 5,
+                                         "use_bias": True, "use_conv_bias": False,
+                                         "num_hidden_layers": 3, "tie_word_embeddings": False},
+                    dtype="bf16", attn="eager", S=24,
+                    description="expand 3, rank 5, biases, no conv bias, untied, 3 layers"))
+    out.append(spec("mamba", "twisted", {**base, "hidden_size": 48, "state_size": 16,
+                                         "expand": 3, "conv_kernel": 3, "time_step_rank": 5,
+                                         "use_bias": True, "use_conv_bias": False,
+                                         "num_hidden_layers": 3, "tie_word_embeddings": False},
+                    dtype="fp32", attn="eager", B=3, S=16,
+                    description="expand 3, rank 5, biases, no conv bias, untied, 3 layers"))
+    out.append(spec("mamba", "silu_gc", {**base, "residual_in_fp32": False}, dtype="bf16",
+                    attn="eager", S=32, gc=True,
+                    description="gradient checkpointing, residual_in_fp32 false"))
     return out
 
 

@@ -8,7 +8,8 @@ causal LM (or, in ``encoder_specs()``, a BERT-style encoder built with the auto
 class of a trainmem ``--task`` and trained on that task's labels, the fixture
 naming ``--task`` in ``trainmem_flags``; the forward phase ends when the module
 returning the logits, the masked-LM decoder or the classifier, returns; a ViT image
-classifier, ``vit-tiny``, and CLIP's, ``clip-b32-l4``, are fed fp32 pixels) with random weights (no hub: the config is a local dict, exactly as
+classifier, ``vit-tiny``, and CLIP's, ``clip-b32-l4``, are fed fp32 pixels; Mamba and Mamba-2,
+``mamba-tiny`` and ``mamba2-tiny``, run their torch path) with random weights (no hub: the config is a local dict, exactly as
 ``measure_activations.py`` does), trains it on CPU and records every
 allocation and free that goes through torch's CPU allocator during one step.
 
@@ -328,6 +329,12 @@ CLIP_B32_L4 = {"vision_config": {"hidden_size": 768, "intermediate_size": 3072,
                                "num_hidden_layers": 1, "num_attention_heads": 4,
                                "vocab_size": 512, "max_position_embeddings": 16}}
 VISION = {"vit", "clip"}
+# Mamba and Mamba-2 at a few layers: their mixers have no attention (``attn`` eager)
+MAMBA_TINY = {"hidden_size": 128, "state_size": 16, "num_hidden_layers": 4, "vocab_size": 4096,
+              "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0}
+MAMBA2_TINY = {"hidden_size": 128, "state_size": 16, "num_hidden_layers": 4, "vocab_size": 4096,
+               "num_heads": 8, "head_dim": 32, "n_groups": 1, "chunk_size": 32,
+               "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0}
 
 MODELS = {  # id part -> (model_type, config)
     "llama": ("llama", LLAMA),
@@ -346,6 +353,12 @@ MODELS = {  # id part -> (model_type, config)
                                       "pad_token_id": 1}),
     "vit-tiny": ("vit", VIT_TINY),
     "clip-b32-l4": ("clip", CLIP_B32_L4),
+    # state-space models on their torch path (no mamba-ssm on CPU)
+    "mamba-tiny": ("mamba", MAMBA_TINY),
+    "mamba2-tiny": ("mamba2", MAMBA2_TINY),
+    # small vocabulary: the peak is the scan's backward, not the loss's
+    "mamba-tiny-v512": ("mamba", {**MAMBA_TINY, "vocab_size": 512}),
+    "mamba2-tiny-v512": ("mamba2", {**MAMBA2_TINY, "vocab_size": 512}),
 }
 
 OPTIMIZERS = {  # id part -> (class, kwargs); galore8bit-perlayer: see galore_per_layer
@@ -482,6 +495,12 @@ def specs() -> list[dict]:
             s.append(spec("llama-v512", dtype, recompute=recompute, B=1, S=512, offload=True))
     s.append(spec("qwen2", "bf16", B=1, S=512, offload=True))
     s.extend(encoder_specs())
+    for model in ("mamba-tiny", "mamba2-tiny"):
+        for dtype in ("fp32", "bf16"):
+            s.append(spec(model, dtype, "adamw", attn="eager"))
+        s.append(spec(model, "bf16", "adamw", attn="eager", recompute="full"))
+        s.append(spec(f"{model}-v512", "fp32", "adamw", attn="eager"))
+        s.append(spec(f"{model}-v512", "bf16", "adamw", attn="eager", recompute="full"))
     return s
 
 
@@ -876,7 +895,7 @@ def resolve_dims(cfg) -> dict:
         f = 4 * h
     return {"hidden_size": h, "intermediate_size": f, "num_attention_heads": a,
             "num_key_value_heads": g("num_key_value_heads") or a,
-            "head_dim": g("head_dim") or h // a, "vocab_size": g("vocab_size"),
+            "head_dim": g("head_dim") or (h // a if a else None), "vocab_size": g("vocab_size"),
             "num_hidden_layers": g("num_hidden_layers", "n_layer"),
             "tie_word_embeddings": bool(getattr(cfg, "tie_word_embeddings", False))}
 
@@ -973,7 +992,7 @@ def worker(sid: str) -> dict:
         layers = list(hf.transformer.h)
     elif model_type == "clip":  # the vision tower's vision_model.encoder.layers
         layers = list(hf.vision_model.encoder.layers)
-    elif model_type in VISION:  # vit.layers
+    elif model_type in VISION or model_type in ("mamba", "mamba2"):  # vit.layers, backbone.layers
         layers = list(getattr(hf, hf.base_model_prefix).layers)
     else:  # an encoder: bert.encoder.layer, roberta.encoder.layer
         layers = list(getattr(hf, hf.base_model_prefix).encoder.layer)

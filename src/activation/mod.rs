@@ -32,6 +32,7 @@ mod kernels;
 mod layer;
 mod lora;
 mod loss;
+mod mamba;
 mod megatron;
 mod mlp;
 mod norms;
@@ -51,6 +52,7 @@ use serde::Serialize;
 pub use self::fp8::Fp8Activations;
 pub use self::kernels::{DropoutMask, ExpertsKernel, Kernels, SdpaDispatch, StatsDtype};
 pub use self::lora::LoraDropout;
+pub use self::mamba::notes as state_space_notes;
 pub use self::offload::{MIN_OFFLOAD_SIZE, Offloaded};
 use self::parallel::candidate_stages;
 pub use self::seq2seq::notes as encoder_decoder_notes;
@@ -204,6 +206,9 @@ fn stages_with(
     if let Some(model) = &dims.encoder_decoder {
         return Ok(vec![seq2seq::activations(dims, model, workload, kernels)?]);
     }
+    if let Some(mixer) = dims.state_space {
+        return Ok(vec![mamba::activations(dims, mixer, workload)?]);
+    }
     let step = Step::new(dims, workload, kernels)?;
     candidate_stages(dims.layers, workload.pipeline)
         .into_iter()
@@ -254,6 +259,9 @@ pub fn layer_bytes(
     kernels: &Kernels,
     index: u64,
 ) -> Result<Bytes> {
+    if let Some(mixer) = dims.state_space {
+        return mamba::layer_bytes(dims, mixer, workload, index);
+    }
     let step = Step::new(dims, workload, kernels)?;
     step.layer(
         dims.is_sparse(index),

@@ -219,6 +219,7 @@ impl Blueprint {
             encoder: None,
             images: None,
             encoder_decoder: None,
+            state_space: None,
         }
     }
 

@@ -225,6 +225,7 @@ fn vision_dimensions(config: &Config, labels: u64) -> Result<Dimensions> {
         }),
         images: None,
         encoder_decoder: None,
+        state_space: None,
     })
 }
 

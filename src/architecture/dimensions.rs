@@ -70,6 +70,41 @@ pub struct Dimensions {
     /// activation model reads instead of the single-stack fields above;
     /// `None` for a model of one stack.
     pub encoder_decoder: Option<EncoderDecoder>,
+    /// A state-space model's mixer (Mamba), which the state-space
+    /// activation model reads instead of the attention and MLP fields
+    /// above; `None` for a transformer.
+    pub state_space: Option<StateSpace>,
+}
+
+/// What the state-space activation model needs of a Mamba mixer
+/// (`MambaMixer` in transformers' `models/mamba/modeling_mamba.py`, or
+/// `Mamba2Mixer` in `models/mamba2/modeling_mamba2.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StateSpace {
+    /// d_inner = `expand · hidden_size`: the mixer's channels.
+    pub inner: u64,
+    /// N = `state_size`: the recurrent state per channel.
+    pub state: u64,
+    /// K = `conv_kernel`: the depthwise convolution's width.
+    pub conv_kernel: u64,
+    /// R = `time_step_rank` (0 for Mamba-2, whose Δ is one value per head).
+    pub time_step_rank: u64,
+    /// `residual_in_fp32`: the residual stream between the layers is fp32.
+    pub residual_in_fp32: bool,
+    /// Mamba-2's chunked scan (`Mamba2Mixer`); `None` for Mamba's
+    /// sequential scan.
+    pub chunked: Option<ChunkedScan>,
+}
+
+/// What Mamba-2's mixer (`Mamba2Mixer`, `mamba2_chunk_scan`) adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ChunkedScan {
+    /// H = `num_heads` (d_inner = H · `head_dim`).
+    pub heads: u64,
+    /// G = `n_groups`: B and C are shared by the heads of a group.
+    pub groups: u64,
+    /// L = `chunk_size`: the scan's block along the sequence.
+    pub chunk_size: u64,
 }
 
 /// What LLaVA saves for its images outside the language model's layers,
@@ -504,6 +539,7 @@ impl Dimensions {
             encoder: None,
             images: None,
             encoder_decoder: None,
+            state_space: None,
         })
     }
 

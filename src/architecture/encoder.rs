@@ -242,6 +242,7 @@ impl Encoder {
             }),
             images: None,
             encoder_decoder: None,
+            state_space: None,
         })
     }
 

@@ -155,5 +155,6 @@ pub fn dimensions(config: &Config) -> Result<Dimensions> {
         encoder: None,
         images: None,
         encoder_decoder: None,
+        state_space: None,
     })
 }

@@ -18,6 +18,10 @@
 
 use super::config::Config;
 use super::decoder::{Decoder, Layers};
+use super::dimensions::{
+    ChunkedScan, Dimensions, Dropout, EagerSoftmax, LayerLayout, Linears, MlpKind, NormKind,
+    Positions, QkNormKind, QkvLayout, Softcap, StateSpace,
+};
 use super::params::{Norm, Params, product, sum};
 use crate::error::{Error, Result};
 use crate::model::Role;
@@ -120,6 +124,124 @@ pub fn describe(config: &Config) -> Result<Decoder> {
     mixer.linear("dt_proj", rank, inner, true, Role::Mlp)?;
     mixer.linear("out_proj", inner, hidden, common.bias, Role::Mlp)?;
     common.decoder(mixer)
+}
+
+/// The sizes the state-space activation model needs for
+/// `MambaForCausalLM` trained on its torch path (`MambaMixer.forward`
+/// without the mamba-ssm kernels: `causal_conv1d_fn` and
+/// `mamba_selective_scan`'s sequential loop). `hidden_act` other than `silu` and `use_mambapy` (another scan) are not
+/// measured and are refused.
+pub fn dimensions(config: &Config) -> Result<Dimensions> {
+    let common = Common::read(config, (50280, 768, 16, 32), true)?;
+    silu_only(config)?;
+    if config.flag("use_mambapy", false)? {
+        return Err(Error::InvalidConfig {
+            key: "use_mambapy".to_string(),
+            problem: "`true`: mambapy's parallel scan is not measured; accepted for activation memory: false (transformers' sequential scan)".to_string(),
+        });
+    }
+    let mixer = StateSpace {
+        inner: common.inner,
+        state: common.state,
+        conv_kernel: common.kernel,
+        time_step_rank: time_step_rank(config, common.hidden)?,
+        residual_in_fp32: config.flag("residual_in_fp32", true)?,
+        chunked: None,
+    };
+    Ok(common.dimensions("mamba", mixer, vec!["in_proj", "x_proj", "dt_proj"]))
+}
+
+/// The sizes the state-space activation model needs for
+/// `Mamba2ForCausalLM` on its torch path (`Mamba2Mixer.forward` without
+/// the mamba-ssm kernels: `causal_conv1d_fn` and `mamba2_chunk_scan`, the
+/// chunked scan in torch). `hidden_act` other than `silu` is refused.
+pub fn dimensions_mamba2(config: &Config) -> Result<Dimensions> {
+    describe_mamba2(config)?;
+    let common = Common::read(config, (32768, 4096, 128, 64), false)?;
+    silu_only(config)?;
+    let chunk_size = config.size("chunk_size", 256)?;
+    if chunk_size == 0 {
+        return Err(Error::InvalidConfig {
+            key: "chunk_size".to_string(),
+            problem: "`0` cannot split the sequence; accepted: a whole number of tokens, 1 or more"
+                .to_string(),
+        });
+    }
+    let mixer = StateSpace {
+        inner: common.inner,
+        state: common.state,
+        conv_kernel: common.kernel,
+        time_step_rank: 0,
+        residual_in_fp32: config.flag("residual_in_fp32", true)?,
+        chunked: Some(ChunkedScan {
+            heads: config.size("num_heads", 128)?,
+            groups: config.size("n_groups", 8)?,
+            chunk_size,
+        }),
+    };
+    Ok(common.dimensions("mamba2", mixer, vec!["in_proj"]))
+}
+
+/// Refuses an activation other than SiLU, whose saved tensors are measured.
+fn silu_only(config: &Config) -> Result<()> {
+    let activation = config.string("hidden_act", Some("silu"))?;
+    if activation != Some("silu") {
+        return Err(Error::InvalidConfig {
+            key: "hidden_act".to_string(),
+            problem: format!(
+                "`{}`: the saved tensors of this activation are not measured for Mamba; accepted for activation memory: silu",
+                activation.unwrap_or("null")
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Common {
+    /// The dimensions of a model of these sizes around `mixer`: no
+    /// attention (one head of width 0 stands for it: no attention FLOPs,
+    /// no head split).
+    fn dimensions(
+        &self,
+        model_type: &str,
+        mixer: StateSpace,
+        mlp_input: Vec<&'static str>,
+    ) -> Dimensions {
+        let common = self;
+        Dimensions {
+            model_type: model_type.to_string(),
+            layers: common.layers,
+            hidden: common.hidden,
+            intermediate: common.inner,
+            heads: 1,
+            kv_heads: 1,
+            head_dim: 0,
+            vocab: common.vocab,
+            tied_embeddings: common.tied,
+            norm: NormKind::RmsNorm,
+            layout: LayerLayout::PreNorm,
+            qkv: QkvLayout::Separate,
+            qk_norm: QkNormKind::None,
+            softmax: EagerSoftmax::ModelDtype,
+            mlp: MlpKind::Gated,
+            experts: None,
+            positions: Positions::Learned,
+            dropout: Dropout::default(),
+            softcap: Softcap::default(),
+            mask_positional: false,
+            linears: Linears {
+                attention_input: vec![],
+                attention_output: "",
+                mlp_input,
+                mlp_output: "out_proj",
+                conv1d: false,
+            },
+            encoder: None,
+            images: None,
+            encoder_decoder: None,
+            state_space: Some(mixer),
+        }
+    }
 }
 
 /// `Mamba2ForCausalLM`. `hidden_size · expand` must equal `num_heads ·

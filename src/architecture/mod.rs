@@ -81,10 +81,10 @@ mod vit;
 mod whisper;
 
 pub use dimensions::{
-    Dimensions, Dropout, EagerSoftmax, EncoderDecoder, EncoderHead, EncoderParts, ImageInputs,
-    LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement, Positions,
-    QkNormKind, QkvLayout, Router, Seq2SeqFamily, Seq2SeqFeedForward, SharedExpert, Softcap,
-    dimensions, supported_for_activations,
+    ChunkedScan, Dimensions, Dropout, EagerSoftmax, EncoderDecoder, EncoderHead, EncoderParts,
+    ImageInputs, LatentDims, LayerLayout, Linears, MixtureOfExperts, MlpKind, NormKind, Placement,
+    Positions, QkNormKind, QkvLayout, Router, Seq2SeqFamily, Seq2SeqFeedForward, SharedExpert,
+    Softcap, StateSpace, dimensions, supported_for_activations,
 };
 
 pub use self::config::MAX_EXPERTS;
@@ -136,8 +136,12 @@ const ARCHITECTURES: &[(&str, Describe, Option<Measure>)] = &[
     ("gptj", gptj::describe, None),
     ("granite", granite::describe, Some(granite::dimensions)),
     ("llama", from_blueprint!(llama), Some(llama::dimensions)),
-    ("mamba", mamba::describe, None),
-    ("mamba2", mamba::describe_mamba2, None),
+    ("mamba", mamba::describe, Some(mamba::dimensions)),
+    (
+        "mamba2",
+        mamba::describe_mamba2,
+        Some(mamba::dimensions_mamba2),
+    ),
     (
         "mistral",
         from_blueprint!(mistral),

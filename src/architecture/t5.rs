@@ -424,5 +424,6 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             source_positions: None,
             target_positions: None,
         }),
+        state_space: None,
     })
 }

@@ -177,6 +177,7 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
         }),
         images: None,
         encoder_decoder: None,
+        state_space: None,
     })
 }
 

@@ -379,5 +379,6 @@ pub fn dimensions(config: &Config, task: Task) -> Result<Dimensions> {
             source_positions: Some(whisper.source_positions),
             target_positions: Some(whisper.target_positions),
         }),
+        state_space: None,
     })
 }

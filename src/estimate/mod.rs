@@ -956,6 +956,13 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
         (Some(workload), Some(dims)) => {
             notes.extend(activation::technique_notes(workload));
             notes.extend(activation::encoder_decoder_notes(dims, workload));
+            notes.extend(activation::state_space_notes(
+                dims,
+                &Workload {
+                    weights_dtype: setup.precision.weights,
+                    ..workload.clone()
+                },
+            ));
         }
     }
     if let (false, Some(assumption)) = (model.shapes_known, setup.optimizer.flat_assumption) {

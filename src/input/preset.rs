@@ -285,6 +285,7 @@ pub const PRESETS: &[Preset] = &[
         "openai/whisper-large-v3",
         Some("its generation keys (suppress tokens, alignment heads) and SpecAugment settings")
     ),
+    preset!("mamba-2.8b", "state-spaces/mamba-2.8b-hf"),
 ];
 
 /// What the vision-language presets leave out: they were written from

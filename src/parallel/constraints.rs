@@ -56,9 +56,11 @@ impl Splittable {
             None if model.shapes_known && !has_experts => Some(0),
             None => None,
         };
+        // A state-space model (Mamba) has no attention heads to split.
+        let attention = dimensions.filter(|d| d.state_space.is_none());
         Splittable {
-            heads: dimensions.map(|d| d.heads),
-            kv_heads: dimensions.map(|d| d.kv_heads),
+            heads: attention.map(|d| d.heads),
+            kv_heads: attention.map(|d| d.kv_heads),
             layers: dimensions
                 .map(|d| d.layers)
                 .or((layout.layers > 0).then_some(layout.layers)),

@@ -616,6 +616,11 @@ fn the_page_is_embedded() {
             "the page loads nothing remote: {remote}"
         );
     }
+    // The tab's icon is the server's own, not a 404.
+    let icon = request("GET", "/favicon.ico", None, b"");
+    assert_eq!(icon.status, 200);
+    assert_eq!(icon.content_type, "image/svg+xml");
+    assert!(icon.body.starts_with("<svg"));
 }
 
 #[test]

@@ -286,4 +286,4 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 }
 
 const ROUTES: &str =
-    "the server answers GET /, POST /api/estimate, GET /api/presets and GET /api/options";
+    "the server answers GET /, GET /favicon.ico, POST /api/estimate, GET /api/presets and GET /api/options";

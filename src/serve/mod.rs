@@ -118,6 +118,7 @@ pub fn router(host: &str, limits: &Limits) -> Router {
     ));
     Router::new()
         .route("/", get(page::index))
+        .route("/favicon.ico", get(page::favicon))
         .route("/api/estimate", post(api::estimate))
         .route("/api/presets", get(api::presets))
         .route("/api/options", get(api::options))

@@ -839,3 +839,45 @@ mod generated {
         }
     }
 }
+
+/// "What would make it fit": the API's ladder is `trainmem techniques
+/// --format json` for the same request, for a preset and a pasted config.
+#[test]
+fn the_techniques_are_the_clis() {
+    let flags = [
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--device",
+        "rtx-4090-24gb",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "1024",
+    ];
+    let mut args = vec!["techniques", "--model", "llama-3.2-1b", "--format", "json"];
+    args.extend_from_slice(&flags);
+    let (code, stdout, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let mut body = json!({"model": "llama-3.2-1b"});
+    for pair in flags.chunks(2) {
+        body[pair[0].trim_start_matches("--")] = json!(pair[1]);
+    }
+    let answer = request(
+        "POST",
+        "/api/techniques",
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body, stdout);
+    // Without a workload the ladder is refused by name, as on the CLI.
+    let refused = request(
+        "POST",
+        "/api/techniques",
+        Some("application/json"),
+        br#"{"model": "gpt2"}"#,
+    );
+    assert_rejected(&refused, 400, "--micro-batch and --seq-len");
+}

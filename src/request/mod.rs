@@ -18,6 +18,7 @@
 
 pub mod flags;
 pub mod resolve;
+pub mod techniques;
 
 pub use flags::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, SpeedArgs, TECHNIQUES,

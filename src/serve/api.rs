@@ -80,33 +80,7 @@ pub async fn estimate(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !is_json {
-        return Failure::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "error: send a JSON object with `content-type: application/json`",
-        )
-        .into_response();
-    }
-    // The body was read whole, within its size and time, by `body::read_whole`.
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            return Failure::new(
-                rejection.status(),
-                format!(
-                    "error: cannot read the request body: {}",
-                    rejection.body_text()
-                ),
-            )
-            .into_response();
-        }
-    };
-    let request = match read(&body) {
+    let request = match accept(&headers, body) {
         Ok(request) => request,
         Err(failure) => return failure.into_response(),
     };
@@ -117,6 +91,58 @@ pub async fn estimate(
         _ => Weight::Light,
     };
     isolated(&pool, weight, move || answer(&request)).await
+}
+
+/// `POST /api/techniques`: what `trainmem techniques --format json` prints
+/// for the same request: the run with one memory technique more at each
+/// step, each step's peak exactly `estimate`'s with its flags. Up to eight
+/// estimates, so it counts as heavy work.
+pub async fn techniques(
+    State(pool): State<Arc<Pool>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let request = match accept(&headers, body) {
+        Ok(request) => request,
+        Err(failure) => return failure.into_response(),
+    };
+    isolated(&pool, Weight::Heavy, move || {
+        let flags = &request.flags;
+        let units = request::resolve::units(&flags.report, flags.capacity.capacity.as_deref())
+            .map_err(|e| Failure::from_error(&e))?;
+        let ladder = request::techniques::ladder(&request).map_err(|e| Failure::from_error(&e))?;
+        Ok(render::techniques(&ladder, Format::Json, units))
+    })
+    .await
+}
+
+/// The request of a JSON body sent as JSON, read whole within its limits.
+fn accept(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<EstimateRequest, Failure> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(Failure::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "error: send a JSON object with `content-type: application/json`",
+        ));
+    }
+    // The body was read whole, within its size and time, by `body::read_whole`.
+    let body = body.map_err(|rejection| {
+        Failure::new(
+            rejection.status(),
+            format!(
+                "error: cannot read the request body: {}",
+                rejection.body_text()
+            ),
+        )
+    })?;
+    read(&body)
 }
 
 /// The request in a body. Its cost is bounded by the body's size, so it is
@@ -285,5 +311,4 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     .into_response()
 }
 
-const ROUTES: &str =
-    "the server answers GET /, GET /favicon.ico, POST /api/estimate, GET /api/presets and GET /api/options";
+const ROUTES: &str = "the server answers GET /, GET /favicon.ico, POST /api/estimate, POST /api/techniques, GET /api/presets and GET /api/options";

@@ -129,6 +129,20 @@ test("the verdict and the drawn peak are the CLI's, for every control group", as
   assert.match(await page.textContent("#peakline"), /rtx-4090-24gb \(25\.76 GB = 23\.99 GiB\)/);
   await page.screenshot({ path: path.join(shots, "page-1400.png"), fullPage: false });
 
+  // What would make it fit: `trainmem techniques`' steps, one click away.
+  await page.waitForSelector("#fit li");
+  const ladder = JSON.parse(execFileSync(trainmem, ["techniques", "--model", "llama-3.1-8b", "--micro-batch", "1", "--seq-len", "2700", "--precision", "mixed-bf16", "--optimizer", "adamw", "--device", "rtx-4090-24gb", "--lora-rank", "16", "--quantize", "nf4", "--format", "json"], { encoding: "utf8" }));
+  const offered = await page.$$eval("#fit li", (items) => items.map((li) => Number(li.dataset.peak)));
+  assert.deepEqual(offered, ladder.rungs.slice(1).map((rung) => rung.peak));
+  await page.click("#pin");
+  await page.locator("#fit li button").first().click();
+  got = await answer(page);
+  assert.equal(Number(got.peak), offered[0], "applying a step gives the peak it promised");
+  // Compare: the pinned run beside this one, with the difference.
+  const difference = await page.getAttribute("#compare tr[data-difference]", "data-difference");
+  assert.equal(Number(difference), offered[0] - want.memory.peak);
+  await page.click("#unpin");
+
   // One control of each group, changed from the page's own widgets.
   await page.fill("#seq-len", "1024");                         // training
   await page.selectOption("#optimizer", "adamw-8bit");          // precision and optimizer

@@ -109,12 +109,15 @@ impl<'de> Deserialize<'de> for EstimateRequest {
 
 impl EstimateRequest {
     /// The request a JSON object asks for (see the module's documentation
-    /// for its keys). Every value is checked by the parser the command line
-    /// uses for that flag, and the flags the command line refuses together
-    /// are refused together.
+    /// for its keys). Numbers are held to the command line's rule (a whole
+    /// number of at least 1), names and sizes are checked when the request
+    /// is resolved, exactly as the command line's are, and the flags the
+    /// command line refuses together are refused together.
     pub fn from_json(object: &Map<String, Value>) -> Result<EstimateRequest> {
         let mut merged = defaults()?.clone();
         let mut given: Vec<&'static str> = Vec::new();
+        // The keys with a value (`null` is "not given").
+        let mut set: Vec<&'static str> = Vec::new();
         let (mut preset, mut config, mut params) = (None, None, None);
         for (key, value) in object {
             let long = key_named(key)?;
@@ -129,6 +132,7 @@ impl EstimateRequest {
             if value.is_null() {
                 continue;
             }
+            set.push(long);
             match long {
                 MODEL => preset = Some(preset_name(value)?),
                 CONFIG => config = Some(config_object(value)?),
@@ -142,7 +146,7 @@ impl EstimateRequest {
                 }
             }
         }
-        refuse_together(&given, object)?;
+        refuse_together(&set)?;
         let flags: RunFlags =
             serde_json::from_value(Value::Object(merged)).map_err(|e| Error::InvalidValue {
                 what: "request",
@@ -150,7 +154,7 @@ impl EstimateRequest {
                 reason: e.to_string(),
             })?;
         if flags.finetune.lora_rank.is_none()
-            && let Some(lora) = given
+            && let Some(lora) = set
                 .iter()
                 .find(|k| k.starts_with("lora-") && **k != "lora-rank")
         {
@@ -461,8 +465,10 @@ fn config_object(value: &Value) -> Result<Value> {
 /// The value a flag given bare takes (`--double-quant`).
 const BARE_ON: &str = "on";
 
-/// The JSON value of flag `long` as its group's field takes it, checked by
-/// the rule of the flag's own value parser.
+/// The JSON value of flag `long` as its group's field takes it: a switch a
+/// boolean, a repeatable flag a list of strings, a numeric field a whole
+/// number of at least 1 (the rule of the command line's numeric parser,
+/// `at_least_one`), any other a string.
 fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) -> Result<Value> {
     let command = command();
     let Some(arg) = command.get_arguments().find(|a| a.get_long() == Some(long)) else {
@@ -475,8 +481,6 @@ fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) ->
             other => Err(invalid(long, other, "a switch: give true or false")),
         };
     }
-    // Every list and text flag's values are strings; numbers are checked below.
-    let checked = |text: String| -> Result<String> { Ok(text) };
     if matches!(arg.get_action(), ArgAction::Append) {
         let items = match value {
             Value::Array(items) => items.clone(),
@@ -484,7 +488,7 @@ fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) ->
         };
         let texts = items
             .iter()
-            .map(|item| scalar(long, item).and_then(checked))
+            .map(|item| scalar(long, item))
             .collect::<Result<Vec<_>>>()?;
         return Ok(Value::Array(texts.into_iter().map(Value::String).collect()));
     }
@@ -502,7 +506,6 @@ fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) ->
         }
         other => scalar(long, other)?,
     };
-    let text = checked(text)?;
     // The field holds a string or a number: whichever its group takes.
     let mut trial = merged.clone();
     trial.insert(long.to_string(), Value::String(text.clone()));
@@ -519,23 +522,17 @@ fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) ->
 }
 
 /// Refuses flags the command line refuses together (`capacity` with
-/// `device`, `zero` with `fsdp`).
-fn refuse_together(given: &[&'static str], object: &Map<String, Value>) -> Result<()> {
+/// `device`, `zero` with `fsdp`), as clap declares them.
+fn refuse_together(set: &[&'static str]) -> Result<()> {
     let command = command();
-    let present = |long: &str| {
-        given.contains(&long)
-            && object.iter().any(|(k, v)| {
-                k.trim().to_ascii_lowercase().replace('_', "-") == long && !v.is_null()
-            })
-    };
     for arg in command.get_arguments() {
         let Some(long) = arg.get_long() else { continue };
-        if !present(long) {
+        if !set.contains(&long) {
             continue;
         }
         for other in command.get_arg_conflicts_with(arg) {
             if let Some(other_long) = other.get_long()
-                && present(other_long)
+                && set.contains(&other_long)
             {
                 return Err(Error::InvalidValue {
                     what: "request",
@@ -603,6 +600,8 @@ mod tests {
             (json!({"fused": "yes"}), "fused"),
             (json!({"capacity": "80GB", "device": "h100"}), "device"),
             (json!({"lora-targets": "q_proj"}), "lora-rank"),
+            (json!({"micro-batch": 1.5}), "micro-batch"),
+            (json!({"quantize": true}), "quantize"),
             (json!({"seq_len": 1, "seq-len": 2}), "seq-len"),
             (json!({"model": "../x.json"}), "model"),
             (json!({"model": "llama-3.1-8b", "params": "7B"}), "params"),
@@ -615,6 +614,18 @@ mod tests {
             assert!(message.contains(named), "{body}: {message}");
             assert!(!message.contains('\n'), "{message}");
         }
+    }
+
+    #[test]
+    fn serde_deserializes_the_same_request() {
+        let r: EstimateRequest = serde_json::from_value(
+            json!({"config": {"model_type": "gpt2"}, "lora-rank": 8, "zero": 2}),
+        )
+        .unwrap();
+        assert!(matches!(r.model, Some(ModelSource::Config(_))));
+        assert_eq!(r.flags.finetune.lora_rank, Some(8));
+        let refused = serde_json::from_value::<EstimateRequest>(json!({"gpus": 0})).unwrap_err();
+        assert!(refused.to_string().contains("gpus"), "{refused}");
     }
 
     #[test]

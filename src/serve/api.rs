@@ -312,3 +312,26 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 }
 
 const ROUTES: &str = "the server answers GET /, GET /favicon.ico, POST /api/estimate, POST /api/techniques, GET /api/presets and GET /api/options";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_refused_in_every_value() {
+        for value in [
+            json!("/etc"),
+            json!("a/b"),
+            json!("a\\b"),
+            json!(".."),
+            json!(["ok", "../x"]),
+        ] {
+            assert!(no_path("optimizer", &value).is_err(), "{value}");
+        }
+        for value in [json!("adam"), json!("450GB/s"), json!(7), json!(["q_proj"])] {
+            assert!(no_path("intra-node-bandwidth", &value).is_ok(), "{value}");
+        }
+        // `model` names the presets in its own refusal.
+        assert!(no_path("model", &json!("../x")).is_ok());
+    }
+}

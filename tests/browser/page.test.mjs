@@ -129,10 +129,9 @@ test("the verdict and the drawn peak are the CLI's, for every control group", as
   assert.equal(got.fits, String(want.fits));
   assert.match(got.verdict, want.fits ? /^Fits/ : /^Does not fit/);
   assert.match(await page.textContent("#peakline"), /rtx-4090-24gb \(25\.76 GB = 23\.99 GiB\)/);
-  await page.screenshot({ path: path.join(shots, "page-1400.png"), fullPage: false });
-
   // What would make it fit: `trainmem techniques`' steps, one click away.
   await page.waitForSelector("#fit li");
+  await page.screenshot({ path: path.join(shots, "page-1400.png"), fullPage: false });
   const ladder = JSON.parse(execFileSync(trainmem, ["techniques", "--model", "llama-3.1-8b", "--micro-batch", "1", "--seq-len", "2700", "--precision", "mixed-bf16", "--optimizer", "adamw", "--device", "rtx-4090-24gb", "--lora-rank", "16", "--quantize", "nf4", "--format", "json"], { encoding: "utf8" }));
   const offered = await page.$$eval("#fit li", (items) => items.map((li) => Number(li.dataset.peak)));
   assert.deepEqual(offered, ladder.rungs.slice(1).map((rung) => rung.peak));

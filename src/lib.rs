@@ -33,6 +33,7 @@ pub mod parallel;
 pub mod plan;
 pub mod precision;
 pub mod render;
+pub mod request;
 pub mod serve;
 pub mod step_time;
 pub mod timeline;

@@ -616,6 +616,11 @@ fn the_page_is_embedded() {
             "the page loads nothing remote: {remote}"
         );
     }
+    // The tab's icon is the server's own, not a 404.
+    let icon = request("GET", "/favicon.ico", None, b"");
+    assert_eq!(icon.status, 200);
+    assert_eq!(icon.content_type, "image/svg+xml");
+    assert!(icon.body.starts_with("<svg"));
 }
 
 #[test]
@@ -635,4 +640,244 @@ fn the_api_takes_a_task_and_states_it() {
         400,
         "AutoModelForSeq2SeqLM has no class for it",
     );
+}
+
+/// A pasted config.json combines with every other key: LoRA on a quantized
+/// base, ZeRO over GPUs, a micro-batch and activation flags price it exactly
+/// as the preset of the same config.json on the command line.
+#[test]
+fn a_pasted_config_takes_every_flag() {
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/presets/llama-3.2-1b.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let flags = [
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--lora-rank",
+        "16",
+        "--quantize",
+        "nf4",
+        "--gpus",
+        "4",
+        "--zero",
+        "3",
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "1024",
+        "--recompute",
+        "full",
+        "--attention",
+        "flash",
+        "--device",
+        "rtx-4090-24gb",
+    ];
+    let mut args = vec!["estimate", "--model", "llama-3.2-1b", "--format", "json"];
+    args.extend_from_slice(&flags);
+    let (code, stdout, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let mut request = json!({"config": config});
+    for pair in flags.chunks(2) {
+        request[pair[0].trim_start_matches("--")] = json!(pair[1]);
+    }
+    let answer = post(&request.to_string());
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let mut got: Value = serde_json::from_str(&answer.body).unwrap();
+    let mut expected: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(got["model"]["source"], "pasted config.json");
+    for value in [&mut got, &mut expected] {
+        let object = value.as_object_mut().unwrap();
+        object.remove("model");
+        let notes: Vec<Value> = object["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| !n.as_str().unwrap().starts_with("preset:"))
+            .cloned()
+            .collect();
+        object.insert("notes".into(), Value::Array(notes));
+    }
+    assert_eq!(got, expected);
+    assert!(got["memory"]["activations"].as_u64().unwrap() > 0, "{got}");
+}
+
+mod generated {
+    //! The byte-equal guarantee over generated requests: the API's answer
+    //! (or its error line) is what `trainmem estimate --format json` prints
+    //! (or its stderr line) for the same flags, whichever spelling the keys
+    //! and numbers take.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One generated flag: its long name and value, and whether JSON gives
+    /// a number as a number.
+    #[derive(Debug, Clone)]
+    enum Given {
+        Text(&'static str, String),
+        Number(&'static str, u64),
+        Switch(&'static str),
+    }
+
+    fn one_of(values: &'static [&'static str]) -> impl Strategy<Value = String> {
+        proptest::sample::select(values).prop_map(str::to_string)
+    }
+
+    fn request() -> impl Strategy<Value = Vec<Given>> {
+        let model = prop_oneof![
+            one_of(&[
+                "gpt2",
+                "llama-3.2-1b",
+                "qwen2.5-0.5b",
+                "smollm2-135m",
+                "mistral-7b",
+                "olmo-2-7b"
+            ])
+            .prop_map(|m| Given::Text("model", m)),
+            one_of(&["1B", "7B", "70B"]).prop_map(|p| Given::Text("params", p)),
+        ];
+        let optional = |s: BoxedStrategy<Vec<Given>>| prop_oneof![Just(Vec::new()), s];
+        let text = |name: &'static str, values: &'static [&'static str]| {
+            one_of(values)
+                .prop_map(move |v| vec![Given::Text(name, v)])
+                .boxed()
+        };
+        (
+            model,
+            optional(text(
+                "optimizer",
+                &["adam", "adamw", "sgd", "lion", "adamw-8bit", "adafactor"],
+            )),
+            optional(text(
+                "precision",
+                &["fp32", "bf16", "mixed-bf16", "mixed-fp16"],
+            )),
+            optional(
+                (1u64..4, proptest::sample::select(&[128u64, 512, 1024][..]))
+                    .prop_map(|(b, s)| {
+                        vec![Given::Number("micro-batch", b), Given::Number("seq-len", s)]
+                    })
+                    .boxed(),
+            ),
+            optional(text("recompute", &["none", "full", "selective"])),
+            optional(text("attention", &["eager", "sdpa", "flash"])),
+            optional(
+                proptest::sample::select(&[(2u64, "1"), (4, "2"), (8, "3")][..])
+                    .prop_map(|(g, z)| {
+                        vec![Given::Number("gpus", g), Given::Text("zero", z.to_string())]
+                    })
+                    .boxed(),
+            ),
+            optional(
+                (proptest::sample::select(&[8u64, 16][..]), any::<bool>())
+                    .prop_map(|(r, q)| {
+                        let mut given = vec![Given::Number("lora-rank", r)];
+                        if q {
+                            given.push(Given::Text("quantize", "nf4".to_string()));
+                        }
+                        given
+                    })
+                    .boxed(),
+            ),
+            optional(text("device", &["h100-80gb", "rtx-4090-24gb", "a100-40gb"])),
+            optional(text("units", &["gb", "gib"])),
+            optional(Just(vec![Given::Switch("offload-activations")]).boxed()),
+        )
+            .prop_map(|(m, a, b, c, d, e, f, g, h, i, j)| {
+                let mut all = vec![m];
+                for part in [a, b, c, d, e, f, g, h, i, j] {
+                    all.extend(part);
+                }
+                all
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+        #[test]
+        fn generated_requests_answer_what_the_cli_prints(
+            given in request(),
+            snake in any::<bool>(),
+            numbers_as_text in any::<bool>(),
+        ) {
+            let mut args: Vec<String> = vec!["estimate".into()];
+            let mut body = serde_json::Map::new();
+            for flag in &given {
+                let (name, value) = match flag {
+                    Given::Text(name, v) => (*name, json!(v)),
+                    Given::Number(name, n) if numbers_as_text => (*name, json!(n.to_string())),
+                    Given::Number(name, n) => (*name, json!(n)),
+                    Given::Switch(name) => (*name, json!(true)),
+                };
+                args.push(format!("--{name}"));
+                if let Some(text) = match &value { Value::Bool(_) => None, Value::String(s) => Some(s.clone()), v => Some(v.to_string()) } {
+                    args.push(text);
+                }
+                let key = if snake { name.replace('-', "_") } else { name.to_string() };
+                body.insert(key, value);
+            }
+            args.extend(["--format".into(), "json".into()]);
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, stdout, stderr) = cli(&argv);
+            let answer = post(&Value::Object(body.clone()).to_string());
+            if code == 0 {
+                prop_assert_eq!(answer.status, 200, "{:?} {:?}", argv, answer);
+                prop_assert_eq!(&answer.body, &stdout, "{:?}", argv);
+            } else {
+                prop_assert_eq!(code, 2, "{:?}: {}", argv, stderr);
+                prop_assert_eq!(answer.status, 400, "{:?} {:?}", argv, answer);
+                prop_assert_eq!(format!("{}\n", answer.error()), stderr, "{:?}", argv);
+            }
+        }
+    }
+}
+
+/// "What would make it fit": the API's ladder is `trainmem techniques
+/// --format json` for the same request, for a preset and a pasted config.
+#[test]
+fn the_techniques_are_the_clis() {
+    let flags = [
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--device",
+        "rtx-4090-24gb",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "1024",
+    ];
+    let mut args = vec!["techniques", "--model", "llama-3.2-1b", "--format", "json"];
+    args.extend_from_slice(&flags);
+    let (code, stdout, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let mut body = json!({"model": "llama-3.2-1b"});
+    for pair in flags.chunks(2) {
+        body[pair[0].trim_start_matches("--")] = json!(pair[1]);
+    }
+    let answer = request(
+        "POST",
+        "/api/techniques",
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body, stdout);
+    // Without a workload the ladder is refused by name, as on the CLI.
+    let refused = request(
+        "POST",
+        "/api/techniques",
+        Some("application/json"),
+        br#"{"model": "gpt2"}"#,
+    );
+    assert_rejected(&refused, 400, "--micro-batch and --seq-len");
 }

@@ -7,7 +7,6 @@ mod flags;
 mod in_process;
 mod plan;
 mod plot;
-mod resolve;
 mod serve;
 mod techniques;
 mod timeline;
@@ -17,26 +16,6 @@ pub use args::Cli;
 pub use check::Checked;
 pub use in_process::run_args;
 
-/// The step's speed for a device named by `--device` (or none), with every
-/// speed flag at its default: what a front door without those flags (the
-/// web API's pasted config.json) resolves, exactly as `estimate` does.
-pub(crate) fn default_speed(
-    capacity: Option<&str>,
-    device: Option<&str>,
-) -> crate::error::Result<crate::step_time::Speed> {
-    resolve::speed(
-        &args::SpeedArgs {
-            virtual_stages: 1,
-            ..args::SpeedArgs::default()
-        },
-        &args::CapacityArgs {
-            capacity: capacity.map(str::to_string),
-            device: device.map(str::to_string),
-        },
-        &crate::parallel::Parallelism::SINGLE,
-    )
-}
-pub(crate) use usage::one_line;
 pub use usage::usage_error;
 
 use std::ffi::OsStr;
@@ -50,6 +29,7 @@ use crate::input::{PRESETS, load_model_os, preset_model, with_image_size, with_t
 use crate::model::Model;
 use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
+use crate::request::{EstimateRequest, MODEL_ACCEPTED, ModelSource, RunFlags, resolve};
 use crate::units::Count;
 
 /// Runs a command line with its clap matches: the report, the warnings for
@@ -118,31 +98,29 @@ pub fn run(cli: Cli) -> Result<String> {
 /// The model of `--params N` or `--model MODEL`, built for `--task` and
 /// `--image-size`.
 fn model_of(params: Option<&str>, model: Option<&OsStr>, workload: &WorkloadArgs) -> Result<Model> {
-    let task = resolve::task(workload.task.as_deref())?;
-    let model = match (params, model) {
-        (_, Some(spec)) => load_model_os(spec)?,
-        (Some(count), None) => Model::flat(count.parse()?),
-        (None, None) => {
-            return Err(Error::Missing {
-                what: "model",
-                accepted: format!(
-                    "give --model MODEL, {MODEL_ACCEPTED}; or --params N, a bare parameter count such as `7B`"
-                ),
-            });
-        }
-    };
-    let model = match task {
-        Some(task) => with_task(model, task)?,
-        None => model,
-    };
-    match workload.image_size {
-        Some(image_size) => with_image_size(model, image_size),
-        None => Ok(model),
-    }
+    let source = model.map(|spec| ModelSource::Path(spec.to_os_string()));
+    crate::request::model_of(params, source.as_ref(), workload)
 }
 
-/// What `--model` takes, for the messages that ask for one.
-const MODEL_ACCEPTED: &str = "a preset such as `llama-3.1-8b` (`trainmem models` lists them), a config.json, a model folder, a .safetensors file or a hub id such as `meta-llama/Llama-3.1-8B`";
+/// The typed request the `estimate` flags fill: the same one the web API
+/// deserializes from JSON.
+impl From<&EstimateArgs> for EstimateRequest {
+    fn from(args: &EstimateArgs) -> EstimateRequest {
+        EstimateRequest {
+            model: args.model.clone().map(ModelSource::Path),
+            params: args.params.clone(),
+            flags: RunFlags {
+                training: args.training.clone(),
+                parallel: args.parallel.clone(),
+                finetune: args.finetune.clone(),
+                workload: args.workload.clone(),
+                capacity: args.capacity.clone(),
+                speed: args.speed.clone(),
+                report: args.report.clone(),
+            },
+        }
+    }
+}
 
 fn estimate_command(args: &EstimateArgs) -> Result<String> {
     let (model, setup, format, units) = estimate_request(args)?;
@@ -153,31 +131,7 @@ fn estimate_command(args: &EstimateArgs) -> Result<String> {
 fn estimate_request(
     args: &EstimateArgs,
 ) -> Result<(Model, Setup, Format, crate::units::UnitSystem)> {
-    // The model first: without one nothing else matters.
-    let mut model = model_of(
-        args.params.as_deref(),
-        args.model.as_deref(),
-        &args.workload,
-    )?;
-    let (format, units) = resolve::report(&args.report, args.capacity.capacity.as_deref())?;
-    let parallelism = resolve::parallelism(&args.parallel)?;
-    let mut setup = resolve::setup(
-        &args.training,
-        resolve::capacity(&args.capacity)?,
-        parallelism,
-    )?;
-    let (workload, images) = resolve::image_workload(&args.workload, &model)?;
-    model.notes.extend(images);
-    let mut model = resolve::with_images(model, &args.workload);
-    resolve::apply_workload(&mut setup, &workload, &args.parallel)?;
-    setup.speed = resolve::speed(&args.speed, &args.capacity, &parallelism)?;
-    if let Some(dimensions) = resolve::dimensions(&workload)? {
-        model.dimensions = Some(dimensions);
-    }
-    let finetune = resolve::finetune(&args.finetune)?;
-    resolve::apply_lora_dropout(&mut setup, &finetune);
-    let model = finetune.apply(model)?;
-    Ok((model, setup, format, units))
+    EstimateRequest::from(args).resolve()
 }
 
 fn fit(args: &FitArgs) -> Result<String> {

@@ -7,132 +7,13 @@
 //! checks each row against the command its flags spell).
 
 use super::args::EstimateArgs;
-use super::estimate_request;
 use crate::error::{Error, Result};
-use crate::estimate::{Ladder, Rung, Skipped, estimate};
+use crate::estimate::Ladder;
+use crate::request::EstimateRequest;
 
-/// One technique: the flags it adds, whether the run already has it, and
-/// the same change made to the parsed flags.
-struct Technique {
-    name: &'static str,
-    flags: &'static [&'static str],
-    /// Why it cannot be added to `args`, if it cannot (already on, not for this setup).
-    not_for: fn(&EstimateArgs) -> Option<&'static str>,
-    apply: fn(&mut EstimateArgs),
-}
-
-/// The optimizers an 8-bit Adam replaces.
-const ADAM: [&str; 2] = ["adam", "adamw"];
-
-/// The order of the README's "Making it fit": the optimizer's states first
-/// (8-bit), then the activations (recomputation and the chunked loss cost
-/// time, not quality), then the gradients (stepped in backward), then
-/// training fewer parameters, and last moving activations over PCIe.
-const LADDER: [Technique; 7] = [
-    Technique {
-        name: "8-bit AdamW (bitsandbytes)",
-        flags: &["--optimizer", "adamw-8bit"],
-        not_for: |args| {
-            let name = args.training.optimizer.trim().to_ascii_lowercase();
-            (!ADAM.contains(&name.as_str())).then_some("only replaces adam or adamw")
-        },
-        apply: |args| args.training.optimizer = "adamw-8bit".to_string(),
-    },
-    Technique {
-        name: "activation checkpointing",
-        flags: &["--recompute", "full"],
-        not_for: |args| (args.workload.recompute == "full").then_some("already on"),
-        apply: |args| args.workload.recompute = "full".to_string(),
-    },
-    Technique {
-        name: "chunked cross-entropy",
-        flags: &["--loss", "chunked:8"],
-        not_for: |args| (args.workload.loss != "standard").then_some("another loss is on"),
-        apply: |args| args.workload.loss = "chunked:8".to_string(),
-    },
-    Technique {
-        name: "optimizer step in backward",
-        flags: &["--optimizer-in-backward"],
-        not_for: |args| args.workload.optimizer_in_backward.then_some("already on"),
-        apply: |args| args.workload.optimizer_in_backward = true,
-    },
-    Technique {
-        name: "LoRA r16 on every linear",
-        flags: &["--lora-rank", "16", "--lora-targets", "all-linear"],
-        not_for: |args| args.finetune.lora_rank.is_some().then_some("already on"),
-        apply: |args| {
-            args.finetune.lora_rank = Some(16);
-            args.finetune.lora_targets = "all-linear".to_string();
-        },
-    },
-    Technique {
-        name: "QLoRA: the base in nf4",
-        flags: &["--quantize", "nf4"],
-        not_for: |args| args.finetune.quantize.is_some().then_some("already on"),
-        apply: |args| args.finetune.quantize = Some("nf4".to_string()),
-    },
-    Technique {
-        name: "activation offloading",
-        flags: &["--offload-activations"],
-        not_for: |args| args.workload.offload_activations.then_some("already on"),
-        apply: |args| args.workload.offload_activations = true,
-    },
-];
-
-/// The ladder for `args`: the run as given, then each technique in turn.
+/// The ladder for the `estimate` flags in `args`.
 pub fn ladder(args: &EstimateArgs) -> Result<Ladder> {
-    if args.workload.micro_batch.is_none() || args.workload.seq_len.is_none() {
-        return Err(Error::Missing {
-            what: "--micro-batch and --seq-len",
-            accepted: "the techniques change activations and the step: give the run's --micro-batch and --seq-len, such as --micro-batch 1 --seq-len 2048".to_string(),
-        });
-    }
-    let (model, setup, _, _) = estimate_request(args)?;
-    let first = estimate(&model, &setup)?;
-    if !first.activations_estimated {
-        return Err(Error::Missing {
-            what: "the model's architecture",
-            accepted: "the techniques change activations, which a bare --params count does not have: give --model (a preset, config.json or model folder), or --layers --hidden --heads --ffn --vocab".to_string(),
-        });
-    }
-    let mut ladder = Ladder {
-        model: first.model.name.clone(),
-        capacity: first.capacity.clone(),
-        rungs: vec![Rung::new("as given", Vec::new(), &first, None)],
-        skipped: Vec::new(),
-    };
-    let mut current = args.clone();
-    let mut peak = first.memory.peak;
-    for technique in &LADDER {
-        let flags: Vec<String> = technique.flags.iter().map(|f| f.to_string()).collect();
-        if let Some(reason) = (technique.not_for)(&current) {
-            ladder.skipped.push(Skipped {
-                technique: technique.name,
-                flags,
-                reason: reason.to_string(),
-            });
-            continue;
-        }
-        let mut next = current.clone();
-        (technique.apply)(&mut next);
-        let priced =
-            estimate_request(&next).and_then(|(model, setup, _, _)| estimate(&model, &setup));
-        match priced {
-            Ok(e) => {
-                ladder
-                    .rungs
-                    .push(Rung::new(technique.name, flags, &e, Some(peak)));
-                peak = e.memory.peak;
-                current = next;
-            }
-            Err(error) => ladder.skipped.push(Skipped {
-                technique: technique.name,
-                flags,
-                reason: error.to_string(),
-            }),
-        }
-    }
-    Ok(ladder)
+    crate::request::techniques::ladder(&EstimateRequest::from(args))
 }
 
 /// The ladder as a report, or drawn into `--output`.

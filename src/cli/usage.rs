@@ -67,3 +67,17 @@ pub(crate) fn one_line(rendered: &str) -> String {
     }
     line
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_are_one_line() {
+        let rendered = "error: a value is required\n\nUsage: trainmem estimate\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "error: a value is required; For more information, try '--help'."
+        );
+    }
+}

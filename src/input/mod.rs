@@ -284,6 +284,13 @@ fn config_file(path: &Path) -> Result<Model> {
     })
 }
 
+/// The model of a config.json held in memory (pasted on the web page),
+/// read by the same code as a file: named `config.json`, its source said
+/// to be pasted.
+pub fn pasted_model(config: &Value) -> Result<Model> {
+    from_config(config, "config.json", "pasted config.json".to_string())
+}
+
 /// `meta-llama/Llama-2-7b-hf/config.json` is called `Llama-2-7b-hf`.
 fn model_name(path: &Path) -> String {
     let named = if path.file_name().is_some_and(|n| n == "config.json") {

@@ -1,10 +1,13 @@
 //! `trainmem serve`: a local web page and a JSON API over the same engine.
 //!
 //! This module and the command line are the only parts of trainmem that do
-//! I/O. The API answers `POST /api/estimate` by running the very command line
-//! `trainmem estimate ... --format json` would run, so the page and the CLI
-//! cannot disagree; `GET /api/presets` and `GET /api/options` list the
-//! catalogues for the page's menus; `GET /` is the page, embedded in the binary.
+//! I/O. The API deserializes `POST /api/estimate`'s JSON into the same typed
+//! [`crate::request::EstimateRequest`] that `trainmem estimate`'s flags fill,
+//! and resolves, prices and renders it by the same calls, so the page and the
+//! CLI cannot disagree; `POST /api/techniques` is `trainmem techniques` on
+//! that request; `GET /api/presets` and `GET /api/options` list the
+//! catalogues for the page's menus; `GET /` is the page, embedded in the
+//! binary, and `GET /favicon.ico` its icon.
 //!
 //! The server is meant for one person's browser but must survive any client:
 //! it answers only requests naming it (`host.rs`), bounds every connection in
@@ -118,7 +121,9 @@ pub fn router(host: &str, limits: &Limits) -> Router {
     ));
     Router::new()
         .route("/", get(page::index))
+        .route("/favicon.ico", get(page::favicon))
         .route("/api/estimate", post(api::estimate))
+        .route("/api/techniques", post(api::techniques))
         .route("/api/presets", get(api::presets))
         .route("/api/options", get(api::options))
         .fallback(api::not_found)

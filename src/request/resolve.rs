@@ -1,6 +1,6 @@
 //! Raw command-line strings resolved, once, into validated domain values.
 
-use super::args::{
+use super::flags::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, SpeedArgs, TrainingArgs,
     WorkloadArgs,
 };

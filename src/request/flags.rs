@@ -1,0 +1,470 @@
+//! The flags of a run, in groups: what `trainmem estimate` (and every
+//! command that prices a run) takes on the command line, and what the web
+//! API takes as JSON keys. One struct per group carries both clap's and
+//! serde's derive, so the two front doors fill the same typed values.
+//!
+//! JSON keys are the flags' long names in kebab-case (`micro-batch`,
+//! `optimizer-option`); see [`super::EstimateRequest::from_json`].
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+/// How a report is written.
+#[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct OutputArgs {
+    /// Output format: table (the default), json, markdown or csv.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+}
+
+/// Units and format of a memory report.
+#[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ReportArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub output: OutputArgs,
+
+    /// Units for sizes: gb (10^9 bytes) or gib (2^30 bytes). Default: gib when
+    /// the capacity was given in binary units, else gb.
+    #[arg(long, value_name = "UNITS")]
+    pub units: Option<String>,
+}
+
+/// The accelerator to check against.
+#[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CapacityArgs {
+    /// Memory of one accelerator, e.g. 80GB (10^9 bytes) or 80GiB (2^30 bytes).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        conflicts_with = "device",
+        allow_hyphen_values = true
+    )]
+    pub capacity: Option<String>,
+
+    /// An accelerator from `trainmem devices`, e.g. h100-80gb, a100-40gb, h200.
+    #[arg(long, value_name = "NAME")]
+    pub device: Option<String>,
+}
+
+/// The optimizer and precision of a run.
+#[derive(Debug, Args, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct TrainingArgs {
+    /// Optimizer: sgd, sgd-momentum, rmsprop, adam, adamw, lion, adafactor, adamw-8bit
+    /// and more (`trainmem optimizers` lists them all).
+    #[arg(long, value_name = "NAME", default_value = "adam")]
+    pub optimizer: String,
+
+    /// Precision recipe, from `trainmem precisions`: fp32, bf16, fp16, mixed-bf16,
+    /// mixed-fp16, amp-bf16, amp-fp16.
+    #[arg(long, value_name = "NAME", default_value = "fp32")]
+    pub precision: String,
+
+    /// An option of the optimizer that changes its state, as KEY=VALUE (repeatable):
+    /// `rank=128` for galore-adamw, `beta1=0.9` for adafactor-hf, `fused=true`.
+    /// `trainmem optimizers` lists each optimizer's options.
+    #[serde(rename = "optimizer-option")]
+    #[arg(long = "optimizer-option", value_name = "KEY=VALUE")]
+    pub optimizer_options: Vec<String>,
+
+    /// Accumulate gradients in this dtype instead of the recipe's (fp32 with
+    /// mixed-bf16 is Megatron's 18 bytes/param with Adam).
+    #[arg(long, value_name = "DTYPE")]
+    pub grad_dtype: Option<String>,
+
+    /// Keep the master weights in this dtype, or `none` for no master copy.
+    #[arg(long, value_name = "DTYPE")]
+    pub master_dtype: Option<String>,
+
+    /// Keep optimizer states in this dtype instead of the updated copy's.
+    #[arg(long, value_name = "DTYPE")]
+    pub state_dtype: Option<String>,
+}
+
+/// How training is spread over accelerators.
+#[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ParallelArgs {
+    /// Accelerators in all (data × tensor × pipeline parallel).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub gpus: u64,
+
+    /// Machines the GPUs sit in; host memory is reported per node
+    /// [default: --gpus / --gpus-per-node, or 1 for up to a node's worth].
+    #[arg(long, value_name = "M", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub nodes: Option<u64>,
+
+    /// Accelerators per machine, to count the nodes when --nodes is not
+    /// given [default: 8].
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub gpus_per_node: Option<u64>,
+
+    /// ZeRO stage: 0 plain data parallel, 1 shards optimizer states and master
+    /// weights, 2 also gradients, 3 also weights.
+    #[arg(long, value_name = "STAGE", conflicts_with = "fsdp")]
+    pub zero: Option<String>,
+
+    /// FSDP sharding strategy instead of --zero: no-shard, shard-grad-op,
+    /// full-shard or hybrid-shard (implies --framework fsdp2).
+    #[arg(long, value_name = "STRATEGY")]
+    pub fsdp: Option<String>,
+
+    /// Keep in host memory: none, optimizer (states and master weights), or
+    /// optimizer+params (ZeRO-3 only).
+    #[arg(long, value_name = "WHAT", default_value = "none")]
+    pub offload: String,
+
+    /// Tensor-parallel degree.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub tp: u64,
+
+    /// Pipeline-parallel stages.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub pp: u64,
+
+    /// Expert-parallel degree for MoE models.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub ep: u64,
+
+    /// Context parallelism: ring attention splits every sequence across N
+    /// ranks (torch's context_parallel as torchtitan applies it; Megatron's
+    /// CP with Transformer Engine). Each rank holds S/N tokens of every
+    /// activation plus the ring's key/value buffers; the model states are
+    /// sharded over dp × cp. The sequence must divide by 2N (load-balanced
+    /// head-and-tail split).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
+    pub cp: u64,
+
+    /// Sequence parallelism with --tp: activations outside the tensor-parallel
+    /// regions are split across the tensor-parallel ranks too.
+    #[arg(long)]
+    pub sequence_parallel: bool,
+
+    /// The training framework whose memory layout is followed: deepspeed
+    /// (default), megatron (fp32 gradient buffers), fsdp2 (sharded parameters
+    /// in their original dtype; default with --fsdp) or fsdp1 (flat
+    /// parameters; moves the whole model to each GPU before sharding unless
+    /// --init says otherwise).
+    #[arg(long, value_name = "NAME")]
+    pub framework: Option<String>,
+
+    /// How FSDP computes in half precision: policy (MixedPrecisionPolicy:
+    /// each layer gathered in the compute dtype and freed after use, as
+    /// torchtitan and accelerate do) or autocast (fp32 parameters under
+    /// torch.autocast, which saves half copies of the linear weights).
+    #[arg(long, value_name = "MODE", default_value = "policy")]
+    pub fsdp_mixed_precision: String,
+
+    /// How each rank first gets the weights: meta (only its shard: meta
+    /// device, zero.Init), rank0 (rank 0 broadcasts module by module) or
+    /// every-rank (the whole model on every GPU before sharding). Default:
+    /// what the framework does (every-rank for fsdp1, meta otherwise).
+    #[arg(long, value_name = "MODE")]
+    pub init: Option<String>,
+
+    /// DeepSpeed's reduce_bucket_size in elements (default 500000000, DeepSpeed's own).
+    #[arg(long, value_name = "ELEMENTS")]
+    pub reduce_bucket_size: Option<u64>,
+}
+
+/// Fine-tuning: LoRA adapters, frozen tensors, a quantized base.
+#[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct FineTuneArgs {
+    /// LoRA rank r: adapters A (r × in) and B (out × r) on each targeted
+    /// linear, as peft creates them; the base is frozen.
+    #[arg(long, value_name = "R", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub lora_rank: Option<u64>,
+
+    /// Linear modules that get adapters: `all-linear` (every linear but the
+    /// output head, as peft) or names such as `q_proj,v_proj`.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "all-linear",
+        requires = "lora_rank"
+    )]
+    pub lora_targets: String,
+
+    /// Which biases train with LoRA: none, all or lora-only.
+    #[arg(
+        long,
+        value_name = "WHICH",
+        default_value = "none",
+        requires = "lora_rank"
+    )]
+    pub lora_bias: String,
+
+    /// Modules trained in full beside the adapters (peft's modules_to_save), such as `lm_head`.
+    #[arg(long, value_name = "LIST", requires = "lora_rank")]
+    pub lora_modules_to_save: Option<String>,
+
+    /// DoRA: a magnitude vector per targeted linear.
+    #[arg(long, requires = "lora_rank")]
+    pub lora_dora: bool,
+
+    /// peft's lora_dropout: the probability of the nn.Dropout before each
+    /// adapter's lora_A. Above 0 each adapter saves its own dropped input
+    /// (T x in) and the dropout mask instead of sharing the layer's input.
+    /// 0 is peft's default (nn.Identity); axolotl configs often use 0.05.
+    #[arg(
+        long,
+        value_name = "P",
+        default_value = "0",
+        requires = "lora_rank",
+        allow_hyphen_values = true,
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dropout: String,
+
+    /// The dtype the adapters are kept and trained in: fp32 (peft's
+    /// default, autocast_adapter_dtype=True: under a bf16 base each adapter
+    /// then saves an fp32 copy of its input), bf16 or fp16 (torchtune and
+    /// litgpt keep adapters in the base dtype). Sets the adapters' weights,
+    /// gradients and optimizer states.
+    #[arg(
+        long,
+        value_name = "DTYPE",
+        default_value = "fp32",
+        requires = "lora_rank",
+        help_heading = TECHNIQUES
+    )]
+    pub lora_dtype: String,
+
+    /// Freeze tensors whose name matches (substring, or glob with `*`), for
+    /// full fine-tuning with parts frozen; repeatable. On a vision-language
+    /// model, `vision_tower`, `multi_modal_projector` and `language_model`
+    /// name its parts whatever its own prefixes; with LoRA, frozen modules
+    /// get no adapters.
+    #[arg(long, value_name = "PATTERN")]
+    pub freeze: Vec<String>,
+
+    /// Store the frozen base's linear weights quantized as bitsandbytes does:
+    /// nf4, fp4 (QLoRA) or int8; needs --lora-rank.
+    #[arg(long, value_name = "KIND")]
+    pub quantize: Option<String>,
+
+    /// Double quantization of the 4-bit absmax (on with the bare flag).
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on", default_value = "off")]
+    pub double_quant: String,
+}
+
+/// The `--help` heading of the memory techniques people turn on to make a
+/// run fit (recomputation, the loss kernel, offloading, ...): every such flag
+/// carries `help_heading = TECHNIQUES`, whichever group it belongs to.
+pub const TECHNIQUES: &str = "Memory techniques";
+
+/// One micro-step's shape, for activation memory, and the architecture of a bare
+/// parameter count.
+#[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct WorkloadArgs {
+    /// Sequences per micro-batch (per accelerator); with --seq-len, activations are estimated.
+    #[arg(long, value_name = "B", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub micro_batch: Option<u64>,
+
+    /// Tokens per sequence.
+    #[arg(long, value_name = "S", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub seq_len: Option<u64>,
+
+    /// What the model is trained for, and so the head transformers puts on
+    /// it: causal-lm (AutoModelForCausalLM, the decoders' default),
+    /// masked-lm (AutoModelForMaskedLM, the encoders' default), seq-cls:N
+    /// and token-cls:N (sequence and token classification over N labels),
+    /// seq2seq, or embedding (the bare AutoModel).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+
+    /// A vision model's image side in pixels (default: the config's
+    /// image_size): the model as transformers builds it for that size,
+    /// its position embeddings one per patch.
+    #[arg(long, value_name = "PX", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub image_size: Option<u64>,
+
+    /// Images per sample for a vision model (default 1): each is a
+    /// sequence of its patches (+ the CLS token), so the micro-batch holds
+    /// B x N of them; a vision-language model's image tokens are part of
+    /// each sample's --seq-len instead.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub images: Option<u64>,
+
+    /// Tokens per image for Qwen2-VL and Qwen2.5-VL, whose resolution is
+    /// dynamic: after the 2x2 merge, so N tokens are 4N patches of 14 px
+    /// (256 for a 448 x 448 px image); the report says the pixels.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub image_tokens: Option<u64>,
+
+    /// An encoder-decoder's (T5, BART, Whisper) decoder tokens per
+    /// sequence: the labels' length, which the decoder reads shifted right
+    /// (default: --seq-len, the encoder's input tokens; Whisper's encoder
+    /// always holds its 1,500 audio positions).
+    #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub target_len: Option<u64>,
+
+    /// Seconds of audio per sample for Whisper (default 30): 100 log-mel
+    /// frames a second, halved into encoder positions by the encoder's
+    /// stride-2 convolution. WhisperEncoder takes exactly
+    /// max_source_positions x 2 frames (30 s for every published model).
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub audio_seconds: Option<u64>,
+
+    /// Attention implementation: eager (saves the softmax), sdpa or flash.
+    #[arg(long, value_name = "KIND", default_value = "sdpa")]
+    pub attention: String,
+
+    /// Activation recomputation: none; selective (Megatron: the attention
+    /// core is rebuilt in backward); op (torchtitan's per-op policy: each
+    /// layer keeps its input, the sdpa output and every second matmul's
+    /// output, norms and pointwise ops are rebuilt; Llama/Mistral layers with
+    /// sdpa); full (gradient checkpointing: each layer keeps only its input).
+    #[arg(long, value_name = "MODE", default_value = "none", help_heading = TECHNIQUES)]
+    pub recompute: String,
+
+    /// Checkpoint only every N-th decoder layer, those whose 1-based index is
+    /// a multiple of N (torchtune's and torchtitan's layer option); the
+    /// others keep all their activations. Needs --recompute full; 1 is every
+    /// layer.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TECHNIQUES)]
+    pub recompute_every: u64,
+
+    /// Full checkpointing with `use_reentrant=True` (transformers'
+    /// default before it switched to False; Trainer runs that pass no
+    /// `gradient_checkpointing_kwargs`): each layer's backward re-runs the
+    /// whole layer and holds its output too. Needs --recompute full.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub recompute_reentrant: bool,
+
+    /// The loss function: standard (transformers' ForCausalLMLoss: the whole
+    /// logits plus their fp32 copy); shift-copy (the same up to
+    /// transformers 4.48, which also copied the shifted fp32 logits);
+    /// chunked:N (torchtune's
+    /// CEWithChunkedOutputLoss: the output projection in N chunks of the
+    /// sequence, each upcast to fp32 alone; torchtune's default N is 8);
+    /// fused (Liger's fused linear-cross-entropy on CUDA: the logits are
+    /// never materialized whole; on CPU, cut-cross-entropy's torch.compile
+    /// path, which keeps them in their own dtype without an fp32 copy).
+    #[arg(long, value_name = "LOSS", default_value = "standard", help_heading = TECHNIQUES)]
+    pub loss: String,
+
+    /// Activation offloading: every saved tensor of at least 1024 bytes
+    /// (parameters aside) is copied to pinned host memory in forward and
+    /// brought back in backward, as torchtune's OffloadActivations does
+    /// around the decoder (the output head and the loss stay on the device;
+    /// on CUDA a second stream keeps the last packs and one node's tensors
+    /// a little longer). With --recompute full only the checkpointed layer
+    /// inputs move (DeepSpeed's cpu_checkpointing). Off by default.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub offload_activations: bool,
+
+    /// torch.compile: refused. Inductor's min-cut partitioner decides per
+    /// traced graph which activations to save and which to recompute, and
+    /// fuses pointwise ops; its choice cannot be predicted from the
+    /// architecture, so trainmem prices the eager step only.
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub compile: bool,
+
+    /// Memory lost beyond the tensors, added to the peak: CUDA context and
+    /// allocator fragmentation. Default 1GiB when activations are estimated;
+    /// 0 gives what torch.cuda.max_memory_allocated() reports.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub overhead: Option<String>,
+
+    /// Micro-batches whose gradients accumulate before each optimizer step:
+    /// the gradients then exist before each backward.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub grad_accumulation: u64,
+
+    /// Step each parameter inside backward as soon as its gradient is
+    /// produced, and free the gradient at once: torchtune's
+    /// optimizer_in_bwd (one optimizer per parameter in a
+    /// post-accumulate-grad hook), GaLore's per-layer updates with
+    /// galore-adamw or galore-adamw-8bit. No full gradient copy exists; no
+    /// gradient clipping or accumulation; single device or FSDP2 only.
+    /// Default: off (LOMO and AdaLomo always update in backward).
+    #[arg(long, help_heading = TECHNIQUES)]
+    pub optimizer_in_backward: bool,
+
+    /// Where the kernels run: cuda, or cpu (the CPU kernels the activation
+    /// fixtures measure to the byte, so a prediction can be checked against
+    /// autograd on a laptop; no overhead by default).
+    #[arg(long, value_name = "PLATFORM", default_value = "cuda")]
+    pub platform: String,
+
+    /// The bitsandbytes version of a QLoRA run: before 0.43.2 each 4-bit
+    /// matmul kept its input for backward (default: a current version).
+    #[arg(long, value_name = "VERSION")]
+    pub bitsandbytes: Option<String>,
+
+    /// PyTorch's allocator with expandable_segments:True, for memory.reserved.
+    #[arg(long)]
+    pub expandable_segments: bool,
+
+    /// Decoder layers of a bare --params model (with --hidden, --heads, --ffn, --vocab).
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub layers: Option<u64>,
+
+    /// Hidden size of a bare --params model.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub hidden: Option<u64>,
+
+    /// Attention heads of a bare --params model.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub heads: Option<u64>,
+
+    /// Key/value heads of a bare --params model (default: --heads).
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub kv_heads: Option<u64>,
+
+    /// MLP intermediate size of a bare --params model.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub ffn: Option<u64>,
+
+    /// Vocabulary size of a bare --params model.
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub vocab: Option<u64>,
+}
+
+/// What the step-time model prices a step at, beyond `--device`'s datasheet.
+#[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SpeedArgs {
+    /// The share of the matmul peak the step's executed FLOPs reach, e.g.
+    /// 0.45 or 45% (default: by hidden size, 44% to 64%, from Megatron-LM's
+    /// A100 runs in Korthikanti et al. 2022 Table 5).
+    #[arg(long, value_name = "FRACTION", allow_hyphen_values = true)]
+    pub mfu: Option<String>,
+
+    /// Dense bf16 peak of one accelerator in TFLOP/s, for --capacity or to
+    /// override --device's datasheet figure.
+    #[arg(long, value_name = "TFLOPS", allow_hyphen_values = true)]
+    pub peak_tflops: Option<String>,
+
+    /// One direction of a GPU's link inside its node, e.g. 450GB/s
+    /// (default: --device's NVLink figure).
+    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true)]
+    pub intra_node_bandwidth: Option<String>,
+
+    /// One direction of a GPU's share of the network between nodes, e.g.
+    /// 50GB/s (default: --device's reference system, one 400 Gb/s NIC per GPU on H100).
+    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true)]
+    pub inter_node_bandwidth: Option<String>,
+
+    /// Virtual pipeline stages per rank (Megatron's interleaved 1F1B): the
+    /// bubble is (pp - 1) / (virtual-stages x micro-batches).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub virtual_stages: u64,
+}
+
+/// A whole number of at least 1 (a GPU count, a degree, a size): the parser
+/// of every numeric flag, so `--gpus -1` is named and explained rather than
+/// taken for an unknown flag.
+pub fn at_least_one(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(value) if value >= 1 => Ok(value),
+        _ => Err("must be a whole number ≥ 1".to_string()),
+    }
+}

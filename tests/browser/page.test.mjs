@@ -249,3 +249,26 @@ test("at 390 px the answer is on the first screen and nothing scrolls sideways",
   assert.equal(icon.status, 200);
   await page.close();
 });
+
+test("the answer stays in view while editing, and downloads as JSON, CSV and Markdown", async () => {
+  const page = await open(1400, 900, "#model=llama-3.1-8b&micro-batch=1&seq-len=2048&precision=mixed-bf16&optimizer=adamw&device=h100-80gb");
+  const got = await answer(page);
+  const want = cli(["--model", "llama-3.1-8b", "--micro-batch", "1", "--seq-len", "2048", "--precision", "mixed-bf16", "--optimizer", "adamw", "--device", "h100-80gb"]);
+  assert.equal(Number(got.peak), want.memory.peak);
+  // The last control of the form scrolled into view and changed: the verdict is still on screen.
+  const last = page.locator("#form select, #form input").last();
+  await last.scrollIntoViewIfNeeded();
+  const scrolled = await page.evaluate(() => window.scrollY);
+  assert.ok(scrolled > 0, "the form is longer than the screen");
+  await page.selectOption("#units", "gib");
+  await answer(page);
+  const box = await page.locator("#verdict").boundingBox();
+  assert.ok(box && box.y >= 0 && box.y + box.height <= 900, `the verdict at ${JSON.stringify(box)} after scrolling ${scrolled} px`);
+  const [json] = await Promise.all([page.waitForEvent("download"), page.click("#download-json")]);
+  assert.equal(JSON.parse(readFileSync(await json.path(), "utf8")).memory.peak, want.memory.peak, "the JSON download is the answer");
+  for (const [button, shape] of [["#download-csv", /^[^\n]+,[^\n]+\n/], ["#download-md", /^\| .+ \|\n\| --- \| ---: \|\n/]]) {
+    const [file] = await Promise.all([page.waitForEvent("download"), page.click(button)]);
+    assert.match(readFileSync(await file.path(), "utf8"), shape, button);
+  }
+  await page.close();
+});

@@ -5,8 +5,9 @@
 //! CLIP's two towers are, see [`super::tower::whole`]).
 
 use super::decoder::MAX_LAYERS;
-use super::params::Params;
+use super::params::{Norm, Params};
 use crate::error::{Error, Result};
+use crate::model::Role;
 
 /// The task an encoder-decoder trains for when `--task` is not given:
 /// `AutoModelForSeq2SeqLM`.
@@ -37,4 +38,40 @@ pub fn write_stack(
         params.mount(&format!("{prefix}.{index}"), layer(index)?);
     }
     Ok(())
+}
+
+/// BART's layer (`BartEncoderLayer`, or `BartDecoderLayer` when `decoder`),
+/// which Whisper's layers copy: self-attention, cross-attention
+/// (`encoder_attn`) in the decoder, `fc1`, `fc2` and `final_layer_norm`.
+/// `key_bias`: whether `k_proj` has a bias (BART's does, Whisper's not).
+pub fn bart_layer(hidden: u64, ffn: u64, decoder: bool, key_bias: bool) -> Result<Params> {
+    let mut layer = Params::new();
+    bart_attention(&mut layer, "self_attn", hidden, key_bias)?;
+    if decoder {
+        bart_attention(&mut layer, "encoder_attn", hidden, key_bias)?;
+    }
+    layer.linear("fc1", hidden, ffn, true, Role::Mlp)?;
+    layer.linear("fc2", ffn, hidden, true, Role::Mlp)?;
+    layer.norm("final_layer_norm", vec![hidden], Norm::WeightAndBias)?;
+    Ok(layer)
+}
+
+/// `BartAttention` (and `WhisperAttention`) under `prefix`: `k_proj`,
+/// `v_proj`, `q_proj`, `out_proj`, and the block's LayerNorm
+/// `{prefix}_layer_norm`.
+fn bart_attention(params: &mut Params, prefix: &str, hidden: u64, key_bias: bool) -> Result<()> {
+    for projection in ["k_proj", "v_proj", "q_proj", "out_proj"] {
+        params.linear(
+            &format!("{prefix}.{projection}"),
+            hidden,
+            hidden,
+            key_bias || projection != "k_proj",
+            Role::Attention,
+        )?;
+    }
+    params.norm(
+        &format!("{prefix}_layer_norm"),
+        vec![hidden],
+        Norm::WeightAndBias,
+    )
 }

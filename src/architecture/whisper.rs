@@ -27,7 +27,7 @@ use super::dimensions::{
     Dimensions, Dropout, EagerSoftmax, EncoderDecoder, LayerLayout, Linears, MlpKind, NormKind,
     Positions, QkNormKind, QkvLayout, Seq2SeqFamily, Seq2SeqFeedForward, Softcap,
 };
-use super::encoder_decoder::{bounded, write_stack};
+use super::encoder_decoder::{bart_layer, bounded, write_stack};
 use super::params::{Norm, Params, sum};
 use super::task::Task;
 use super::tower::{refused, whole};
@@ -108,42 +108,14 @@ impl Whisper {
         })
     }
 
-    /// `WhisperAttention` under `prefix`: `k_proj` without a bias, the
-    /// others with one, and the block's LayerNorm.
-    fn attention(&self, params: &mut Params, prefix: &str) -> Result<()> {
-        for projection in ["k_proj", "v_proj", "q_proj", "out_proj"] {
-            params.linear(
-                &format!("{prefix}.{projection}"),
-                self.hidden,
-                self.hidden,
-                projection != "k_proj",
-                Role::Attention,
-            )?;
-        }
-        params.norm(
-            &format!("{prefix}_layer_norm"),
-            vec![self.hidden],
-            Norm::WeightAndBias,
-        )
-    }
-
     /// `WhisperEncoderLayer` (`decoder` false) or `WhisperDecoderLayer`.
     fn layer(&self, decoder: bool) -> Result<Params> {
-        let hidden = self.hidden;
         let ffn = if decoder {
             self.decoder_ffn
         } else {
             self.encoder_ffn
         };
-        let mut layer = Params::new();
-        self.attention(&mut layer, "self_attn")?;
-        if decoder {
-            self.attention(&mut layer, "encoder_attn")?;
-        }
-        layer.linear("fc1", hidden, ffn, true, Role::Mlp)?;
-        layer.linear("fc2", ffn, hidden, true, Role::Mlp)?;
-        layer.norm("final_layer_norm", vec![hidden], Norm::WeightAndBias)?;
-        Ok(layer)
+        bart_layer(self.hidden, ffn, decoder, false)
     }
 
     /// `WhisperEncoder`.

@@ -74,7 +74,7 @@
 
 use super::tally::{Tally, plus, times};
 use super::{
-    Activations, FP32_BYTES, LayerActivations, Loss, Part, Platform, Recompute, Schedule, Workload,
+    Activations, FP32_BYTES, LayerActivations, Part, Platform, Recompute, Schedule, Workload,
 };
 use crate::architecture::{ChunkedScan, Dimensions, StateSpace};
 use crate::error::{Error, Result};
@@ -327,56 +327,7 @@ fn check(mixer: StateSpace, workload: &Workload) -> Result<()> {
             ),
         });
     }
-    let refused = |what: &'static str, value: String| {
-        Error::InvalidValue {
-        what,
-        value,
-        reason: "Mamba's activations are modelled for plain data-parallel training of the whole model with the standard loss, and --recompute none or full on every layer".to_string(),
-    }
-    };
-    if workload.tensor_parallel > 1 {
-        return Err(refused("--tp", workload.tensor_parallel.to_string()));
-    }
-    if workload.pipeline > 1 {
-        return Err(refused("--pp", workload.pipeline.to_string()));
-    }
-    if workload.context_parallel > 1 {
-        return Err(refused("--cp", workload.context_parallel.to_string()));
-    }
-    if workload.sequence_parallel {
-        return Err(refused("--sp", "on".to_string()));
-    }
-    if workload.frozen_base || !workload.adapted.is_empty() {
-        return Err(refused(
-            "fine-tuning",
-            "LoRA adapters or frozen weights".to_string(),
-        ));
-    }
-    if workload.offload_activations {
-        return Err(refused("--offload-activations", "on".to_string()));
-    }
-    if workload.megatron_kernels {
-        return Err(refused("--framework", "megatron".to_string()));
-    }
-    if workload.fp8.is_some() {
-        return Err(refused("--precision", "fp8".to_string()));
-    }
-    if workload.loss != Loss::Standard {
-        return Err(refused("--loss", workload.loss.name()));
-    }
-    if !matches!(workload.recompute, Recompute::None | Recompute::Full) {
-        return Err(refused(
-            "--recompute",
-            format!("{:?}", workload.recompute).to_lowercase(),
-        ));
-    }
-    if workload.recompute_every != 1 {
-        return Err(refused(
-            "--recompute-every",
-            workload.recompute_every.to_string(),
-        ));
-    }
-    Ok(())
+    super::workload::plain_data_parallel_only(workload, "Mamba's activations")
 }
 
 fn shape(dims: &Dimensions, mixer: StateSpace, workload: &Workload) -> Shape {
@@ -540,6 +491,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::activation::Loss;
     use crate::architecture::dimensions_for_task;
     use crate::dtype::DType;
 

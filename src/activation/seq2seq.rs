@@ -52,7 +52,7 @@ use super::tally::{Tally, plus, times};
 use super::{
     Activations, FP32_BYTES, LayerActivations, Part, Platform, Recompute, Schedule, Workload,
 };
-use crate::activation::{Attention, Loss};
+use crate::activation::Attention;
 use crate::architecture::{Dimensions, EncoderDecoder, Seq2SeqFamily, Seq2SeqFeedForward};
 use crate::error::{Error, Result};
 use crate::units::Bytes;
@@ -399,55 +399,10 @@ pub fn notes(dims: &Dimensions, workload: &Workload) -> Vec<String> {
 
 /// Refuses what the seq2seq model does not price yet.
 fn check(workload: &Workload) -> Result<()> {
-    let refused = |what: &'static str, value: String| {
-        Error::InvalidValue {
-        what,
-        value,
-        reason: "encoder-decoder activations (T5, BART, Whisper) are modelled for plain data-parallel training of the whole model with the standard loss, and --recompute none or full on every layer".to_string(),
-    }
-    };
-    if workload.tensor_parallel > 1 {
-        return Err(refused("--tp", workload.tensor_parallel.to_string()));
-    }
-    if workload.pipeline > 1 {
-        return Err(refused("--pp", workload.pipeline.to_string()));
-    }
-    if workload.context_parallel > 1 {
-        return Err(refused("--cp", workload.context_parallel.to_string()));
-    }
-    if workload.sequence_parallel {
-        return Err(refused("--sp", "on".to_string()));
-    }
-    if workload.frozen_base || !workload.adapted.is_empty() {
-        return Err(refused(
-            "fine-tuning",
-            "LoRA adapters or frozen weights".to_string(),
-        ));
-    }
-    if workload.offload_activations {
-        return Err(refused("--offload-activations", "on".to_string()));
-    }
-    if workload.megatron_kernels {
-        return Err(refused("--framework", "megatron".to_string()));
-    }
-    if workload.fp8.is_some() {
-        return Err(refused("--precision", "fp8".to_string()));
-    }
-    if workload.loss != Loss::Standard {
-        return Err(refused("--loss", workload.loss.name()));
-    }
-    if !matches!(workload.recompute, Recompute::None | Recompute::Full) {
-        return Err(refused(
-            "--recompute",
-            format!("{:?}", workload.recompute).to_lowercase(),
-        ));
-    }
-    if workload.recompute_every != 1 {
-        return Err(refused(
-            "--recompute-every",
-            workload.recompute_every.to_string(),
-        ));
-    }
+    super::workload::plain_data_parallel_only(
+        workload,
+        "encoder-decoder activations (T5, BART, Whisper)",
+    )?;
     if workload.attention == Attention::Flash {
         return Err(Error::InvalidValue {
             what: "--attention",
@@ -621,6 +576,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::activation::Loss;
     use crate::architecture::{Task, dimensions_for_task};
     use crate::dtype::DType;
 

@@ -279,3 +279,61 @@ impl Workload {
         }
     }
 }
+
+/// Refuses what an activation model measured only for plain data-parallel
+/// training of the whole model does not price: tensor, pipeline, context
+/// or sequence parallelism, adapters or frozen weights, activation
+/// offloading, Megatron's kernels, fp8, a loss other than the standard one,
+/// and recomputation other than none or full on every layer. `what` names
+/// the model in the message (`"Mamba's activations"`).
+pub fn plain_data_parallel_only(workload: &Workload, what: &str) -> Result<()> {
+    let refused = |flag: &'static str, value: String| Error::InvalidValue {
+        what: flag,
+        value,
+        reason: format!(
+            "{what} are modelled for plain data-parallel training of the whole model with the standard loss, and --recompute none or full on every layer"
+        ),
+    };
+    let parallel = [
+        ("--tp", workload.tensor_parallel),
+        ("--pp", workload.pipeline),
+        ("--cp", workload.context_parallel),
+    ];
+    if let Some((flag, degree)) = parallel.iter().find(|(_, degree)| *degree > 1) {
+        return Err(refused(flag, degree.to_string()));
+    }
+    if workload.sequence_parallel {
+        return Err(refused("--sequence-parallel", "on".to_string()));
+    }
+    if workload.frozen_base || !workload.adapted.is_empty() {
+        return Err(refused(
+            "fine-tuning",
+            "LoRA adapters or frozen weights".to_string(),
+        ));
+    }
+    if workload.offload_activations {
+        return Err(refused("--offload-activations", "on".to_string()));
+    }
+    if workload.megatron_kernels {
+        return Err(refused("--framework", "megatron".to_string()));
+    }
+    if workload.fp8.is_some() {
+        return Err(refused("--precision", "fp8".to_string()));
+    }
+    if workload.loss != Loss::Standard {
+        return Err(refused("--loss", workload.loss.name()));
+    }
+    if !matches!(workload.recompute, Recompute::None | Recompute::Full) {
+        return Err(refused(
+            "--recompute",
+            workload.recompute.name().to_string(),
+        ));
+    }
+    if workload.recompute_every != 1 {
+        return Err(refused(
+            "--recompute-every",
+            workload.recompute_every.to_string(),
+        ));
+    }
+    Ok(())
+}

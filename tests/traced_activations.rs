@@ -168,4 +168,19 @@ fn another_shape_is_a_one_line_error() {
     ]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("sequences of 64 tokens"), "{stderr}");
+    // `plan` searches workloads a trace does not describe: refused, not
+    // priced by the rules behind the trace's back.
+    let (code, _, stderr) = run(&[
+        "plan",
+        "--model",
+        LLAMA,
+        "--gpus",
+        "8",
+        "--device",
+        "h100",
+        "--seq-len",
+        "64",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("carries an activation trace"), "{stderr}");
 }

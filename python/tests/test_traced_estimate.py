@@ -68,6 +68,8 @@ def test_another_micro_batch_is_refused():
         trainmem.estimate(module=model, trace=trace, micro_batch=4)
     with pytest.raises(trainmem.Error, match="trace= without module="):
         trainmem.estimate(model="gpt2", trace=trace, micro_batch=2)
+    with pytest.raises(trainmem.Error, match="trace= with plan"):
+        trainmem.plan(module=model, trace=trace, micro_batch=2)
 
 
 def test_another_sequence_length_is_refused():

@@ -66,6 +66,10 @@ class _ModelFile:
 
     def __init__(self, command, module, positional, options, trace=None):
         self.path = None
+        if trace is not None and command not in ("estimate", "timeline"):
+            raise Error(
+                f"trace= with {command}; accepted: trace= with estimate or timeline, which price the one workload traced"
+            )
         if module is None:
             if trace is not None:
                 raise Error(

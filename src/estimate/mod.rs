@@ -828,6 +828,15 @@ fn activation_workload(
     adapters: &AdapterFacts,
     setup: &Setup,
 ) -> Result<Option<Workload>> {
+    // `estimate` reads a trace before this (`activations_with`); a search
+    // over workloads (`plan`'s pricer) would price others than the traced.
+    if model.traced.is_some() && setup.workload.is_some() {
+        return Err(Error::InvalidValue {
+            what: "--model",
+            value: model.name.clone(),
+            reason: "its inventory carries an activation trace, which prices the one workload traced: `estimate` and `timeline` read it; accepted here: the inventory without `activations_trace`".to_string(),
+        });
+    }
     let (Some(workload), Some(_)) = (&setup.workload, &model.dimensions) else {
         return Ok(None);
     };

@@ -96,7 +96,7 @@ class Trace:
         ``activations_trace``): the saved bytes of each block that ran, in
         run order; what was saved before the first block; what after the
         last block began, outside it (final norm, head, loss); the outputs
-        not saved. A save outside the blocks made between two blocks counts
+        not saved; the largest storage saved. A save outside the blocks made between two blocks counts
         with the block before it (freed with that block's backward, not
         earlier). A block that runs twice counts once, with both runs' bytes."""
         blocks = set(self.blocks)
@@ -133,6 +133,7 @@ class Trace:
             "before_blocks": before,
             "after_blocks": after,
             "outputs": self.output_bytes,
+            "largest_storage": max((s.bytes for s in self.saved), default=0),
             "total": self.total_bytes,
         }
         if self.seq_len is not None:

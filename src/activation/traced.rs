@@ -51,6 +51,9 @@ pub struct ActivationTrace {
     pub after_blocks: Bytes,
     /// The forward's outputs autograd did not save (the logits).
     pub outputs: Bytes,
+    /// The largest single storage saved (the caching allocator's
+    /// granularity in the reserved-memory simulation); 0 when not given.
+    pub largest_storage: Bytes,
 }
 
 impl ActivationTrace {
@@ -91,12 +94,7 @@ pub fn activations(trace: &ActivationTrace, workload: &Workload) -> Result<Activ
         head: trace.after_blocks,
         logits: trace.outputs,
         has_head: true,
-        widest_tensor: trace
-            .blocks
-            .iter()
-            .map(|b| b.bytes)
-            .max()
-            .unwrap_or(Bytes::ZERO),
+        widest_tensor: trace.largest_storage,
         ..Schedule::default()
     };
     Ok(Activations {
@@ -209,6 +207,7 @@ mod tests {
             before_blocks: Bytes(7),
             after_blocks: Bytes(5),
             outputs: Bytes(3),
+            largest_storage: Bytes(60),
         }
     }
 

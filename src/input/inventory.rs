@@ -80,6 +80,9 @@ struct RawTrace {
     before_blocks: u64,
     after_blocks: u64,
     outputs: u64,
+    /// The largest single storage saved.
+    #[serde(default)]
+    largest_storage: u64,
     /// The trace's own total, checked against the parts.
     total: u64,
 }
@@ -268,6 +271,7 @@ fn activation_trace(raw: RawTrace) -> std::result::Result<ActivationTrace, Strin
         before_blocks: Bytes(raw.before_blocks),
         after_blocks: Bytes(raw.after_blocks),
         outputs: Bytes(raw.outputs),
+        largest_storage: Bytes(raw.largest_storage),
     };
     let total = trace
         .total()

@@ -64,9 +64,17 @@ class _ModelFile:
     """``module=`` as a ``--model`` path: the module's inventory written to a
     temporary ``*.inventory.json`` file, the model source the engine reads."""
 
-    def __init__(self, command, module, positional, options):
+    def __init__(self, command, module, positional, options, trace=None):
         self.path = None
+        if trace is not None and command not in ("estimate", "timeline"):
+            raise Error(
+                f"trace= with {command}; accepted: trace= with estimate or timeline, which price the one workload traced"
+            )
         if module is None:
+            if trace is not None:
+                raise Error(
+                    "trace= without module=; accepted: trace= with the module= it traced"
+                )
             return
         for other in ("model", "params"):
             if options.get(other) is not None or (command == "params" and positional):
@@ -78,6 +86,22 @@ class _ModelFile:
         from .inventory import Inventory, from_module
 
         inventory = module if isinstance(module, Inventory) else from_module(module)
+        if trace is not None:
+            # The trace's activations replace a rule's; a trace of an input
+            # without a sequence dimension (images) has no --seq-len to give,
+            # and 1 stands for it (the engine does not read it then).
+            schedule = trace.schedule() if hasattr(trace, "schedule") else dict(trace)
+            inventory = Inventory(
+                inventory.name,
+                inventory.parameters,
+                inventory.buffers,
+                config=inventory.config,
+                notes=inventory.notes,
+                source=inventory.source,
+                activations_trace=schedule,
+            )
+            if options.get("micro_batch") is not None and options.get("seq_len") is None:
+                options["seq_len"] = schedule.get("seq_len", 1)
         handle, self.path = tempfile.mkstemp(suffix=".inventory.json", prefix="trainmem-")
         with os.fdopen(handle, "w") as file:
             file.write(inventory.to_json())
@@ -99,10 +123,10 @@ def command(name):
     flags, ``module=`` for an ``nn.Module`` or an :class:`Inventory`, and the
     JSON report parsed into a dict (the text when ``format`` is not json)."""
 
-    def call(*positional, module=None, **options):
+    def call(*positional, module=None, trace=None, **options):
         options.setdefault("format", "json")
         positional = list(positional)
-        with _ModelFile(name, module, positional, options):
+        with _ModelFile(name, module, positional, options, trace):
             report, lines, _exit = _run_args(arguments(name, positional, options))
         for line in lines:
             warnings.warn(line, TrainmemWarning, stacklevel=2)
@@ -114,7 +138,8 @@ def command(name):
     call.__doc__ = (
         f"``trainmem {name} --format json`` with keyword arguments as flags "
         f"(``micro_batch=1`` is ``--micro-batch 1``): the report as a dict. "
-        f"``module=`` prices an ``nn.Module`` or an ``Inventory``; errors raise "
+        f"``module=`` prices an ``nn.Module`` or an ``Inventory``, ``trace=`` (a "
+        f":class:`trainmem.Trace` of it) its activations; errors raise "
         f"``trainmem.Error``. ``trainmem.run('{name}', '--help')`` lists the flags."
     )
     return call

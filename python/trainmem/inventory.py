@@ -118,8 +118,11 @@ class Buffer:
 class Inventory:
     """A module's parameters (each storage once) and buffers."""
 
-    def __init__(self, name, parameters, buffers=(), config=None, notes=(), source=None):
+    def __init__(self, name, parameters, buffers=(), config=None, notes=(), source=None, activations_trace=None):
         self.name = name
+        #: A :meth:`trainmem.Trace.schedule` dict: the module's activations
+        #: as traced, which the engine prices instead of a rule's.
+        self.activations_trace = activations_trace
         self.parameters = list(parameters)
         self.buffers = list(buffers)
         self.config = config
@@ -154,6 +157,8 @@ class Inventory:
             document["config"] = self.config
         if self.notes:
             document["notes"] = list(self.notes)
+        if self.activations_trace is not None:
+            document["activations_trace"] = dict(self.activations_trace)
         return document
 
     def to_json(self):

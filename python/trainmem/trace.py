@@ -34,15 +34,18 @@ __all__ = ["Trace", "SavedTensor", "trace_activations"]
 
 class SavedTensor:
     """One storage autograd saved: its bytes, dtype, the shape it was first
-    saved with, and the module running when it was first saved."""
+    saved with, the module running when it was first saved, and ``position``:
+    how many module forwards had begun then (it places a save made outside
+    any block between the blocks)."""
 
-    __slots__ = ("bytes", "dtype", "shape", "module")
+    __slots__ = ("bytes", "dtype", "shape", "module", "position")
 
-    def __init__(self, nbytes, dtype, shape, module):
+    def __init__(self, nbytes, dtype, shape, module, position=0):
         self.bytes = nbytes
         self.dtype = dtype
         self.shape = shape
         self.module = module
+        self.position = position
 
     def to_dict(self):
         return {
@@ -50,6 +53,7 @@ class SavedTensor:
             "dtype": self.dtype,
             "shape": list(self.shape),
             "module": self.module,
+            "position": self.position,
         }
 
     def __repr__(self):
@@ -66,9 +70,13 @@ class Trace:
     ``by_module``: saved bytes per module path (the innermost module running
     when each storage was first saved; ``""`` for the loss outside any
     module). ``order``: the module paths in the order their forwards began.
+    ``blocks``: the top-level blocks (the entries of the module's largest
+    ``nn.ModuleList``, a transformer's layers; without one, the module's
+    children). ``batch``: the leading dimension of the first input tensor;
+    ``seq_len``: its second, when it is a 2-D batch of integer token ids.
     """
 
-    def __init__(self, saved, output_bytes, order, freed_bytes):
+    def __init__(self, saved, output_bytes, order, freed_bytes, blocks=(), batch=None, seq_len=None):
         self.saved = saved
         self.saved_bytes = sum(s.bytes for s in saved)
         self.output_bytes = output_bytes
@@ -79,6 +87,58 @@ class Trace:
         for s in saved:
             by_module[s.module] = by_module.get(s.module, 0) + s.bytes
         self.by_module = by_module
+        self.blocks = list(blocks)
+        self.batch = batch
+        self.seq_len = seq_len
+
+    def schedule(self):
+        """The trace as the engine's step timeline reads it (an inventory's
+        ``activations_trace``): the saved bytes of each block that ran, in
+        run order; what was saved before the first block; what after the
+        last block began, outside it (final norm, head, loss); the outputs
+        not saved; the largest storage saved. A save outside the blocks made between two blocks counts
+        with the block before it (freed with that block's backward, not
+        earlier). A block that runs twice counts once, with both runs' bytes."""
+        blocks = set(self.blocks)
+        starts = {}
+        for index, name in enumerate(self.order):
+            if name in blocks and name not in starts:
+                starts[name] = index
+        ran = sorted(starts, key=starts.get)
+        by_block = dict.fromkeys(ran, 0)
+        before = after = 0
+        for s in self.saved:
+            owner = next(
+                (b for b in ran if s.module == b or s.module.startswith(b + ".")), None
+            )
+            if owner is None:
+                begun = [b for b in ran if starts[b] < s.position]
+                if not begun:
+                    before += s.bytes
+                    continue
+                if begun[-1] == ran[-1]:
+                    after += s.bytes
+                    continue
+                owner = begun[-1]
+            by_block[owner] += s.bytes
+        if self.batch is None:
+            from ._engine import Error
+
+            raise Error(
+                "the trace's micro-batch is not known (no input tensor); accepted: a trace of a forward with a batched input tensor"
+            )
+        schedule = {
+            "micro_batch": self.batch,
+            "blocks": [{"name": b, "bytes": by_block[b]} for b in ran],
+            "before_blocks": before,
+            "after_blocks": after,
+            "outputs": self.output_bytes,
+            "largest_storage": max((s.bytes for s in self.saved), default=0),
+            "total": self.total_bytes,
+        }
+        if self.seq_len is not None:
+            schedule["seq_len"] = self.seq_len
+        return schedule
 
     def to_dict(self):
         return {
@@ -88,6 +148,9 @@ class Trace:
             "freed_bytes": self.freed_bytes,
             "by_module": dict(self.by_module),
             "order": list(self.order),
+            "blocks": list(self.blocks),
+            "batch": self.batch,
+            "seq_len": self.seq_len,
             "saved": [s.to_dict() for s in self.saved],
         }
 
@@ -311,6 +374,7 @@ def trace_activations(module, example_inputs, loss_fn=None, *, device="meta", kw
                     str(tensor.dtype).replace("torch.", ""),
                     tuple(tensor.shape),
                     stack[-1],
+                    len(order),
                 ),
                 StorageWeakRef(storage),
             )
@@ -364,9 +428,40 @@ def trace_activations(module, example_inputs, loss_fn=None, *, device="meta", kw
             output_bytes += storage.nbytes()
     # Keep the graph alive until here: the weak references above need it.
     del output, loss
+    batch, seq_len = _input_shape(torch, (args, call_kwargs))
     return Trace(
         [entry for _, entry in kept],
         output_bytes,
         order,
         sum(e.bytes for e in dead),
+        blocks=_blocks(torch, module),
+        batch=batch,
+        seq_len=seq_len,
     )
+
+
+def _blocks(torch, module):
+    """The top-level blocks: the entries of the largest ``nn.ModuleList``
+    (the first of the largest), else the module's children."""
+    lists = [
+        (name, sub)
+        for name, sub in module.named_modules()
+        if isinstance(sub, torch.nn.ModuleList) and len(sub) > 0
+    ]
+    if lists:
+        name, sub = max(lists, key=lambda entry: len(entry[1]))
+        return [f"{name}.{child}" if name else child for child, _ in sub.named_children()]
+    return [name for name, _ in module.named_children()]
+
+
+def _input_shape(torch, inputs):
+    """The micro-batch (leading dimension) of the first input tensor, and
+    its sequence length when it is a 2-D batch of integer token ids."""
+    for tensor in _tensors(torch, inputs):
+        if tensor.dim() == 0:
+            continue
+        seq_len = None
+        if tensor.dim() == 2 and not tensor.is_floating_point() and not tensor.is_complex():
+            seq_len = int(tensor.shape[1])
+        return int(tensor.shape[0]), seq_len
+    return None, None

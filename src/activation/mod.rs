@@ -45,6 +45,7 @@ mod tally;
 mod techniques;
 #[cfg(test)]
 mod tests;
+pub mod traced;
 mod workload;
 
 use serde::Serialize;
@@ -59,6 +60,7 @@ pub use self::seq2seq::notes as encoder_decoder_notes;
 use self::step::Step;
 use self::tally::plus;
 pub use self::techniques::notes as technique_notes;
+pub use self::traced::{ActivationTrace, TracedBlock};
 pub use self::workload::{Attention, Loss, Platform, Recompute, Workload};
 use crate::architecture::Dimensions;
 use crate::error::Result;

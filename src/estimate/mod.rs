@@ -580,7 +580,11 @@ fn heaviest_step(
         let Some(device) = stages.get(stage) else {
             continue;
         };
-        let activations = activations.map(|a| with_autocast(a, device)).transpose()?;
+        // A trace already holds what autocast saved, if it ran under it.
+        let activations = match model.traced {
+            Some(_) => activations,
+            None => activations.map(|a| with_autocast(a, device)).transpose()?,
+        };
         let step = timeline::peak_of(&step_plan::plan(
             model,
             setup,
@@ -779,6 +783,18 @@ fn activations_with(
     adapters: &AdapterFacts,
     setup: &Setup,
 ) -> Result<Option<Vec<Activations>>> {
+    // A trace of the module gives its activations, for the shape it ran.
+    if let (Some(trace), Some(workload)) = (&model.traced, &setup.workload) {
+        let workload = Workload {
+            tensor_parallel: setup.parallelism.tensor,
+            pipeline: setup.parallelism.pipeline,
+            context_parallel: setup.parallelism.context,
+            ..workload.clone()
+        };
+        return Ok(Some(vec![activation::traced::activations(
+            trace, &workload,
+        )?]));
+    }
     match activation_workload(model, adapters, setup)? {
         Some(workload) => Ok(Some(activation::stages(
             &*activation_dimensions(model)?,
@@ -812,6 +828,15 @@ fn activation_workload(
     adapters: &AdapterFacts,
     setup: &Setup,
 ) -> Result<Option<Workload>> {
+    // `estimate` reads a trace before this (`activations_with`); a search
+    // over workloads (`plan`'s pricer) would price others than the traced.
+    if model.traced.is_some() && setup.workload.is_some() {
+        return Err(Error::InvalidValue {
+            what: "--model",
+            value: model.name.clone(),
+            reason: "its inventory carries an activation trace, which prices the one workload traced: `estimate` and `timeline` read it; accepted here: the inventory without `activations_trace`".to_string(),
+        });
+    }
     let (Some(workload), Some(_)) = (&setup.workload, &model.dimensions) else {
         return Ok(None);
     };
@@ -908,6 +933,9 @@ fn trained_image_parts(model: &Model, images: &ImageInputs) -> Result<ImageInput
 fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<String> {
     let mut notes = Vec::new();
     match (&setup.workload, &model.dimensions) {
+        (Some(_), _) if model.traced.is_some() => {
+            notes.extend(model.traced.iter().flat_map(activation::traced::notes));
+        }
         (None, _) => notes.push(
             "activations are not estimated: no micro-batch given (--micro-batch and --seq-len); the peak is the model states and the step's temporaries"
                 .to_string(),

@@ -18,6 +18,13 @@
 //! are priced as they are. A transformers `config` gives the activation
 //! sizes (and nothing else: the tensors are the module's). Buffers are not
 //! trained and not priced; a note counts them.
+//!
+//! `"activations_trace"` (optional, `trainmem.Trace.schedule()`) carries
+//! what `trainmem.trace_activations` saw autograd save in one forward: the
+//! traced micro-batch (and sequence length), the saved bytes of each
+//! top-level block in run order, what was saved before and after the
+//! blocks, the outputs not saved, and their total. The engine then prices
+//! those activations instead of a rule's (`crate::activation::traced`).
 
 use std::io::Read;
 use std::path::Path;
@@ -25,6 +32,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::activation::{ActivationTrace, TracedBlock};
 use crate::architecture;
 use crate::checkpoint::{self, MAX_CHECKPOINT_TENSORS};
 use crate::dtype::DType;
@@ -55,6 +63,36 @@ struct Raw {
     config: Option<Value>,
     #[serde(default)]
     notes: Vec<String>,
+    /// What `trainmem.trace_activations` saw autograd save, when traced.
+    #[serde(default)]
+    activations_trace: Option<RawTrace>,
+}
+
+/// A trace's saved bytes by top-level block, in run order (see
+/// `crate::activation::traced`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrace {
+    micro_batch: u64,
+    #[serde(default)]
+    seq_len: Option<u64>,
+    blocks: Vec<RawBlock>,
+    before_blocks: u64,
+    after_blocks: u64,
+    outputs: u64,
+    /// The largest single storage saved.
+    #[serde(default)]
+    largest_storage: u64,
+    /// The trace's own total, checked against the parts.
+    total: u64,
+}
+
+/// One traced block.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBlock {
+    name: String,
+    bytes: u64,
 }
 
 /// One parameter tensor, stored once however many names it has.
@@ -180,6 +218,9 @@ pub fn parse_inventory(bytes: &[u8], name: &str, source: &str) -> Result<Model> 
         model.task = task;
     }
     model.notes.extend(raw.notes);
+    if let Some(trace) = raw.activations_trace {
+        model.traced = Some(activation_trace(trace).map_err(invalid)?);
+    }
     if tied_names > 0 {
         model.notes.push(format!(
             "{tied_names} tied parameter names share a storage with another and are counted once"
@@ -201,6 +242,47 @@ pub fn parse_inventory(bytes: &[u8], name: &str, source: &str) -> Result<Model> 
         ));
     }
     Ok(model)
+}
+
+/// A trace as the engine prices it, its parts adding up to its total.
+fn activation_trace(raw: RawTrace) -> std::result::Result<ActivationTrace, String> {
+    if raw.micro_batch == 0 || raw.seq_len == Some(0) {
+        return Err(
+            "activations_trace: a micro-batch or sequence of 0; accepted: the traced input's sizes, at least 1"
+                .to_string(),
+        );
+    }
+    if raw.blocks.len() > MAX_CHECKPOINT_TENSORS {
+        return Err(format!(
+            "activations_trace: more than {MAX_CHECKPOINT_TENSORS} blocks; accepted: at most {MAX_CHECKPOINT_TENSORS}"
+        ));
+    }
+    let trace = ActivationTrace {
+        micro_batch: raw.micro_batch,
+        seq_len: raw.seq_len,
+        blocks: raw
+            .blocks
+            .into_iter()
+            .map(|b| TracedBlock {
+                name: b.name,
+                bytes: Bytes(b.bytes),
+            })
+            .collect(),
+        before_blocks: Bytes(raw.before_blocks),
+        after_blocks: Bytes(raw.after_blocks),
+        outputs: Bytes(raw.outputs),
+        largest_storage: Bytes(raw.largest_storage),
+    };
+    let total = trace
+        .total()
+        .map_err(|e| format!("activations_trace: {e}"))?;
+    if total != Bytes(raw.total) {
+        return Err(format!(
+            "activations_trace: the blocks, before_blocks, after_blocks and outputs add up to {} bytes, not the total {}; accepted: a trace written by trainmem.trace_activations",
+            total.0, raw.total
+        ));
+    }
+    Ok(trace)
 }
 
 /// The dtype named `text` (a safetensors name) of tensor `name`.
@@ -259,6 +341,28 @@ mod tests {
         assert_eq!(model.model_type.as_deref(), Some("gpt2"));
         assert_eq!(model.task, Some(architecture::Task::CausalLm));
         assert!(model.dimensions.is_some());
+    }
+
+    #[test]
+    fn a_trace_is_read_and_its_parts_must_add_up() {
+        let text = |total: u64| {
+            format!(
+                r#"{{"trainmem_inventory": 1, "parameters": [{{"name": "w", "shape": [2], "dtype": "F32", "trainable": true}}],
+                    "activations_trace": {{"micro_batch": 2, "blocks": [{{"name": "a", "bytes": 10}}, {{"name": "b", "bytes": 20}}],
+                      "before_blocks": 1, "after_blocks": 2, "outputs": 3, "total": {total}}}}}"#
+            )
+        };
+        let trace = parse(&text(36)).unwrap().traced.unwrap();
+        assert_eq!(trace.micro_batch, 2);
+        assert_eq!(trace.seq_len, None);
+        assert_eq!(trace.blocks[1].bytes, Bytes(20));
+        assert_eq!(trace.total().unwrap(), Bytes(36));
+        let error = parse(&text(35)).unwrap_err().to_string();
+        assert!(
+            error.contains("add up to 36 bytes, not the total 35"),
+            "{error}"
+        );
+        assert!(parse(&text(36).replace("\"total\"", "\"totl\"")).is_err());
     }
 
     #[test]

@@ -42,6 +42,10 @@ pub struct Model {
     pub notes: Vec<String>,
     /// Every parameter tensor, tied weights once.
     pub tensors: Vec<Tensor>,
+    /// What a trace of the module saw autograd save, when its inventory
+    /// carries one (`trainmem.trace_activations`): its activations.
+    #[serde(skip)]
+    pub traced: Option<crate::activation::ActivationTrace>,
 }
 
 /// How many tensors and parameters play one role.
@@ -84,6 +88,7 @@ impl Model {
             checkpoint: None,
             dimensions: None,
             notes: Vec::new(),
+            traced: None,
             tensors: vec![Tensor::new(
                 "parameters",
                 Shape::vector(parameters.0),
@@ -108,6 +113,7 @@ impl Model {
             checkpoint: None,
             dimensions: None,
             notes: Vec::new(),
+            traced: None,
             tensors,
         }
     }

@@ -164,10 +164,7 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
     let mut bases = Vec::new();
     let mut model: Option<Model> = None;
     for framework in &frameworks {
-        let flags = base.with(&[
-            ("--framework", framework_name(*framework)),
-            ("--micro-batch", "1"),
-        ]);
+        let flags = base.with(&[("--framework", framework.name()), ("--micro-batch", "1")]);
         let (m, setup, _, _) = estimate_request(&flags.parse()?)?;
         if model.is_none() {
             model = Some(m);
@@ -446,16 +443,6 @@ fn shardings(
         .collect())
 }
 
-/// The `--framework` value of a framework.
-fn framework_name(framework: Framework) -> &'static str {
-    match framework {
-        Framework::DeepSpeed => "deepspeed",
-        Framework::Megatron => "megatron",
-        Framework::Fsdp2 => "fsdp2",
-        Framework::Fsdp1 => "fsdp1",
-    }
-}
-
 /// `--headroom`: `5%` or `0.05`, in basis points below 10,000.
 fn headroom_basis_points(text: &str) -> Result<u64> {
     let invalid = || Error::InvalidValue {
@@ -463,13 +450,7 @@ fn headroom_basis_points(text: &str) -> Result<u64> {
         value: text.to_string(),
         reason: "a share of the capacity from 0 to under 100%: such as 5% or 0.05".to_string(),
     };
-    let trimmed = text.trim();
-    let (number, scale) = match trimmed.strip_suffix('%') {
-        Some(percent) => (percent.trim(), 100.0),
-        None => (trimmed, 1.0),
-    };
-    let value: f64 = number.parse().map_err(|_| invalid())?;
-    let fraction = value / scale;
+    let fraction = crate::request::resolve::share(text).ok_or_else(invalid)?;
     if !(fraction.is_finite() && (0.0..1.0).contains(&fraction)) {
         return Err(invalid());
     }

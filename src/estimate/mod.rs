@@ -432,7 +432,7 @@ fn estimate_with_timeline(
         events: Vec::new(),
         ..step.clone()
     };
-    let (time, time_unavailable) = step_time(model, setup);
+    let (time, time_unavailable) = step_time(setup, || Work::of(model));
     let estimate = Estimate {
         time,
         time_unavailable,
@@ -507,8 +507,13 @@ fn check_setup(model: &Model, sizes: &crate::parallel::Splittable, setup: &Setup
     )
 }
 
-/// The step's time under `setup.speed`, or why there is none.
-fn step_time(model: &Model, setup: &Setup) -> (Option<StepTime>, Option<String>) {
+/// The step's time under `setup.speed`, or why there is none. `work` is
+/// asked for only when the step is timed (`Work::of` walks the tensors; a
+/// layout search passes the one it read once).
+pub fn step_time<W: std::borrow::Borrow<Work>>(
+    setup: &Setup,
+    work: impl FnOnce() -> W,
+) -> (Option<StepTime>, Option<String>) {
     match (&setup.speed, &setup.workload) {
         (Speed::Unknown(why), _) => (None, Some(why.clone())),
         (Speed::Known(_), None) => (
@@ -517,7 +522,7 @@ fn step_time(model: &Model, setup: &Setup) -> (Option<StepTime>, Option<String>)
         ),
         (Speed::Known(rates), Some(workload)) => (
             Some(crate::step_time::price(
-                &Work::of(model),
+                work().borrow(),
                 &setup.parallelism,
                 workload,
                 setup.step.grad_accumulation,

@@ -157,6 +157,28 @@ impl ZeroStage {
         }
     }
 
+    /// The stage as `--zero` writes it: `"0"` to `"3"` ([`ZeroStage::parse`] reads it).
+    pub fn name(self) -> &'static str {
+        match self {
+            ZeroStage::None => "0",
+            ZeroStage::OptimizerStates => "1",
+            ZeroStage::Gradients => "2",
+            ZeroStage::Weights => "3",
+        }
+    }
+
+    /// The FSDP sharding strategy of this stage, hybrid or not, as `--fsdp`
+    /// writes it ([`ZeroStage::from_fsdp`] reads it). FSDP has no stage 1:
+    /// it is written as shard-grad-op, the next stage up.
+    pub fn fsdp_name(self, hybrid: bool) -> &'static str {
+        match (self, hybrid) {
+            (ZeroStage::Weights, true) => "hybrid-shard",
+            (ZeroStage::Weights, false) => "full-shard",
+            (ZeroStage::None, _) => "no-shard",
+            _ => "shard-grad-op",
+        }
+    }
+
     /// The ZeRO stage of an FSDP sharding strategy, and whether it is hybrid.
     pub fn from_fsdp(name: &str) -> Result<(ZeroStage, bool)> {
         match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
@@ -190,6 +212,15 @@ impl ZeroStage {
 }
 
 impl Offload {
+    /// As `--offload` writes it ([`Offload::parse`] reads it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Offload::None => "none",
+            Offload::Optimizer => "optimizer",
+            Offload::OptimizerAndParams => "optimizer+params",
+        }
+    }
+
     /// Reads `none`, `optimizer` or `optimizer+params`.
     pub fn parse(text: &str) -> Result<Offload> {
         match text.trim().to_ascii_lowercase().as_str() {
@@ -220,6 +251,16 @@ impl Framework {
                 suggestion: None,
                 accepted: "deepspeed, megatron, fsdp2, fsdp1".to_string(),
             }),
+        }
+    }
+
+    /// The framework as `--framework` writes it ([`Framework::parse`] reads it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Framework::DeepSpeed => "deepspeed",
+            Framework::Megatron => "megatron",
+            Framework::Fsdp2 => "fsdp2",
+            Framework::Fsdp1 => "fsdp1",
         }
     }
 

@@ -4,9 +4,9 @@
 use super::Request;
 use super::space::{Layout, Structure, batches, kernels, recompute_modes, structures};
 use crate::error::{Error, Result};
-use crate::estimate::{Pricer, Setup};
+use crate::estimate::{Pricer, Setup, step_time};
 use crate::parallel::{Framework, Offload};
-use crate::step_time::{self, Speed, StepTime, Work};
+use crate::step_time::{Speed, StepTime, Work};
 use crate::units::Bytes;
 
 /// One layout that fits.
@@ -30,7 +30,7 @@ impl Row {
 }
 
 /// What a search found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Outcome {
     /// Layouts the search covered: every accepted combination of the axes.
     pub candidates: u64,
@@ -86,15 +86,7 @@ pub fn search(request: &Request) -> Result<Outcome> {
                 .collect()
         })
     };
-    let mut outcome = Outcome {
-        candidates: 0,
-        priced: 0,
-        refused: 0,
-        batch_mismatch: 0,
-        kept: Vec::new(),
-        time_unavailable: None,
-        refusal: None,
-    };
+    let mut outcome = Outcome::default();
     for part in parts.drain(..) {
         let part = part?;
         outcome.candidates += part.candidates;
@@ -140,24 +132,12 @@ fn search_part<'s>(
 ) -> Result<Outcome> {
     let axes = &request.axes;
     let mut pricer = Pricer::new(request.model);
-    let mut out = Outcome {
-        candidates: 0,
-        priced: 0,
-        refused: 0,
-        batch_mismatch: 0,
-        kept: Vec::new(),
-        time_unavailable: None,
-        refusal: None,
-    };
+    let mut out = Outcome::default();
     for (position, structure) in structures {
         let base = base(request, structure.sharding.framework)?;
-        let rates = match &base.speed {
-            Speed::Known(rates) => Some(rates.clone()),
-            Speed::Unknown(why) => {
-                out.time_unavailable = Some(why.clone());
-                None
-            }
-        };
+        if let Speed::Unknown(why) = &base.speed {
+            out.time_unavailable.get_or_insert_with(|| why.clone());
+        }
         let batches = batches(axes, structure.data(axes.gpus));
         if batches.is_empty() {
             out.batch_mismatch += 1;
@@ -246,20 +226,7 @@ fn search_part<'s>(
                     }
                     continue;
                 }
-                let workload = setup.workload.as_ref().ok_or_else(|| Error::Missing {
-                    what: "workload",
-                    accepted: "plan needs --seq-len S".to_string(),
-                })?;
-                let time = rates.as_ref().map(|rates| {
-                    step_time::price(
-                        work,
-                        &setup.parallelism,
-                        workload,
-                        setup.step.grad_accumulation,
-                        setup.precision.fp8.is_some(),
-                        rates,
-                    )
-                });
+                let (time, _) = step_time(&setup, || work);
                 out.kept.push(Row {
                     layout: candidate,
                     peak,

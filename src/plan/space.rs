@@ -39,25 +39,34 @@ pub struct Sharding {
 impl Sharding {
     /// The `estimate` flags that choose it.
     pub fn flags(self) -> Vec<String> {
-        let zero = match self.zero {
-            ZeroStage::None => "0",
-            ZeroStage::OptimizerStates => "1",
-            ZeroStage::Gradients => "2",
-            ZeroStage::Weights => "3",
-        };
-        let strategy = match (self.zero, self.hybrid) {
-            (ZeroStage::Weights, true) => "hybrid-shard",
-            (ZeroStage::Weights, false) => "full-shard",
-            (ZeroStage::None, _) => "no-shard",
-            _ => "shard-grad-op",
-        };
-        let words: &[&str] = match self.framework {
-            Framework::DeepSpeed => &["--zero", zero],
-            Framework::Megatron => &["--framework", "megatron", "--zero", zero],
-            Framework::Fsdp2 => &["--fsdp", strategy],
-            Framework::Fsdp1 => &["--framework", "fsdp1", "--fsdp", strategy],
-        };
-        words.iter().map(|w| w.to_string()).collect()
+        self.words()
+            .into_iter()
+            .flatten()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Its flags and their values, without building strings: a search
+    /// counts them for every comparison of its sort.
+    fn words(self) -> [Option<&'static str>; 4] {
+        let zero = self.zero.name();
+        let strategy = self.zero.fsdp_name(self.hybrid);
+        match self.framework {
+            Framework::DeepSpeed => [Some("--zero"), Some(zero), None, None],
+            Framework::Megatron => [
+                Some("--framework"),
+                Some("megatron"),
+                Some("--zero"),
+                Some(zero),
+            ],
+            Framework::Fsdp2 => [Some("--fsdp"), Some(strategy), None, None],
+            Framework::Fsdp1 => [
+                Some("--framework"),
+                Some("fsdp1"),
+                Some("--fsdp"),
+                Some(strategy),
+            ],
+        }
     }
 
     /// Every sharding `framework` offers on `nodes` nodes.
@@ -375,73 +384,88 @@ pub fn divisors(n: u64) -> Vec<u64> {
     small
 }
 
+/// A layout flag's value, written out only when the flags are.
+#[derive(Clone, Copy)]
+enum Value {
+    /// A switch.
+    Bare,
+    Number(u64),
+    Name(&'static str),
+    Loss(Loss),
+}
+
 impl Layout {
+    /// The flags beyond the sharding's, each with whether it is given: the
+    /// one list [`Layout::flags`] writes and [`Layout::flag_count`] counts.
+    fn options(&self) -> [(bool, &'static str, Value); 12] {
+        [
+            (self.tensor > 1, "--tp", Value::Number(self.tensor)),
+            (self.pipeline > 1, "--pp", Value::Number(self.pipeline)),
+            (self.context > 1, "--cp", Value::Number(self.context)),
+            (self.expert > 1, "--ep", Value::Number(self.expert)),
+            (self.sequence_parallel, "--sequence-parallel", Value::Bare),
+            (
+                self.offload != Offload::None,
+                "--offload",
+                Value::Name(self.offload.name()),
+            ),
+            (
+                self.recompute != Recompute::None,
+                "--recompute",
+                Value::Name(self.recompute.name()),
+            ),
+            (
+                self.recompute_every > 1,
+                "--recompute-every",
+                Value::Number(self.recompute_every),
+            ),
+            (
+                self.loss != Loss::Standard,
+                "--loss",
+                Value::Loss(self.loss),
+            ),
+            (
+                self.offload_activations,
+                "--offload-activations",
+                Value::Bare,
+            ),
+            (true, "--micro-batch", Value::Number(self.micro_batch)),
+            (
+                self.accumulation > 1,
+                "--grad-accumulation",
+                Value::Number(self.accumulation),
+            ),
+        ]
+    }
+
     /// The `estimate` flags that choose this layout (beside the user's own).
     pub fn flags(&self) -> Vec<String> {
         let mut flags = self.sharding.flags();
-        let mut push = |flag: &str, value: String| {
+        for (given, flag, value) in self.options() {
+            if !given {
+                continue;
+            }
             flags.push(flag.to_string());
-            if !value.is_empty() {
-                flags.push(value);
+            match value {
+                Value::Bare => {}
+                Value::Number(n) => flags.push(n.to_string()),
+                Value::Name(name) => flags.push(name.to_string()),
+                Value::Loss(loss) => flags.push(loss.name()),
             }
-        };
-        for (flag, degree) in [
-            ("--tp", self.tensor),
-            ("--pp", self.pipeline),
-            ("--cp", self.context),
-            ("--ep", self.expert),
-        ] {
-            if degree > 1 {
-                push(flag, degree.to_string());
-            }
-        }
-        if self.sequence_parallel {
-            push("--sequence-parallel", String::new());
-        }
-        match self.offload {
-            Offload::None => {}
-            Offload::Optimizer => push("--offload", "optimizer".to_string()),
-            Offload::OptimizerAndParams => push("--offload", "optimizer+params".to_string()),
-        }
-        if self.recompute != Recompute::None {
-            push("--recompute", self.recompute.name().to_string());
-        }
-        if self.recompute_every > 1 {
-            push("--recompute-every", self.recompute_every.to_string());
-        }
-        if self.loss != Loss::Standard {
-            push("--loss", self.loss.name());
-        }
-        if self.offload_activations {
-            push("--offload-activations", String::new());
-        }
-        push("--micro-batch", self.micro_batch.to_string());
-        if self.accumulation > 1 {
-            push("--grad-accumulation", self.accumulation.to_string());
         }
         flags
     }
 
     /// How many flags [`Layout::flags`] gives, without building them.
     pub fn flag_count(&self) -> usize {
-        let words = |present: bool, n: usize| if present { n } else { 0 };
-        let sharding = match self.sharding.framework {
-            Framework::DeepSpeed | Framework::Fsdp2 => 2,
-            Framework::Megatron | Framework::Fsdp1 => 4,
-        };
-        sharding
-            + words(self.tensor > 1, 2)
-            + words(self.pipeline > 1, 2)
-            + words(self.context > 1, 2)
-            + words(self.expert > 1, 2)
-            + words(self.sequence_parallel, 1)
-            + words(self.offload != Offload::None, 2)
-            + words(self.recompute != Recompute::None, 2)
-            + words(self.recompute_every > 1, 2)
-            + words(self.loss != Loss::Standard, 2)
-            + words(self.offload_activations, 1)
-            + 2
-            + words(self.accumulation > 1, 2)
+        let sharding = self.sharding.words().iter().flatten().count();
+        let options: usize = self
+            .options()
+            .iter()
+            .filter(|(given, _, _)| *given)
+            .map(|(_, _, value)| if matches!(value, Value::Bare) { 1 } else { 2 })
+            .sum();
+        sharding + options
     }
 
     /// `base` (the user's flags, under this layout's framework) with this
@@ -486,6 +510,65 @@ mod tests {
         assert_eq!(divisors(12), vec![1, 2, 3, 4, 6, 12]);
         assert_eq!(divisors(1), vec![1]);
         assert_eq!(divisors(16), vec![1, 2, 4, 8, 16]);
+    }
+
+    #[test]
+    fn flag_count_counts_the_flags_written() {
+        let plain = Layout {
+            sharding: Sharding {
+                framework: Framework::DeepSpeed,
+                zero: ZeroStage::OptimizerStates,
+                hybrid: false,
+            },
+            tensor: 1,
+            pipeline: 1,
+            context: 1,
+            expert: 1,
+            sequence_parallel: false,
+            offload: Offload::None,
+            recompute: Recompute::None,
+            recompute_every: 1,
+            loss: Loss::Standard,
+            offload_activations: false,
+            micro_batch: 1,
+            accumulation: 1,
+        };
+        let every = Layout {
+            sharding: Sharding {
+                framework: Framework::Fsdp1,
+                zero: ZeroStage::Weights,
+                hybrid: true,
+            },
+            tensor: 2,
+            pipeline: 4,
+            context: 2,
+            expert: 8,
+            sequence_parallel: true,
+            offload: Offload::OptimizerAndParams,
+            recompute: Recompute::Full,
+            recompute_every: 2,
+            loss: Loss::Chunked(8),
+            offload_activations: true,
+            micro_batch: 3,
+            accumulation: 16,
+        };
+        let megatron = Layout {
+            sharding: Sharding {
+                framework: Framework::Megatron,
+                ..plain.sharding
+            },
+            ..plain
+        };
+        for layout in [plain, every, megatron] {
+            assert_eq!(
+                layout.flag_count(),
+                layout.flags().len(),
+                "{:?}",
+                layout.flags()
+            );
+        }
+        assert_eq!(plain.flags(), ["--zero", "1", "--micro-batch", "1"]);
+        assert_eq!(every.flags().len(), 26);
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub(super) fn layout(e: &Estimate) -> Option<String> {
         ZeroStage::None => "no sharding".to_string(),
         stage => format!(
             "ZeRO-{}{}",
-            stage as u8,
+            stage.name(),
             if p.hybrid { " within each node" } else { "" }
         ),
     };

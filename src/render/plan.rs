@@ -104,32 +104,17 @@ fn command(base: &[String], row: &Row) -> String {
     words.join(" ")
 }
 
-/// The sharding in words: `ZeRO-3`, `FSDP full-shard`, `Megatron dist-opt`.
+/// The sharding in words: `ZeRO-3`, `FSDP2 full-shard`, `Megatron dist-opt`.
 fn sharding(row: &Row) -> String {
     use crate::parallel::{Framework, ZeroStage};
     let s = row.layout.sharding;
-    let strategy = match (s.zero, s.hybrid) {
-        (ZeroStage::Weights, true) => "hybrid-shard",
-        (ZeroStage::Weights, false) => "full-shard",
-        (ZeroStage::None, _) => "no-shard",
-        _ => "shard-grad-op",
-    };
+    let strategy = s.zero.fsdp_name(s.hybrid);
     match s.framework {
-        Framework::DeepSpeed => format!("ZeRO-{}", zero_digit(s.zero)),
+        Framework::DeepSpeed => format!("ZeRO-{}", s.zero.name()),
         Framework::Megatron if s.zero == ZeroStage::None => "Megatron".to_string(),
         Framework::Megatron => "Megatron dist-opt".to_string(),
         Framework::Fsdp2 => format!("FSDP2 {strategy}"),
         Framework::Fsdp1 => format!("FSDP1 {strategy}"),
-    }
-}
-
-fn zero_digit(zero: crate::parallel::ZeroStage) -> u8 {
-    use crate::parallel::ZeroStage;
-    match zero {
-        ZeroStage::None => 0,
-        ZeroStage::OptimizerStates => 1,
-        ZeroStage::Gradients => 2,
-        ZeroStage::Weights => 3,
     }
 }
 

@@ -889,6 +889,17 @@ const TERA: u64 = 1_000_000_000_000;
 const MAX_PEAK_TFLOPS: f64 = 1e6;
 const GIGA: u64 = 1_000_000_000;
 
+/// A share written as a fraction (`0.44`) or a percentage (`44%`), as a
+/// fraction; `None` when it is not a number. Callers check its range.
+pub fn share(text: &str) -> Option<f64> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (trimmed, 1.0),
+    };
+    number.parse::<f64>().ok().map(|value| value / scale)
+}
+
 /// `--mfu`: a fraction in (0, 1], as `0.44` or `44%`, in basis points.
 fn mfu_basis_points(text: &str) -> Result<u32> {
     let invalid = |reason: &str| Error::InvalidValue {
@@ -896,15 +907,8 @@ fn mfu_basis_points(text: &str) -> Result<u32> {
         value: text.to_string(),
         reason: reason.to_string(),
     };
-    let trimmed = text.trim();
-    let (number, scale) = match trimmed.strip_suffix('%') {
-        Some(n) => (n.trim(), 100.0),
-        None => (trimmed, 1.0),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| invalid("give a fraction such as 0.44 or a percentage such as 44%"))?;
-    let fraction = value / scale;
+    let fraction = share(text)
+        .ok_or_else(|| invalid("give a fraction such as 0.44 or a percentage such as 44%"))?;
     if !(fraction.is_finite() && fraction > 0.0 && fraction <= 1.0) {
         return Err(invalid(
             "the share of the peak must be above 0 and at most 1 (100%)",

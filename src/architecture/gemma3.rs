@@ -73,9 +73,7 @@ pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
         vec![vision_hidden],
         Norm::Weight,
     )?;
-    for param in language.iter() {
-        params.tensor(param.name.clone(), param.shape.dims().to_vec(), param.role)?;
-    }
+    params.append(language);
     Ok(whole(params))
 }
 

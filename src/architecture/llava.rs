@@ -98,9 +98,7 @@ pub fn describe(config: &Config, task: Task) -> Result<Decoder> {
     let mut params = Params::new();
     params.mount("model.vision_tower", vision_params);
     params.mount("model.multi_modal_projector", projector);
-    for param in language.iter() {
-        params.tensor(param.name.clone(), param.shape.dims().to_vec(), param.role)?;
-    }
+    params.append(language);
     Ok(whole(params))
 }
 

@@ -113,6 +113,12 @@ impl Params {
         }));
     }
 
+    /// Appends `other`'s parameters under their own names (a model mounted
+    /// at the root, as a vision-language model holds its language model).
+    pub fn append(&mut self, other: Params) {
+        self.0.extend(other.0);
+    }
+
     /// How many parameters the list holds.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -173,9 +173,7 @@ fn describe_version(config: &Config, version: Version) -> Result<Decoder> {
         language_model(config, text_config(config)?, section, &TEXT, Tying::Either)?;
     let mut params = Params::new();
     params.mount("model.visual", visual);
-    for param in language.iter() {
-        params.tensor(param.name.clone(), param.shape.dims().to_vec(), param.role)?;
-    }
+    params.append(language);
     Ok(whole(params))
 }
 

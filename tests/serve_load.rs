@@ -777,3 +777,209 @@ fn an_oversized_head_is_refused_431() {
         "{answer:.100}"
     );
 }
+
+// Issue 28, finding 10: every `Origin` checked, two `Host`s refused, a
+// declared oversize body answered 413 at once, and expensive requests shed
+// (their work stopped at its deadline) while cheap ones all succeed.
+
+#[test]
+fn every_origin_is_checked_and_two_hosts_are_refused() {
+    let _alone = alone();
+    let server = Server::start();
+    let host = server.address.to_string();
+    let ours = format!("Origin: http://{host}\r\n");
+    let foreign = "Origin: http://evil.example\r\n";
+    for origins in [format!("{ours}{foreign}"), format!("{foreign}{ours}")] {
+        let request = head("POST", "/api/estimate", Some(&host), &origins, ESTIMATE) + ESTIMATE;
+        let answer = exchange(server.address, &request);
+        assert_eq!(answer.status, 403, "{origins}: {answer:?}");
+        assert!(
+            answer
+                .error()
+                .contains("refused origin `http://evil.example`"),
+            "{answer:?}"
+        );
+    }
+    let twice = format!("Host: {host}\r\n");
+    let answer = exchange(server.address, &head("GET", "/", Some(&host), &twice, ""));
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(
+        answer.error().contains("more than one `host`"),
+        "{answer:?}"
+    );
+}
+
+#[test]
+fn a_body_declared_over_the_limit_is_answered_413_before_it_is_sent() {
+    let _alone = alone();
+    let server = Server::start();
+    let mut stream = connect(server.address);
+    // The head only: the server must not wait (10 s, then 408) for a body it
+    // would refuse anyway.
+    let request = format!(
+        "POST /api/estimate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let answer = read_answer(&mut BufReader::new(&stream)).expect("an answer");
+    assert_eq!(answer.status, 413, "{answer:?}");
+    assert!(answer.error().contains("larger than 64 KiB"), "{answer:?}");
+    assert_eq!(answer.header("connection"), Some("close"));
+    // Just over the limit, declared: the same; at the limit, read as usual.
+    let over = format!(
+        "POST /api/estimate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        64 * 1024 + 1
+    );
+    let mut stream = connect(server.address);
+    stream.write_all(over.as_bytes()).unwrap();
+    let answer = read_answer(&mut BufReader::new(&stream)).expect("an answer");
+    assert_eq!(answer.status, 413, "{answer:?}");
+}
+
+/// What the clients of one kind saw under the mixed load.
+#[derive(Debug, Default)]
+struct Statuses {
+    ok: usize,
+    busy: usize,
+    timed_out: usize,
+    other: Vec<String>,
+    slowest: Duration,
+}
+
+/// Sends `request` on kept-alive connections until `until` or `most`
+/// requests, pausing `after_busy` after a 503 as its `Retry-After` asks.
+fn tally(
+    address: SocketAddr,
+    request: &str,
+    until: Instant,
+    most: usize,
+    after_busy: Duration,
+) -> Statuses {
+    let mut seen = Statuses::default();
+    let mut connection: Option<BufReader<TcpStream>> = None;
+    for _ in 0..most {
+        if Instant::now() >= until {
+            break;
+        }
+        let reader = connection.get_or_insert_with(|| BufReader::new(connect(address)));
+        let start = Instant::now();
+        let answer = reader
+            .get_mut()
+            .write_all(request.as_bytes())
+            .and_then(|()| read_answer(reader));
+        seen.slowest = seen.slowest.max(start.elapsed());
+        match answer {
+            Ok(answer) if answer.status == 200 => seen.ok += 1,
+            Ok(answer) if answer.status == 503 => {
+                seen.busy += 1;
+                thread::sleep(after_busy);
+            }
+            Ok(answer) if answer.status == 504 => seen.timed_out += 1,
+            Ok(answer) => seen
+                .other
+                .push(format!("{} {:.200}", answer.status, answer.body)),
+            Err(error) => {
+                seen.other.push(error.to_string());
+                connection = None;
+            }
+        }
+    }
+    seen
+}
+
+/// Every client of a kind, added up.
+fn add_up(clients: Vec<thread::JoinHandle<Statuses>>) -> Statuses {
+    let mut total = Statuses::default();
+    for client in clients {
+        let seen = client.join().unwrap();
+        total.ok += seen.ok;
+        total.busy += seen.busy;
+        total.timed_out += seen.timed_out;
+        total.other.extend(seen.other);
+        total.slowest = total.slowest.max(seen.slowest);
+    }
+    total
+}
+
+#[test]
+fn expensive_requests_are_shed_while_cheap_ones_all_succeed() {
+    let _alone = alone();
+    // The most expensive request the API takes: the techniques' ladder of
+    // eight estimates of deepseek-v3 at the most layers a config may have.
+    let preset = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/presets/deepseek-v3.json"
+    ))
+    .unwrap();
+    let mut config: Value = serde_json::from_str(&preset).unwrap();
+    config["num_hidden_layers"] = 1024.into();
+    let workload = serde_json::json!({"config": config, "micro_batch": 1, "seq_len": 4096});
+    let body = workload.to_string();
+    let expensive = head("POST", "/api/techniques", Some("localhost"), "", &body) + &body;
+    let one_estimate = head("POST", "/api/estimate", Some("localhost"), "", &body) + &body;
+    let cheap = head("POST", "/api/estimate", Some("localhost"), "", ESTIMATE) + ESTIMATE;
+    let small = r#"{"model": "llama-3.2-1b", "micro_batch": 1, "seq_len": 1024}"#;
+    let small_ladder = head("POST", "/api/techniques", Some("localhost"), "", small) + small;
+
+    // The reference: one estimate of the expensive model, alone, in this
+    // build on this machine. The deadline is three of them, so that the
+    // ladder (eight) always overruns it, and work told to stop (within one
+    // estimate) gives its worker back well within the wait for one.
+    let reference = in_process(Limits::default());
+    let start = Instant::now();
+    let answer = exchange(reference, &one_estimate);
+    let estimate_time = start.elapsed();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let deadline = estimate_time * 3;
+
+    // Two workers (one for heavy work) and few places in the queues, so
+    // that the expensive clients outnumber every place.
+    let limits = Limits {
+        workers: 2,
+        queue: 4,
+        heavy_queue: 2,
+        deadline,
+        ..Limits::default()
+    };
+    let address = in_process(limits);
+    let (expensive_clients, cheap_clients) = (12, 4);
+    let load = deadline * 3;
+    let until = Instant::now() + load;
+    let expensive: Vec<_> = (0..expensive_clients)
+        .map(|_| {
+            let request = expensive.clone();
+            thread::spawn(move || tally(address, &request, until, 20, Duration::from_millis(100)))
+        })
+        .collect();
+    let cheap: Vec<_> = (0..cheap_clients)
+        .map(|_| {
+            let request = cheap.clone();
+            thread::spawn(move || tally(address, &request, until, 10_000, Duration::ZERO))
+        })
+        .collect();
+    let (expensive, cheap) = (add_up(expensive), add_up(cheap));
+    println!(
+        "mixed load for {load:?} (deadline {deadline:?}): expensive {} x 200, {} x 503, {} x 504, slowest {:?}; cheap {} x 200, {} x 503, slowest {:?}",
+        expensive.ok,
+        expensive.busy,
+        expensive.timed_out,
+        expensive.slowest,
+        cheap.ok,
+        cheap.busy,
+        cheap.slowest
+    );
+    // Every cheap request answered, none behind an expensive one.
+    assert!(cheap.other.is_empty(), "{:?}", cheap.other);
+    assert_eq!((cheap.busy, cheap.timed_out), (0, 0), "{cheap:?}");
+    assert!(cheap.ok >= cheap_clients, "{cheap:?}");
+    assert!(cheap.slowest < deadline, "{cheap:?}");
+    // The expensive ones shed: 503 beyond their queue, 504 at the deadline.
+    assert!(expensive.other.is_empty(), "{:?}", expensive.other);
+    assert!(
+        expensive.busy > 0 && expensive.timed_out > 0,
+        "{expensive:?}"
+    );
+    // Their work stopped when answered: the heavy worker is free again for
+    // the next ladder, which waits for it at most the deadline.
+    let answer = exchange(address, &small_ladder);
+    assert_eq!(answer.status, 200, "{answer:?}");
+}

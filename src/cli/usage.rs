@@ -24,11 +24,21 @@ pub fn usage_error(error: &clap::Error, arguments: &[OsString]) -> String {
                 text(ContextKind::InvalidArg),
                 text(ContextKind::InvalidValue),
             ) {
+                let usage = flag;
                 let flag = flag.split_whitespace().next().unwrap_or(flag);
                 let reason = match (error.source(), error.get(ContextKind::ValidValue)) {
                     (Some(source), _) => source.to_string(),
-                    (None, Some(ContextValue::Strings(valid))) => {
+                    (None, Some(ContextValue::Strings(valid))) if !valid.is_empty() => {
                         format!("accepted: {}", valid.join(", "))
+                    }
+                    // A flag given bare (`--micro-batch` at the end of the
+                    // line, or `micro_batch=True` from Python): clap reports
+                    // an empty value with an empty list of values it takes.
+                    _ if value.is_empty() => {
+                        return escape(&format!(
+                            "error: {flag} needs a value; accepted: `{usage}`, see --help"
+                        ))
+                        .into_owned();
                     }
                     _ => "see --help".to_string(),
                 };
@@ -71,6 +81,21 @@ pub(crate) fn one_line(rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_flag_that_takes_a_value_says_so() {
+        use clap::Parser as _;
+        let arguments: Vec<OsString> = ["trainmem", "estimate", "--params", "7B", "--micro-batch"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let error = crate::cli::Cli::try_parse_from(&arguments).unwrap_err();
+        let line = usage_error(&error, &arguments);
+        assert_eq!(
+            line,
+            "error: --micro-batch needs a value; accepted: `--micro-batch <B>`, see --help"
+        );
+    }
 
     #[test]
     fn clap_errors_are_one_line() {

@@ -80,6 +80,19 @@ const LADDER: [Technique; 7] = [
 
 /// The ladder for `request`: the run as given, then each technique in turn.
 pub fn ladder(request: &EstimateRequest) -> Result<Ladder> {
+    climb(request, &|| false).map(|(ladder, _)| ladder)
+}
+
+/// [`ladder`], asking `stop` before each estimate after the first whether
+/// the answer is still wanted (the web server's request was answered at its
+/// deadline, or its client left): `None` once it says no, so that the work
+/// ends within one estimate instead of pricing every rung.
+pub fn ladder_until(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Option<Ladder>> {
+    climb(request, stop).map(|(ladder, stopped)| (!stopped).then_some(ladder))
+}
+
+/// The ladder as far as it was priced, and whether `stop` cut it short.
+fn climb(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<(Ladder, bool)> {
     if request.flags.workload.micro_batch.is_none() || request.flags.workload.seq_len.is_none() {
         return Err(Error::Missing {
             what: "--micro-batch and --seq-len",
@@ -103,6 +116,9 @@ pub fn ladder(request: &EstimateRequest) -> Result<Ladder> {
     let mut current = request.clone();
     let mut peak = first.memory.peak;
     for technique in &LADDER {
+        if stop() {
+            return Ok((ladder, true));
+        }
         let flags: Vec<String> = technique.flags.iter().map(|f| f.to_string()).collect();
         if let Some(reason) = (technique.not_for)(&current.flags) {
             ladder.skipped.push(Skipped {
@@ -132,5 +148,38 @@ pub fn ladder(request: &EstimateRequest) -> Result<Ladder> {
             }),
         }
     }
-    Ok(ladder)
+    Ok((ladder, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn request() -> EstimateRequest {
+        let flags = serde_json::json!({"model": "llama-3.2-1b", "micro-batch": 1, "seq-len": 1024});
+        EstimateRequest::from_json(flags.as_object().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_stopped_ladder_prices_no_more_rungs() {
+        let asked = Cell::new(0);
+        let stopped = ladder_until(&request(), &|| {
+            asked.set(asked.get() + 1);
+            true
+        })
+        .unwrap();
+        assert!(stopped.is_none());
+        // Asked once, before the first technique: no rung past the first.
+        assert_eq!(asked.get(), 1);
+        let asked = Cell::new(0);
+        let whole = ladder_until(&request(), &|| {
+            asked.set(asked.get() + 1);
+            false
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(asked.get(), LADDER.len());
+        assert_eq!(whole.rungs.len(), ladder(&request()).unwrap().rungs.len());
+    }
 }

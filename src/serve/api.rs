@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use super::failure::Failure;
 use super::json::{self, Refusal as JsonRefusal};
-use super::pool::{Pool, Refusal, Weight};
+use super::pool::{Cancel, Pool, Refusal, Weight};
 
 use crate::device::DEVICES;
 use crate::error::Error;
@@ -45,7 +45,7 @@ fn json_response(body: String) -> Response {
 async fn isolated(
     pool: &Pool,
     weight: Weight,
-    work: impl FnOnce() -> Result<String, Failure> + Send + 'static,
+    work: impl FnOnce(&Cancel) -> Result<String, Failure> + Send + 'static,
 ) -> Response {
     let deadline = pool.deadline().as_secs_f64();
     match pool.run(weight, work).await {
@@ -90,13 +90,14 @@ pub async fn estimate(
         Some(ModelSource::Config(_)) => Weight::Heavy,
         _ => Weight::Light,
     };
-    isolated(&pool, weight, move || answer(&request)).await
+    isolated(&pool, weight, move |_| answer(&request)).await
 }
 
 /// `POST /api/techniques`: what `trainmem techniques --format json` prints
 /// for the same request: the run with one memory technique more at each
 /// step, each step's peak exactly `estimate`'s with its flags. Up to eight
-/// estimates, so it counts as heavy work.
+/// estimates, so it counts as heavy work, and stops between them once it
+/// is answered at its deadline.
 pub async fn techniques(
     State(pool): State<Arc<Pool>>,
     headers: HeaderMap,
@@ -106,11 +107,14 @@ pub async fn techniques(
         Ok(request) => request,
         Err(failure) => return failure.into_response(),
     };
-    isolated(&pool, Weight::Heavy, move || {
+    isolated(&pool, Weight::Heavy, move |cancel| {
         let flags = &request.flags;
         let units = request::resolve::units(&flags.report, flags.capacity.capacity.as_deref())
             .map_err(|e| Failure::from_error(&e))?;
-        let ladder = request::techniques::ladder(&request).map_err(|e| Failure::from_error(&e))?;
+        // Stopped between estimates once the request was answered without it.
+        let ladder = request::techniques::ladder_until(&request, &|| cancel.is_set())
+            .map_err(|e| Failure::from_error(&e))?
+            .ok_or_else(|| Failure::new(StatusCode::GATEWAY_TIMEOUT, CANCELLED))?;
         Ok(render::techniques(&ladder, Format::Json, units))
     })
     .await
@@ -227,7 +231,7 @@ fn answer(request: &EstimateRequest) -> Result<String, Failure> {
 /// `GET /api/presets`: every preset with its hub id and exact parameter count.
 pub async fn presets(State(pool): State<Arc<Pool>>) -> Response {
     static LISTING: OnceLock<Result<String, String>> = OnceLock::new();
-    isolated(&pool, Weight::Light, || {
+    isolated(&pool, Weight::Light, |_| {
         LISTING
             .get_or_init(|| {
                 PRESETS
@@ -253,7 +257,7 @@ pub async fn presets(State(pool): State<Arc<Pool>>) -> Response {
 
 /// `GET /api/options`: the catalogues and the flags, for the page's menus.
 pub async fn options(State(pool): State<Arc<Pool>>) -> Response {
-    isolated(&pool, Weight::Light, || {
+    isolated(&pool, Weight::Light, |_| {
         let optimizers: Vec<Value> = OPTIMIZERS
             .iter()
             .map(|o| json!({ "name": o.name, "title": o.title, "summary": o.summary, "options": o.options }))
@@ -310,6 +314,10 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     )
     .into_response()
 }
+
+/// What stopped work would answer; no client reads it, as the request was
+/// answered (504) or its client left before.
+const CANCELLED: &str = "error: the work was stopped: its request was answered without it";
 
 const ROUTES: &str = "the server answers GET /, GET /favicon.ico, POST /api/estimate, POST /api/techniques, GET /api/presets and GET /api/options";
 

@@ -53,8 +53,10 @@ impl Hosts {
         )
     }
 
-    /// Refuses a request whose `Host`, absolute URI or `Origin` names another
-    /// server; an HTTP/1.1 request must name one.
+    /// Refuses a request whose `Host`, absolute URI or any `Origin` names
+    /// another server, and one with two `Host` headers (a proxy and the
+    /// server could each read a different one); an HTTP/1.1 request must
+    /// name one.
     pub fn check(&self, version: Version, uri: &Uri, headers: &HeaderMap) -> Result<(), Failure> {
         let mut hosts = headers.get_all(header::HOST).iter();
         let host = hosts.next();
@@ -83,7 +85,9 @@ impl Hosts {
                 ));
             }
         }
-        if let Some(origin) = headers.get(header::ORIGIN) {
+        // Every `Origin`, not the first only: a request naming a foreign page
+        // in any of them is refused, whatever the others say.
+        for origin in headers.get_all(header::ORIGIN) {
             let origin = String::from_utf8_lossy(origin.as_bytes());
             if !origin_host(&origin).is_some_and(|name| self.accepts(&name)) {
                 return Err(Failure::new(
@@ -240,6 +244,33 @@ mod tests {
                 "{origin}"
             );
         }
+    }
+
+    #[test]
+    fn every_origin_is_checked_and_two_hosts_are_refused() {
+        let hosts = Hosts::new("127.0.0.1");
+        let uri = Uri::from_static("/");
+        for origins in [
+            ["http://localhost:8080", "http://evil.example"],
+            ["http://evil.example", "http://localhost:8080"],
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_static("localhost"));
+            for origin in origins {
+                headers.append(header::ORIGIN, HeaderValue::from_static(origin));
+            }
+            let refused = hosts.check(Version::HTTP_11, &uri, &headers).unwrap_err();
+            assert_eq!(refused.status, StatusCode::FORBIDDEN, "{origins:?}");
+            assert!(
+                refused.message.contains("`http://evil.example`"),
+                "{refused:?}"
+            );
+        }
+        let mut headers = HeaderMap::new();
+        headers.append(header::HOST, HeaderValue::from_static("localhost"));
+        headers.append(header::HOST, HeaderValue::from_static("localhost"));
+        let refused = hosts.check(Version::HTTP_11, &uri, &headers).unwrap_err();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     }
 
     #[test]

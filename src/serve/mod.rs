@@ -12,8 +12,8 @@
 //! The server is meant for one person's browser but must survive any client:
 //! it answers only requests naming it (`host.rs`), bounds every connection in
 //! number and time (`connections.rs`), reads bodies whole within a size and a
-//! time (`body.rs`), runs the engine on a bounded pool with a deadline
-//! (`pool.rs`), and stops within a bounded time on ctrl-c or SIGTERM.
+//! time (`body.rs`), runs the engine on a bounded pool with a deadline,
+//! heavy work in a queue of its own (`pool.rs`), and stops within a bounded time on ctrl-c or SIGTERM.
 
 mod api;
 mod body;
@@ -55,12 +55,19 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time to send a body once its head is in: 64 KiB on a slow link.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Requests waiting for the engine; beyond them the server answers 503 at
-/// once. 128 waiting bodies hold at most 8 MiB.
+/// Light requests waiting for the engine; beyond them the server answers
+/// 503 at once. 128 waiting bodies hold at most 8 MiB.
 pub const QUEUE: usize = 128;
 
-/// Time from a request's arrival at the engine to its answer. An estimate of
-/// a real model takes milliseconds, even in a debug build.
+/// Heavy requests (a pasted config, the techniques' ladder) waiting for a
+/// worker of their own; beyond them, 503 at once. Two: a waiting one starts
+/// within about one piece of heavy work, so that a flood of them is shed at
+/// once instead of each waiting out the deadline in a long line.
+pub const HEAVY_QUEUE: usize = 2;
+
+/// Time from the start of a request's work to its answer, and the longest
+/// a request waits for a worker. An estimate of a real model takes
+/// milliseconds, even in a debug build.
 pub const DEADLINE: Duration = Duration::from_secs(2);
 
 /// On ctrl-c or SIGTERM, how long requests in flight may finish.
@@ -87,9 +94,12 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Estimates computed at once.
     pub workers: usize,
-    /// Requests waiting for a worker.
+    /// Light requests waiting for a worker.
     pub queue: usize,
-    /// Time from a request's arrival at the engine to its answer.
+    /// Heavy requests waiting for a worker.
+    pub heavy_queue: usize,
+    /// Time from the start of a request's work to its answer (the work is
+    /// then told to stop), and the longest a request waits for a worker.
     pub deadline: Duration,
     /// On stopping, how long requests in flight may finish.
     pub shutdown_grace: Duration,
@@ -105,6 +115,7 @@ impl Default for Limits {
                 .map_or(MIN_WORKERS, NonZeroUsize::get)
                 .max(MIN_WORKERS),
             queue: QUEUE,
+            heavy_queue: HEAVY_QUEUE,
             deadline: DEADLINE,
             shutdown_grace: SHUTDOWN_GRACE,
         }
@@ -117,6 +128,7 @@ pub fn router(host: &str, limits: &Limits) -> Router {
     let pool = Arc::new(pool::Pool::new(
         limits.workers,
         limits.queue,
+        limits.heavy_queue,
         limits.deadline,
     ));
     Router::new()

@@ -1,15 +1,18 @@
 //! The engine's pool: a bounded number of estimates run at once on the
-//! blocking threads, a bounded number wait for a worker, and each request has
-//! a deadline. A request beyond the queue is refused at once, so a burst or a
-//! few huge requests cost a bounded amount of memory and never a long wait.
+//! blocking threads, a bounded number wait for a worker, and each piece of
+//! work has a deadline from its start. A request beyond its queue is refused
+//! at once, so a burst or a few huge requests cost a bounded amount of
+//! memory and never a long wait.
 //!
-//! The engine cannot be stopped half-way: work past its deadline is answered
-//! 504 but runs on to its end, keeping its worker, so the bound on concurrent
-//! work holds even then. Heavy work (whose cost grows with the input) may
-//! hold all workers but one, so slow requests, however many, never keep the
-//! light ones waiting.
+//! Heavy work (whose cost grows with the input) has its own small queue and
+//! may hold all workers but one, so slow requests, however many, never keep
+//! the light ones waiting or take their places in the queue. Work answered
+//! at its deadline, or whose client left, is told to stop ([`Cancel`]): the
+//! engine's long loops ask between estimates, so it gives its worker back
+//! within one estimate instead of running on to its end.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -24,9 +27,9 @@ const RELEASE_MEMORY_AFTER: Duration = Duration::from_millis(100);
 pub enum Refusal {
     /// Every worker and every place in the queue was taken.
     Full,
-    /// The deadline passed before a worker was free.
+    /// No worker was free within the deadline.
     Waited,
-    /// The deadline passed while the work ran; it runs on, holding its worker.
+    /// The work ran past its deadline; it was told to stop.
     Overran,
     /// The work panicked (a bug, never bad input).
     Panicked,
@@ -37,31 +40,64 @@ pub enum Refusal {
 pub enum Weight {
     /// Bounded by the catalogues (a preset, a flat parameter count).
     Light,
-    /// Growing with the input (a pasted config.json of any size).
+    /// Growing with the input (a pasted config.json of any size, the
+    /// techniques' ladder of estimates).
     Heavy,
 }
 
-/// Workers, queue and deadline.
+/// Whether a piece of work's answer is still wanted: set once its request
+/// was answered without it (the deadline passed) or its client left. Work
+/// that loops over estimates asks between them and stops.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// Whether the work should stop.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Sets its [`Cancel`] when dropped: when [`Pool::run`] returns, or when its
+/// future is dropped because the client went away.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.set();
+    }
+}
+
+/// Workers, queues and deadline.
 #[derive(Debug)]
 pub struct Pool {
     /// One permit per worker.
     running: Arc<Semaphore>,
     /// One permit per worker that heavy work may hold: all but one.
     heavy: Arc<Semaphore>,
-    /// One permit per request running or waiting.
-    admitted: Arc<Semaphore>,
+    /// One permit per light request running or waiting.
+    light_admitted: Arc<Semaphore>,
+    /// One permit per heavy request running or waiting.
+    heavy_admitted: Arc<Semaphore>,
     deadline: Duration,
 }
 
 impl Pool {
-    /// `workers` pieces of work at once, `queue` more waiting, each answered
-    /// within `deadline` of its arrival.
-    pub fn new(workers: usize, queue: usize, deadline: Duration) -> Pool {
+    /// `workers` pieces of work at once, `queue` more light and `heavy_queue`
+    /// more heavy ones waiting (each at most `deadline` for a worker), each
+    /// answered within `deadline` of its start.
+    pub fn new(workers: usize, queue: usize, heavy_queue: usize, deadline: Duration) -> Pool {
         let workers = workers.max(1);
+        let heavy_workers = workers.saturating_sub(1).max(1);
         Pool {
             running: Arc::new(Semaphore::new(workers)),
-            heavy: Arc::new(Semaphore::new(workers.saturating_sub(1).max(1))),
-            admitted: Arc::new(Semaphore::new(workers.saturating_add(queue))),
+            heavy: Arc::new(Semaphore::new(heavy_workers)),
+            light_admitted: Arc::new(Semaphore::new(workers.saturating_add(queue))),
+            heavy_admitted: Arc::new(Semaphore::new(heavy_workers.saturating_add(heavy_queue))),
             deadline,
         }
     }
@@ -72,16 +108,21 @@ impl Pool {
     }
 
     /// Runs `work` on a blocking thread when a worker is free; its result, or
-    /// why there is none.
+    /// why there is none. `work` is given the [`Cancel`] it should ask
+    /// between long steps.
     pub async fn run<T: Send + 'static>(
         &self,
         weight: Weight,
-        work: impl FnOnce() -> T + Send + 'static,
+        work: impl FnOnce(&Cancel) -> T + Send + 'static,
     ) -> Result<T, Refusal> {
-        let admitted = Arc::clone(&self.admitted)
+        let admitted = match weight {
+            Weight::Light => &self.light_admitted,
+            Weight::Heavy => &self.heavy_admitted,
+        };
+        let admitted = Arc::clone(admitted)
             .try_acquire_owned()
             .map_err(|_| Refusal::Full)?;
-        let deadline = tokio::time::Instant::now() + self.deadline;
+        let waited_until = tokio::time::Instant::now() + self.deadline;
         let places = async {
             let heavy = match weight {
                 Weight::Light => None,
@@ -90,18 +131,22 @@ impl Pool {
             let worker = Arc::clone(&self.running).acquire_owned().await?;
             Ok::<_, tokio::sync::AcquireError>((heavy, worker))
         };
-        let places = match timeout_at(deadline, places).await {
+        let places = match timeout_at(waited_until, places).await {
             Ok(Ok(places)) => places,
             // The semaphores are never closed.
             Ok(Err(_)) => return Err(Refusal::Full),
             Err(_) => return Err(Refusal::Waited),
         };
+        // The work's own time starts now, not at its arrival.
+        let deadline = tokio::time::Instant::now() + self.deadline;
+        let cancel = Cancel::default();
+        let _cancel_when_answered = CancelOnDrop(cancel.clone());
         let running = tokio::task::spawn_blocking(move || {
             // The places are given back when the work ends, even past its
             // deadline, even by a panic.
             let _places = (admitted, places);
             let started = Instant::now();
-            let result = work();
+            let result = work(&cancel);
             if started.elapsed() >= RELEASE_MEMORY_AFTER {
                 release_memory();
             }
@@ -130,7 +175,7 @@ fn release_memory() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
@@ -140,8 +185,8 @@ mod tests {
             .unwrap()
     }
 
-    fn sleep(ms: u64) -> impl FnOnce() -> u64 + Send + 'static {
-        move || {
+    fn sleep(ms: u64) -> impl FnOnce(&Cancel) -> u64 + Send + 'static {
+        move |_| {
             std::thread::sleep(Duration::from_millis(ms));
             ms
         }
@@ -150,16 +195,16 @@ mod tests {
     #[test]
     fn work_runs_and_returns() {
         runtime().block_on(async {
-            let pool = Pool::new(1, 0, Duration::from_secs(5));
-            assert_eq!(pool.run(Weight::Light, || 7).await, Ok(7));
-            assert_eq!(pool.run(Weight::Light, || 8).await, Ok(8));
+            let pool = Pool::new(1, 0, 0, Duration::from_secs(5));
+            assert_eq!(pool.run(Weight::Light, |_| 7).await, Ok(7));
+            assert_eq!(pool.run(Weight::Light, |_| 8).await, Ok(8));
         });
     }
 
     #[test]
     fn work_past_its_deadline_is_answered_at_the_deadline_and_keeps_its_worker() {
         runtime().block_on(async {
-            let pool = Arc::new(Pool::new(1, 1, Duration::from_millis(200)));
+            let pool = Arc::new(Pool::new(1, 1, 1, Duration::from_millis(200)));
             let started = Instant::now();
             assert_eq!(
                 pool.run(Weight::Light, sleep(1_000)).await,
@@ -168,16 +213,16 @@ mod tests {
             let waited = started.elapsed();
             assert!(waited < Duration::from_millis(600), "{waited:?}");
             // The overrunning work still holds the only worker.
-            assert_eq!(pool.run(Weight::Light, || 1).await, Err(Refusal::Waited));
+            assert_eq!(pool.run(Weight::Light, |_| 1).await, Err(Refusal::Waited));
             tokio::time::sleep(Duration::from_millis(900)).await;
-            assert_eq!(pool.run(Weight::Light, || 2).await, Ok(2));
+            assert_eq!(pool.run(Weight::Light, |_| 2).await, Ok(2));
         });
     }
 
     #[test]
     fn a_full_queue_is_refused_at_once() {
         runtime().block_on(async {
-            let pool = Arc::new(Pool::new(1, 1, Duration::from_secs(2)));
+            let pool = Arc::new(Pool::new(1, 1, 1, Duration::from_secs(2)));
             let running = tokio::spawn({
                 let pool = Arc::clone(&pool);
                 async move { pool.run(Weight::Light, sleep(400)).await }
@@ -185,11 +230,11 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let waiting = tokio::spawn({
                 let pool = Arc::clone(&pool);
-                async move { pool.run(Weight::Light, || 0).await }
+                async move { pool.run(Weight::Light, |_| 0).await }
             });
             tokio::time::sleep(Duration::from_millis(50)).await;
             let started = Instant::now();
-            assert_eq!(pool.run(Weight::Light, || 1).await, Err(Refusal::Full));
+            assert_eq!(pool.run(Weight::Light, |_| 1).await, Err(Refusal::Full));
             assert!(started.elapsed() < Duration::from_millis(50));
             assert_eq!(running.await.unwrap(), Ok(400));
             assert_eq!(waiting.await.unwrap(), Ok(0));
@@ -199,7 +244,7 @@ mod tests {
     #[test]
     fn one_slow_piece_of_work_does_not_hold_up_the_others() {
         runtime().block_on(async {
-            let pool = Arc::new(Pool::new(2, 8, Duration::from_secs(2)));
+            let pool = Arc::new(Pool::new(2, 8, 8, Duration::from_secs(2)));
             let slow = tokio::spawn({
                 let pool = Arc::clone(&pool);
                 async move { pool.run(Weight::Light, sleep(1_500)).await }
@@ -207,7 +252,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let started = Instant::now();
             for n in 0..20 {
-                assert_eq!(pool.run(Weight::Light, move || n).await, Ok(n));
+                assert_eq!(pool.run(Weight::Light, move |_| n).await, Ok(n));
             }
             assert!(started.elapsed() < Duration::from_millis(500));
             assert_eq!(slow.await.unwrap(), Ok(1_500));
@@ -217,7 +262,7 @@ mod tests {
     #[test]
     fn heavy_work_always_leaves_a_worker_to_light_work() {
         runtime().block_on(async {
-            let pool = Arc::new(Pool::new(2, 8, Duration::from_millis(500)));
+            let pool = Arc::new(Pool::new(2, 8, 8, Duration::from_millis(500)));
             let heavy: Vec<_> = (0..2)
                 .map(|_| {
                     let pool = Arc::clone(&pool);
@@ -227,7 +272,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let started = Instant::now();
             for n in 0..20 {
-                assert_eq!(pool.run(Weight::Light, move || n).await, Ok(n));
+                assert_eq!(pool.run(Weight::Light, move |_| n).await, Ok(n));
             }
             assert!(started.elapsed() < Duration::from_millis(400));
             let mut outcomes = Vec::new();
@@ -242,7 +287,7 @@ mod tests {
     #[test]
     fn no_more_than_the_workers_run_at_once() {
         runtime().block_on(async {
-            let pool = Arc::new(Pool::new(2, 16, Duration::from_secs(5)));
+            let pool = Arc::new(Pool::new(2, 16, 16, Duration::from_secs(5)));
             let now = Arc::new(AtomicUsize::new(0));
             let most = Arc::new(AtomicUsize::new(0));
             let tasks: Vec<_> = (0..12)
@@ -250,7 +295,7 @@ mod tests {
                     let (pool, now, most) =
                         (Arc::clone(&pool), Arc::clone(&now), Arc::clone(&most));
                     tokio::spawn(async move {
-                        pool.run(Weight::Light, move || {
+                        pool.run(Weight::Light, move |_| {
                             let running = now.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(running, Ordering::SeqCst);
                             std::thread::sleep(Duration::from_millis(20));
@@ -270,12 +315,124 @@ mod tests {
     #[test]
     fn a_panic_is_reported_and_gives_its_worker_back() {
         runtime().block_on(async {
-            let pool = Pool::new(1, 0, Duration::from_secs(2));
+            let pool = Pool::new(1, 0, 0, Duration::from_secs(2));
             assert_eq!(
-                pool.run(Weight::Light, || -> u8 { panic!("a bug") }).await,
+                pool.run(Weight::Light, |_| -> u8 { panic!("a bug") }).await,
                 Err(Refusal::Panicked)
             );
-            assert_eq!(pool.run(Weight::Light, || 3).await, Ok(3));
+            assert_eq!(pool.run(Weight::Light, |_| 3).await, Ok(3));
+        });
+    }
+
+    /// Work that asks `cancel` every 10 ms until told to stop; `steps`
+    /// counts its steps, `ended` is set when it returns.
+    fn until_cancelled(
+        steps: &Arc<AtomicUsize>,
+        ended: &Arc<AtomicBool>,
+    ) -> impl FnOnce(&Cancel) -> usize + Send + 'static {
+        let (steps, ended) = (Arc::clone(steps), Arc::clone(ended));
+        move |cancel| {
+            while !cancel.is_set() {
+                steps.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            ended.store(true, Ordering::SeqCst);
+            steps.load(Ordering::SeqCst)
+        }
+    }
+
+    /// Waits (at most 5 s) for `ended`.
+    async fn wait_for(ended: &AtomicBool) -> bool {
+        for _ in 0..500 {
+            if ended.load(Ordering::SeqCst) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_start_of_the_work_not_its_arrival() {
+        runtime().block_on(async {
+            let pool = Arc::new(Pool::new(1, 1, 1, Duration::from_millis(1_000)));
+            let first = tokio::spawn({
+                let pool = Arc::clone(&pool);
+                async move { pool.run(Weight::Light, sleep(700)).await }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Waits 700 ms for the worker, then runs 700 ms: 1.4 s after its
+            // arrival, well within the second its work is allowed.
+            assert_eq!(pool.run(Weight::Light, sleep(700)).await, Ok(700));
+            assert_eq!(first.await.unwrap(), Ok(700));
+        });
+    }
+
+    #[test]
+    fn work_past_its_deadline_is_told_to_stop_and_gives_its_worker_back() {
+        runtime().block_on(async {
+            let pool = Pool::new(1, 0, 0, Duration::from_millis(100));
+            let steps = Arc::new(AtomicUsize::new(0));
+            let ended = Arc::new(AtomicBool::new(false));
+            let overran = pool
+                .run(Weight::Heavy, until_cancelled(&steps, &ended))
+                .await;
+            assert_eq!(overran, Err(Refusal::Overran));
+            assert!(wait_for(&ended).await, "the work ran on after its 504");
+            let stopped_at = steps.load(Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(steps.load(Ordering::SeqCst), stopped_at);
+            // Its worker is free again.
+            assert_eq!(pool.run(Weight::Heavy, |_| 4).await, Ok(4));
+        });
+    }
+
+    #[test]
+    fn work_whose_client_left_is_told_to_stop() {
+        runtime().block_on(async {
+            let pool = Arc::new(Pool::new(1, 0, 0, Duration::from_secs(60)));
+            let steps = Arc::new(AtomicUsize::new(0));
+            let ended = Arc::new(AtomicBool::new(false));
+            let waiting = tokio::spawn({
+                let (pool, work) = (Arc::clone(&pool), until_cancelled(&steps, &ended));
+                async move { pool.run(Weight::Heavy, work).await }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(steps.load(Ordering::SeqCst) > 0, "the work started");
+            // The connection closed: hyper drops the request's future.
+            waiting.abort();
+            assert!(wait_for(&ended).await, "the work ran on for no one");
+        });
+    }
+
+    #[test]
+    fn heavy_requests_wait_in_their_own_queue() {
+        runtime().block_on(async {
+            // Two workers (one for heavy work), one light and one heavy place
+            // in the queues.
+            let pool = Arc::new(Pool::new(2, 1, 1, Duration::from_secs(5)));
+            let heavy: Vec<_> = (0..2)
+                .map(|_| {
+                    let pool = Arc::clone(&pool);
+                    tokio::spawn(async move { pool.run(Weight::Heavy, sleep(500)).await })
+                })
+                .collect();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            // One heavy runs and one waits: a third is refused at once...
+            assert_eq!(pool.run(Weight::Heavy, |_| 0).await, Err(Refusal::Full));
+            // ...while light work has its worker and its own queue.
+            let light: Vec<_> = (0..2)
+                .map(|n| {
+                    let pool = Arc::clone(&pool);
+                    tokio::spawn(async move { pool.run(Weight::Light, sleep(n * 50)).await })
+                })
+                .collect();
+            for (n, task) in (0..).zip(light) {
+                assert_eq!(task.await.unwrap(), Ok(n * 50));
+            }
+            for task in heavy {
+                assert_eq!(task.await.unwrap(), Ok(500));
+            }
         });
     }
 }

@@ -15,26 +15,61 @@ class TrainmemWarning(UserWarning):
     """A ``warning:`` line of the command line (``check`` gives them)."""
 
 
+# Characters of a value shown in a message, as the command line cuts them.
+_SHOWN = 80
+
+# Keywords whose answer is text for a person, not a report: the functions
+# that parse the JSON report refuse them (``trainmem.run`` gives the text).
+_NOT_REPORTS = ("help", "version")
+
+
+def _shown(text):
+    """``text`` as a message shows it: characters UTF-8 cannot encode (lone
+    surrogates) escaped, and cut to :data:`_SHOWN` characters."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "…"
+
+
 def _flag(name):
     if not name or name.startswith("_") or not name.replace("_", "").isalnum():
         raise Error(
-            f"keyword `{name}` is not a flag; accepted: a flag's name with `_` for `-`, such as micro_batch for --micro-batch"
+            f"keyword `{_shown(name)}` is not a flag; accepted: a flag's name with `_` for `-`, such as micro_batch for --micro-batch"
         )
     return "--" + name.replace("_", "-")
 
 
 def _text(name, value):
-    if isinstance(value, (str, int, float)) or isinstance(value, os.PathLike):
-        return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-    raise Error(
-        f"keyword `{name}` has a {type(value).__name__}; accepted: a str, an int, a float, a path, True, or a list of them"
-    )
+    """``value`` as the text of a command-line argument, or :class:`Error`."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+        # A bytes path: decoded as the file system does (undecodable bytes
+        # become lone surrogates, refused below with the rest).
+        text = os.fsdecode(value) if isinstance(value, bytes) else value
+    elif isinstance(value, (str, int, float)):
+        try:
+            text = str(value)
+        except ValueError:
+            # An int past Python's digit limit for str().
+            raise Error(
+                f"keyword `{name}` has an int too long to write out; accepted: a number trainmem can read, such as 7000000000 or '7B'"
+            ) from None
+    else:
+        raise Error(
+            f"keyword `{name}` has a {type(value).__name__}; accepted: a str, an int, a float, a path, True, or a list of them"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise Error(
+            f"invalid value `{_shown(text)}` for keyword `{name}`: character {error.start} is a lone surrogate, which is not text; accepted: a str UTF-8 can encode"
+        ) from None
+    return text
 
 
 def arguments(command, positional=(), options=None):
     """The command line (without the program name) that ``command`` with
     ``positional`` arguments and keyword ``options`` stands for."""
-    argv = [command] if command else []
+    argv = [_text("command", command)] if command else []
     argv += [_text("positional", p) for p in positional]
     for name, value in (options or {}).items():
         flag = _flag(name)
@@ -118,21 +153,46 @@ class _ModelFile:
             os.unlink(self.path)
 
 
+def _only_reports(name, options):
+    """Refuses the keywords that ask for text instead of the JSON report
+    (``help``, ``version``, a ``format`` other than json), and sets
+    ``format='json'``."""
+    function = name.replace("-", "_")
+    for keyword in _NOT_REPORTS:
+        if options.get(keyword) not in (None, False):
+            raise Error(
+                f"keyword `{keyword}` asks for text, not a report; accepted: trainmem.run('{name}', '--{keyword}') for the text"
+            )
+    given = options.setdefault("format", "json")
+    if not (isinstance(given, str) and given.strip().lower() == "json"):
+        shown = _shown(given) if isinstance(given, str) else type(given).__name__
+        raise Error(
+            f"invalid value `{shown}` for keyword `format`: trainmem.{function}() answers the JSON report as a dict; accepted: json (the default), or trainmem.run('{name}', format=...) for the text"
+        )
+    options["format"] = "json"
+
+
 def command(name):
     """The Python function for the subcommand ``name``: keyword arguments as
     flags, ``module=`` for an ``nn.Module`` or an :class:`Inventory`, and the
-    JSON report parsed into a dict (the text when ``format`` is not json)."""
+    JSON report parsed into a dict. Keywords that ask for text instead
+    (``help``, ``version``, ``format`` other than json) raise
+    :class:`Error`: :func:`run` gives the text."""
 
     def call(*positional, module=None, trace=None, **options):
-        options.setdefault("format", "json")
+        _only_reports(name, options)
         positional = list(positional)
         with _ModelFile(name, module, positional, options, trace):
             report, lines, _exit = _run_args(arguments(name, positional, options))
         for line in lines:
             warnings.warn(line, TrainmemWarning, stacklevel=2)
-        if options["format"] != "json":
-            return report
-        return json.loads(report)
+        try:
+            return json.loads(report)
+        except ValueError:
+            # Not a report: a bug of the engine, said as an Error all the same.
+            raise Error(
+                f"`trainmem {name}` did not answer a JSON report (`{_shown(report)}`); accepted: please report the call"
+            ) from None
 
     call.__name__ = call.__qualname__ = name.replace("-", "_")
     call.__doc__ = (

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use super::failure::Failure;
 use super::json::{self, Refusal as JsonRefusal};
-use super::pool::{Cancel, Pool, Refusal, Weight};
+use super::pool::{Admitted, Cancel, Pool, Refusal, Weight};
 
 use crate::device::DEVICES;
 use crate::error::Error;
@@ -47,26 +47,47 @@ async fn isolated(
     weight: Weight,
     work: impl FnOnce(&Cancel) -> Result<String, Failure> + Send + 'static,
 ) -> Response {
-    let deadline = pool.deadline().as_secs_f64();
-    match pool.run(weight, work).await {
+    answered(pool, pool.run(weight, work).await)
+}
+
+/// [`isolated`] in the place [`Pool::admit`] gave.
+async fn isolated_admitted(
+    pool: &Pool,
+    admitted: Admitted,
+    work: impl FnOnce(&Cancel) -> Result<String, Failure> + Send + 'static,
+) -> Response {
+    answered(pool, pool.run_admitted(admitted, work).await)
+}
+
+/// The answer of work run on the pool, or why there is none.
+fn answered(pool: &Pool, outcome: Result<Result<String, Failure>, Refusal>) -> Response {
+    match outcome {
         Ok(Ok(body)) => json_response(body),
         Ok(Err(failure)) => failure.into_response(),
-        Err(Refusal::Full) => Failure::new(
+        Err(refusal) => refused(pool, refusal),
+    }
+}
+
+/// The answer to work the pool did not run to its end.
+fn refused(pool: &Pool, refusal: Refusal) -> Response {
+    let deadline = pool.deadline().as_secs_f64();
+    match refusal {
+        Refusal::Full => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "error: the server is busy: every worker and place in the queue is taken; try again in a moment",
         )
         .into_response(),
-        Err(Refusal::Waited) => Failure::new(
+        Refusal::Waited => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("error: the server is busy: no worker was free within {deadline} s; try again in a moment"),
         )
         .into_response(),
-        Err(Refusal::Overran) => Failure::new(
+        Refusal::Overran => Failure::new(
             StatusCode::GATEWAY_TIMEOUT,
             format!("error: the estimate took longer than {deadline} s; price a smaller model, or run `trainmem estimate` on the command line"),
         )
         .into_response(),
-        Err(Refusal::Panicked) => Failure::new(
+        Refusal::Panicked => Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "error: internal error: the estimate panicked; please report the request",
         )
@@ -103,11 +124,17 @@ pub async fn techniques(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    // Always heavy: its place is taken before the body is parsed, so that
+    // a flood of them is shed cheaply.
+    let admitted = match pool.admit(Weight::Heavy) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return refused(&pool, refusal),
+    };
     let request = match accept(&headers, body) {
         Ok(request) => request,
         Err(failure) => return failure.into_response(),
     };
-    isolated(&pool, Weight::Heavy, move |cancel| {
+    isolated_admitted(&pool, admitted, move |cancel| {
         let flags = &request.flags;
         let units = request::resolve::units(&flags.report, flags.capacity.capacity.as_deref())
             .map_err(|e| Failure::from_error(&e))?;

@@ -72,6 +72,14 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// A request's place in its queue, from [`Pool::admit`]; given back when
+/// dropped, or when its work ends.
+#[derive(Debug)]
+pub struct Admitted {
+    weight: Weight,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// Workers, queues and deadline.
 #[derive(Debug)]
 pub struct Pool {
@@ -115,13 +123,33 @@ impl Pool {
         weight: Weight,
         work: impl FnOnce(&Cancel) -> T + Send + 'static,
     ) -> Result<T, Refusal> {
+        self.run_admitted(self.admit(weight)?, work).await
+    }
+
+    /// A place in the queue of `weight`, or [`Refusal::Full`] at once: taken
+    /// before a request is read, so that a flood of heavy requests is shed
+    /// for the cost of its HTTP alone.
+    pub fn admit(&self, weight: Weight) -> Result<Admitted, Refusal> {
         let admitted = match weight {
             Weight::Light => &self.light_admitted,
             Weight::Heavy => &self.heavy_admitted,
         };
-        let admitted = Arc::clone(admitted)
+        let permit = Arc::clone(admitted)
             .try_acquire_owned()
             .map_err(|_| Refusal::Full)?;
+        Ok(Admitted { weight, permit })
+    }
+
+    /// [`Pool::run`] with the place [`Pool::admit`] gave.
+    pub async fn run_admitted<T: Send + 'static>(
+        &self,
+        admitted: Admitted,
+        work: impl FnOnce(&Cancel) -> T + Send + 'static,
+    ) -> Result<T, Refusal> {
+        let Admitted {
+            weight,
+            permit: admitted,
+        } = admitted;
         let waited_until = tokio::time::Instant::now() + self.deadline;
         let places = async {
             let heavy = match weight {

@@ -20,7 +20,10 @@ fn no_arguments_print_the_textbook_report() {
 
 #[test]
 fn textbook_report_in_other_formats() {
-    insta::assert_snapshot!("textbook_markdown", ok(&["--format", "markdown"]));
+    insta::assert_snapshot!(
+        "textbook_markdown",
+        ok(&["compare", "--format", "markdown"])
+    );
     insta::assert_snapshot!("textbook_csv", ok(&["compare", "--format", "csv"]));
 }
 

@@ -98,9 +98,34 @@ fn is_free_text(line: &str) -> bool {
         .chain(WRAPPED)
         .any(|label| body.starts_with(label))
         && !body.contains("  ")
-        && !body
-            .match_indices("trainmem ")
-            .any(|(at, _)| at == 0 || !body[..at].ends_with('`'))
+        && !holds_a_command(body)
+}
+
+/// The commands a line to copy starts with, after `trainmem `.
+const COMMANDS: &[&str] = &[
+    "estimate ",
+    "timeline ",
+    "techniques ",
+    "check ",
+    "fit ",
+    "plan ",
+    "params ",
+    "plot ",
+    "compare ",
+];
+
+/// Whether `text` holds a command line with flags to copy (`trainmem
+/// estimate --model ...`) that is not quoted in backticks, which wrapping
+/// would break.
+fn holds_a_command(text: &str) -> bool {
+    text.match_indices("trainmem ").any(|(at, found)| {
+        let rest = &text[at + found.len()..];
+        let quoted = text[..at].ends_with('`');
+        !quoted
+            && COMMANDS
+                .iter()
+                .any(|command| rest.starts_with(command) && rest.contains(" --"))
+    })
 }
 
 #[cfg(test)]
@@ -145,5 +170,6 @@ mod tests {
     fn a_backticked_command_is_prose() {
         assert!(is_free_text("note: see `trainmem devices` for the names"));
         assert!(!is_free_text("note: run trainmem estimate --model x"));
+        assert!(is_free_text("note: trainmem counts the parameters exactly"));
     }
 }

@@ -127,8 +127,9 @@ impl ByteUnit {
     /// One unit for a column of sizes: the largest unit of `system` in which
     /// the smallest nonzero size still shows as at least 0.1 (so a column
     /// holds `0.99 GB` and `112 GB`, not `992 MB` and `0.11 TB`), and in
-    /// which sizes that differ print differently: a smaller unit when two
-    /// would print alike (104.13 GB and 104.14 GB are not both `0.1 TB`).
+    /// which sizes that differ print differently: the next smaller unit when
+    /// two would print alike and it tells every size apart (104.13 GB and
+    /// 104.14 GB are not both `0.1 TB`; sizes a few bytes apart keep theirs).
     pub fn for_column(sizes: impl IntoIterator<Item = Bytes>, system: UnitSystem) -> ByteUnit {
         let mut sizes: Vec<Bytes> = sizes.into_iter().collect();
         sizes.sort_unstable();
@@ -147,10 +148,10 @@ impl ByteUnit {
                 .all(|pair| pair[0].display_in(*unit) != pair[1].display_in(*unit))
         };
         let first = candidates.next().copied().unwrap_or(UNITS[0]);
-        std::iter::once(first)
-            .chain(candidates.copied())
-            .find(|unit| distinct(unit))
-            .unwrap_or(first)
+        match candidates.next() {
+            Some(finer) if !distinct(&first) && distinct(finer) => *finer,
+            _ => first,
+        }
     }
 
     /// The unit written as `symbol`, case-insensitively (`gb`, `GiB`, `kb`).
@@ -239,6 +240,12 @@ mod tests {
         );
         let same = [Bytes(2_000_000_000_000), Bytes(2_000_000_000_000)];
         assert_eq!(ByteUnit::for_column(same, UnitSystem::Decimal).symbol, "TB");
+        // A few bytes apart: no unit but bytes would tell them apart.
+        let bytes_apart = [Bytes(12_000_000_000), Bytes(12_000_000_004)];
+        assert_eq!(
+            ByteUnit::for_column(bytes_apart, UnitSystem::Decimal).symbol,
+            "GB"
+        );
     }
 
     #[test]

@@ -290,7 +290,12 @@ fn flags_without_a_command_are_refused_with_a_hint() {
     let (code, _, stderr) = run(&["--micro-batch", "4", "--seq-len", "4096"]);
     assert_eq!(code, 2);
     assert!(stderr.ends_with("trainmem estimate --micro-batch 4 --seq-len 4096\n"));
-    // A flag only `compare` takes is put after `compare`.
+    // A flag only `compare` takes, or a list of sizes, is put after `compare`.
+    let (_, _, stderr) = run(&["--params", "1B,13B"]);
+    assert!(
+        stderr.ends_with("hint: put a command first: trainmem compare --params 1B,13B\n"),
+        "{stderr}"
+    );
     let (code, _, stderr) = run(&["--swap", "adam,sgd"]);
     assert_eq!(code, 2);
     assert!(
@@ -446,7 +451,10 @@ fn a_peak_below_the_total_is_explained() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains("the peak is below the total: the total adds every piece at its largest"),
+        common::contains_words(
+            &stdout,
+            "the peak is below the total: the total adds every piece at its largest, but they are never all live at once"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("gradients "), "{stdout}");

@@ -77,7 +77,11 @@ fn without_a_command(arguments: &[OsString]) -> Option<String> {
             })
         })
     };
-    let command = if !knows("estimate") && knows("compare") {
+    // A list of sizes (`--params 1B,13B`) is compare's; estimate takes one.
+    let a_list = arguments
+        .get(2)
+        .is_some_and(|value| value.to_string_lossy().contains(','));
+    let command = if knows("compare") && (!knows("estimate") || a_list) {
         "compare"
     } else {
         "estimate"

@@ -3,8 +3,8 @@
 //! with a hanging indent, so that no line runs to 350 characters.
 //!
 //! Only the `table` format is wrapped, and in it only the free text that
-//! runs longest: the notes (`note: `, `hint: `, `warning: `) and the
-//! step-time line, whose words are separated by single spaces. Table rows,
+//! runs longest: the notes (`note: `, `hint: `, `warning: `), the
+//! step-time line and why a peak is below the total, whose words are separated by single spaces. Table rows,
 //! the other summary lines and command lines to copy (`trainmem estimate
 //! ...`, not in backticks) are left as they are. JSON, CSV and Markdown are
 //! never wrapped.
@@ -38,7 +38,7 @@ pub fn columns() -> usize {
 const LABELS: &[&str] = &["note: ", "hint: ", "warning: "];
 
 /// The other free-text lines wrapped, continued two spaces in.
-const WRAPPED: &[&str] = &["step time: "];
+const WRAPPED: &[&str] = &["step time: ", "the peak is below the total: "];
 
 /// `report` with each free-text line longer than [`columns`] wrapped.
 pub fn free_text(report: &str) -> String {

@@ -16,6 +16,9 @@ use trainmem::render::escape;
 fn main() -> ExitCode {
     // Checked before anything is opened, which could reuse descriptor 1.
     let stdout_open = stdout_is_open();
+    if let Some(columns) = terminal_columns() {
+        trainmem::render::wrap::set_columns(columns);
+    }
     let arguments: Vec<OsString> = std::env::args_os().collect();
     let parsed = Cli::command()
         .try_get_matches_from(&arguments)
@@ -91,6 +94,27 @@ fn stdout_is_open() -> bool {
             .is_some_and(|flags| flags & O_ACCMODE == O_RDWR)
     });
     !(on_null && read_write)
+}
+
+/// The width of the terminal standard output is, if it is one; reports
+/// are wrapped to [`trainmem::render::wrap::DEFAULT_COLUMNS`] otherwise.
+#[cfg(unix)]
+fn terminal_columns() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: an all-zero `winsize` is a valid value of this plain C struct.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the pointed-to local.
+    let read = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (read == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// Elsewhere the width is not asked: reports keep the default width.
+#[cfg(not(unix))]
+fn terminal_columns() -> Option<usize> {
+    None
 }
 
 /// Elsewhere a closed stdout cannot be told from `/dev/null`.

@@ -5,7 +5,6 @@
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -456,16 +455,8 @@ fn sparse_64_gib_file_reads_only_its_header() {
         ),
     );
 
-    let timed = |path: &Path| -> (Checkpoint, Duration) {
-        let start = Instant::now();
-        let checkpoint = read_safetensors(path).unwrap();
-        (checkpoint, start.elapsed())
-    };
-    let (big, big_time) = timed(&sparse);
-    let (little, little_time) = timed(&small);
-    println!(
-        "read the header of a sparse 64 GiB file in {big_time:?}, of a 1 MiB file in {little_time:?}"
-    );
+    let big = read_safetensors(&sparse).unwrap();
+    let little = read_safetensors(&small).unwrap();
 
     assert_eq!(
         big.data_bytes,
@@ -483,12 +474,8 @@ fn sparse_64_gib_file_reads_only_its_header() {
         little.data_bytes,
         Bytes(small_length - 8 - HEADER_LENGTH as u64)
     );
-    assert!(
-        big_time < Duration::from_millis(50),
-        "the 64 GiB header took {big_time:?}"
-    );
-
-    // Only the length prefix and the header are read, never the data.
+    // Only the length prefix and the header are read, never the data: the
+    // bytes are counted (a time would depend on the machine and the build).
     let mut counting = Counting {
         inner: File::open(&sparse).unwrap(),
         bytes: 0,

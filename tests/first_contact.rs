@@ -240,3 +240,222 @@ fn bash_completion_completes_a_flag() {
         "--optimizer --optimizer-option --optimizer-in-backward"
     );
 }
+
+// ---- issue 26: help that teaches ----
+
+/// `trainmem -h` is the short form: the commands, the most used flags,
+/// three examples and where the rest is, in at most 40 lines of at most
+/// 100 columns.
+#[test]
+fn short_help_is_at_most_forty_lines() {
+    let (code, stdout, stderr) = run(&["-h"]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines = stdout.lines().count();
+    assert!(lines <= 40, "{lines} lines");
+    assert!(stdout.lines().all(|l| l.chars().count() <= 100));
+    for wanted in [
+        "estimate",
+        "--model MODEL",
+        "--micro-batch B",
+        "--optimizer NAME",
+        "Examples:",
+        "`trainmem --help`",
+    ] {
+        assert!(stdout.contains(wanted), "lacks {wanted}");
+    }
+    let examples = stdout
+        .lines()
+        .skip_while(|l| *l != "Examples:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  trainmem "))
+        .count();
+    assert_eq!(examples, 3);
+    insta::assert_snapshot!("short_help", stdout);
+}
+
+/// Flags belong to a command: given without one they are refused, exit 2,
+/// on one line that says what to type; `trainmem` alone is still the
+/// textbook report (tests/cli.rs).
+#[test]
+fn flags_without_a_command_are_refused_with_a_hint() {
+    let (code, stdout, stderr) = run(&["--micro-batch", "4"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("hint: put a command first: trainmem estimate --micro-batch 4"),
+        "{stderr}"
+    );
+    insta::assert_snapshot!("no_command_micro_batch", stderr);
+    let (code, _, stderr) = run(&["--micro-batch", "4", "--seq-len", "4096"]);
+    assert_eq!(code, 2);
+    assert!(stderr.ends_with("trainmem estimate --micro-batch 4 --seq-len 4096\n"));
+    // A flag only `compare` takes, or a list of sizes, is put after `compare`.
+    let (_, _, stderr) = run(&["--params", "1B,13B"]);
+    assert!(
+        stderr.ends_with("hint: put a command first: trainmem compare --params 1B,13B\n"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(&["--swap", "adam,sgd"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.ends_with("hint: put a command first: trainmem compare --swap adam,sgd\n"),
+        "{stderr}"
+    );
+}
+
+/// `--help` groups a command's flags under headings, one per concept.
+#[test]
+fn long_help_groups_flags_by_heading() {
+    let (code, stdout, stderr) = run(&["estimate", "--help"]);
+    assert_eq!(code, 0, "{stderr}");
+    let headings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.ends_with(':') && !l.starts_with(' '))
+        .collect();
+    for heading in [
+        "Model:",
+        "Training:",
+        "Precision:",
+        "Parallelism:",
+        "Fine-tuning:",
+        "Memory techniques:",
+        "Hardware:",
+        "Output:",
+    ] {
+        assert!(headings.contains(&heading), "{heading} in {headings:?}");
+    }
+    // Each flag under the heading of its concept.
+    let under = |flag: &str| {
+        let at = stdout.find(&format!("      --{flag} ")).unwrap();
+        headings
+            .iter()
+            .filter(|h| stdout.find(&format!("\n{h}\n")).is_some_and(|i| i < at))
+            .max_by_key(|h| stdout.find(&format!("\n{h}\n")))
+            .copied()
+            .unwrap()
+    };
+    assert_eq!(under("micro-batch"), "Training:");
+    assert_eq!(under("zero"), "Parallelism:");
+    assert_eq!(under("lora-rank"), "Fine-tuning:");
+    assert_eq!(under("device"), "Hardware:");
+    assert_eq!(under("format"), "Output:");
+    assert_eq!(under("master-dtype"), "Precision:");
+}
+
+/// `plot` spells the optimizer as `techniques` does (`--optimizer`, a list
+/// where a list is taken), keeps `--optimizers` as a hidden alias, and
+/// lists `techniques` among its kinds.
+#[test]
+fn plot_takes_optimizer_like_every_command() {
+    let (code, help, _) = run(&["plot", "--help"]);
+    assert_eq!(code, 0);
+    assert!(help.contains("--optimizer <LIST>"), "{help}");
+    assert!(!help.contains("--optimizers <"), "{help}");
+    assert!(help.contains("techniques: one run priced again"), "{help}");
+    let ladder = |spelling: &str| {
+        run(&[
+            "plot",
+            "--kind",
+            "techniques",
+            "--model",
+            "gpt2",
+            spelling,
+            "adamw",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "512",
+            "--output",
+            "-",
+        ])
+    };
+    let (code, new, stderr) = ladder("--optimizer");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(new.starts_with("<svg"), "{new:.80}");
+    assert_eq!(ladder("--optimizers").1, new);
+    let (code, _, stderr) = run(&["compare", "--optimizer", "adam,sgd", "--format", "csv"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// The free text of a table report (notes, the step-time line) is wrapped
+/// to 100 columns at spaces when stdout is not a terminal, with a hanging
+/// indent; table rows and command lines are not; JSON is never wrapped.
+#[test]
+fn notes_wrap_to_a_hundred_columns_and_json_does_not() {
+    let args = [
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--micro-batch",
+        "4",
+        "--seq-len",
+        "4096",
+        "--device",
+        "h100",
+        "--gpus",
+        "8",
+        "--zero",
+        "3",
+    ];
+    let (code, table, stderr) = run(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let wrapped = |line: &&str| {
+        ["  note: ", "  step time: ", "    "]
+            .iter()
+            .any(|start| line.starts_with(start))
+    };
+    for line in table.lines().filter(wrapped) {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
+    assert!(table.contains("\n  step time: "));
+    assert!(
+        table.contains("\n        "),
+        "a note's continuation under its text"
+    );
+    let (_, json, _) = run(&[&args[..], &["--format", "json"]].concat());
+    assert!(json.lines().any(|l| l.chars().count() > 100));
+    let notes: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        notes["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| !n.as_str().unwrap().contains('\n'))
+    );
+}
+
+/// `compare` shows sizes that differ with the digits that tell them apart.
+#[test]
+fn compare_tells_close_sizes_apart() {
+    let (code, stdout, stderr) = run(&["compare", "--params", "13.01625B,13.0175B"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("104.13 GB"), "{stdout}");
+    assert!(stdout.contains("104.14 GB"), "{stdout}");
+    assert!(!stdout.contains("0.1 TB"), "{stdout}");
+}
+
+/// Mamba's step peaks below its total: the report says why.
+#[test]
+fn a_peak_below_the_total_is_explained() {
+    let (code, stdout, stderr) = run(&[
+        "estimate",
+        "--model",
+        "mamba-2.8b",
+        "--platform",
+        "cpu",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "2048",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        common::contains_words(
+            &stdout,
+            "the peak is below the total: the total adds every piece at its largest, but they are never all live at once"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("gradients "), "{stdout}");
+}

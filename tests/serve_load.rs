@@ -8,6 +8,14 @@
 //! open. The timeouts, the head size and the connection cap are checked in
 //! process, with short limits, so that no test but the load test takes long.
 //! The tests run one at a time: each measures time.
+//!
+//! No test compares how fast the server answers with a constant (a debug
+//! build on a loaded machine would fail it). The times compared here are
+//! the server's own: a timeout or deadline it promises (a connection is
+//! closed after the header timeout, not before; it stops within its
+//! shutdown grace), or the wait that a request queued behind others would
+//! see (an idle connection's header timeout, a heavy request's deadline).
+//! Those are hang guards with a meaning, seconds apart from a real answer.
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -26,7 +34,6 @@ const CLIENTS: usize = 50;
 const LOAD_TIME: Duration = Duration::from_secs(10);
 /// Idle connections held open while a fresh request must be answered.
 const IDLE_CONNECTIONS: usize = 1_000;
-const FRESH_ANSWER: Duration = Duration::from_millis(100);
 /// No single read or write of these tests waits longer.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -428,7 +435,9 @@ fn a_thousand_idle_connections_do_not_keep_a_fresh_request_out() {
         .collect();
     println!("with {IDLE_CONNECTIONS} idle connections, fresh requests took {latencies:?}");
     latencies.sort();
-    assert!(latencies[2] < FRESH_ANSWER, "{latencies:?}");
+    // A fresh request kept out until idle connections time out would wait
+    // the header timeout: a hang guard, not a speed.
+    assert!(latencies[2] < HEADER_TIMEOUT, "{latencies:?}");
     // They were held, not closed, while the fresh requests came in: all but
     // those open for longer than the header timeout.
     let young = HEADER_TIMEOUT - Duration::from_secs(1);
@@ -646,6 +655,7 @@ fn a_body_that_does_not_arrive_is_answered_408() {
         "{answer:?}"
     );
     assert_eq!(answer.header("connection"), Some("close"));
+    // The server's own body timeout (0.5 s), with a hang guard's margin.
     assert!(took < Duration::from_secs(3), "{took:?}");
     assert!(closed_within(&mut stream, Duration::from_secs(2), |_| {}));
 }
@@ -736,10 +746,8 @@ fn a_huge_config_is_cut_off_at_the_deadline_while_light_requests_go_on() {
         let answer = read_answer(&mut kept).expect("an answer");
         let took = start.elapsed();
         assert_eq!(answer.status, 200, "{answer:?}");
-        assert!(
-            took < Duration::from_secs(1),
-            "a light request took {took:?}"
-        );
+        // Queued behind the heavy request it would wait out its deadline.
+        assert!(took < DEADLINE, "a light request took {took:?}");
     }
     let (answer, took) = heavy.join().unwrap();
     println!(

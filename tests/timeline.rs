@@ -301,11 +301,19 @@ proptest! {
     }
 }
 
-/// DeepSeek-V3 on 256 GPUs (tp 8, pp 8, ep 8, ZeRO-1): the whole timeline
-/// in well under 100 ms in a release build (debug builds are about ten times
-/// slower, so the bound here is 1 s).
+/// DeepSeek-V3 on 256 GPUs (tp 8, pp 8, ep 4, ZeRO-1): the timeline walks
+/// the layers of one pipeline stage, not its 256 experts a layer or its
+/// tokens, so its work, counted in events, stays at a few hundred (423 when
+/// written). Its speed (under 100 ms in a release build) is measured by
+/// `cargo bench --bench commands`, not asserted here.
 #[test]
-fn deepseek_v3_on_256_gpus_is_fast() {
+fn deepseek_v3_on_256_gpus_is_walked_layer_by_layer() {
+    /// The most events one layer of the stage may add (its forward, its
+    /// backward, their saved tensors and gradients), and the phases around.
+    const EVENTS_PER_LAYER: usize = 64;
+    const EVENTS_AROUND: usize = 64;
+    /// DeepSeek-V3's 61 layers over 8 stages: at most 8 on one stage.
+    const LAYERS_ON_A_STAGE: usize = 61_usize.div_ceil(8);
     let args = [
         "timeline",
         "--model",
@@ -333,12 +341,13 @@ fn deepseek_v3_on_256_gpus_is_fast() {
         "--format",
         "json",
     ];
-    let started = std::time::Instant::now();
     let t = json_of(&args);
-    let elapsed = started.elapsed();
-    assert!(!t["events"].as_array().unwrap().is_empty());
-    let bound = if cfg!(debug_assertions) { 1000 } else { 100 };
-    assert!(elapsed.as_millis() < bound, "{elapsed:?}");
+    let events = t["events"].as_array().unwrap().len();
+    assert!(events > 0);
+    assert!(
+        events <= EVENTS_PER_LAYER * LAYERS_ON_A_STAGE + EVENTS_AROUND,
+        "{events} events"
+    );
 }
 
 /// The README shows `docs/timeline.svg`; it must be what the binary draws.

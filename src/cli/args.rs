@@ -16,10 +16,14 @@ The gradient-and-optimizer slice alone is M = P × V × B: parameters × values 
 parameter (1 for SGD, 2 with momentum, 3 for Adam) × bytes per value.
 
 With no command, trainmem compares the memory of SGD, SGD with momentum, RMSProp and Adam
-at 124M, 1.5B and 7B parameters against an 80 GB accelerator (`trainmem compare`, whose
-flags below change the sizes, optimizers, precision and capacity).";
+at 124M, 1.5B and 7B parameters against an 80 GB accelerator: `trainmem compare`, whose
+flags (`trainmem compare --help`) change the sizes, optimizers, precision and capacity.
+Flags come after a command: `trainmem estimate --micro-batch 4`, not `trainmem --micro-batch 4`.";
 
-const EXAMPLES: &str = "\
+/// The examples of `--help`, as a literal for [`LONG_HELP`].
+macro_rules! examples {
+    () => {
+        "\
 Examples:
   trainmem                                  SGD, momentum, RMSProp, Adam at 124M, 1.5B, 7B on 80 GB
   trainmem estimate --model llama-3.1-8b --optimizer adamw --precision mixed-bf16
@@ -30,7 +34,46 @@ Examples:
   trainmem params llama-2-7b                the exact parameter tensors of a model
   trainmem models | optimizers | precisions | devices        the names each flag accepts
 
-Sizes: 80GB = 80 × 10^9 bytes, 80GiB = 80 × 2^30 bytes. Counts: 124M, 1.5B, 7B, 1T, 13e9, 6738415616.";
+Sizes: 80GB = 80 × 10^9 bytes, 80GiB = 80 × 2^30 bytes. Counts: 124M, 1.5B, 7B, 1T, 13e9, 6738415616."
+    };
+}
+
+const EXAMPLES: &str = examples!();
+
+/// The end of `trainmem --help`: [`EXAMPLES`] and the options.
+const LONG_HELP: &str = concat!(
+    examples!(),
+    "\n\n-h prints a short help, --help this one (each command has both); -V, --version the version."
+);
+
+/// `trainmem -h` and `--help`: the commands, then [`SHORT_HELP`] or
+/// [`EXAMPLES`]; `-h`, `--help` and `--version` are named in those.
+const HELP_TEMPLATE: &str = "\
+{about-with-newline}
+{usage-heading} {usage}
+
+Commands:
+{subcommands}{after-help}";
+
+/// The end of `trainmem -h`: the flags most runs use, three examples and
+/// where the rest is; `--help` shows [`EXAMPLES`] and every command.
+const SHORT_HELP: &str = "\
+Most used flags, after a command (`trainmem COMMAND -h` lists its own):
+  --model MODEL | --params N       a preset (trainmem models), config.json, folder; or 7B
+  --optimizer NAME                 adam (default), adamw, sgd, adamw-8bit, ... (trainmem optimizers)
+  --precision NAME                 fp32 (default), mixed-bf16, bf16, ... (trainmem precisions)
+  --micro-batch B --seq-len S      one micro-step's shape: with both, activations are counted
+  --device NAME | --capacity SIZE  an accelerator (trainmem devices), or its memory: 80GB
+  --gpus N --zero STAGE            GPUs and ZeRO sharding (or --fsdp, --tp, --pp)
+  --recompute MODE                 activation recomputation: none, selective, full
+  --format FORMAT                  table (default), json, markdown or csv
+
+Examples:
+  trainmem estimate --model llama-3.1-8b --optimizer adamw --precision mixed-bf16
+  trainmem fit --model llama-3.1-8b --seq-len 4096 --device h100
+  trainmem check axolotl.yaml --device h100-80gb
+
+`trainmem --help` says more: more examples, sizes and counts; -V, --version prints the version.";
 
 const MODEL_HELP: &str = "\
 MODEL is any of:
@@ -53,36 +96,41 @@ from its headers.";
     version,
     about = ABOUT,
     long_about = LONG_ABOUT,
-    after_help = EXAMPLES,
-    args_conflicts_with_subcommands = true
+    after_help = SHORT_HELP,
+    after_long_help = LONG_HELP,
+    help_template = HELP_TEMPLATE
 )]
 pub struct Cli {
-    /// What to do; `compare` when omitted.
+    /// What to do; `compare` with its defaults when omitted. Flags belong to
+    /// a command: given without one they are refused (see
+    /// [`super::usage::usage_error`]).
     #[command(subcommand)]
     pub command: Option<Command>,
-
-    /// Options of the default `compare` command.
-    #[command(flatten)]
-    pub compare: CompareArgs,
 }
 
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Compare optimizers' memory at several model sizes against one accelerator (the default).
+    /// Optimizers' memory at several model sizes against one accelerator (the default).
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
     /// The training memory of one model, piece by piece.
     #[command(after_help = EXAMPLES)]
     Estimate(EstimateArgs),
-    /// One training step as a sequence of allocations and frees: its phases,
-    /// its peak and where it happens; `--output chart.svg` draws it.
+    /// One training step as allocations and frees: its phases and its peak.
+    ///
+    /// The step as a sequence of allocations and frees: its phases, its peak
+    /// and where it happens; `--output chart.svg` draws it.
     #[command(after_help = TIMELINE_HELP)]
     Timeline(TimelineArgs),
-    /// Making it fit: the run priced again with one memory technique more at
-    /// each step (recomputation, 8-bit states, LoRA, QLoRA, ...).
+    /// Making it fit: one memory technique more at each step.
+    ///
+    /// The run priced again with one memory technique more at each step
+    /// (recomputation, 8-bit states, LoRA, QLoRA, ...).
     #[command(after_help = TECHNIQUES_HELP)]
     Techniques(TechniquesArgs),
+    /// Whether the run of your launch configs fits: exit 0 fits, 1 does not.
+    ///
     /// Read launch configs (HF TrainingArguments, DeepSpeed, accelerate, axolotl,
     /// torchtune, LLaMA-Factory) and say whether the run fits: exit 0 fits, 1 does
     /// not fit, 2 bad input.
@@ -102,6 +150,8 @@ pub enum Command {
     /// The largest model whose weights, gradients and optimizer states fit a capacity.
     #[command(after_help = EXAMPLES)]
     Fit(FitArgs),
+    /// The layouts of a cluster that fit, fastest first.
+    ///
     /// The layouts of a cluster that fit (ZeRO/FSDP/Megatron, tp, pp, cp, ep,
     /// recomputation, micro-batch), fastest first: each row is an `estimate`
     /// command.
@@ -122,7 +172,11 @@ pub enum Command {
     /// The exact parameter tensors of a model: a preset, config.json, folder or safetensors.
     #[command(after_help = MODEL_HELP)]
     Params(ParamsArgs),
-    /// Draw the comparison as an SVG chart: a memory breakdown or memory against model size.
+    /// Draw an SVG chart: a memory breakdown, memory against size, or techniques.
+    ///
+    /// Draw the comparison as an SVG chart (--kind): a memory breakdown per
+    /// optimizer, memory against model size, or the techniques that make one
+    /// run fit.
     #[command(
         after_help = PLOT_HELP,
         mut_arg("format", |a| a.help("Output format: svg, the only one a chart has (the default)"))
@@ -138,7 +192,9 @@ pub enum Command {
     Precisions(CatalogueArgs),
     /// List the accelerators and their memory.
     Devices(CatalogueArgs),
-    /// Print the JSON Schema (draft 2020-12) of `estimate --format json`, for tools that read it.
+    /// Print the JSON Schema of `estimate --format json`, for tools that read it.
+    ///
+    /// The JSON Schema (draft 2020-12) of `estimate --format json`.
     Schema,
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     #[command(after_help = COMPLETIONS_HELP)]
@@ -188,6 +244,7 @@ pub use crate::request::flags::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, SpeedArgs, TrainingArgs,
     WorkloadArgs, at_least_one,
 };
+use crate::request::flags::{HARDWARE, MODEL, PRECISION, TRAINING};
 
 /// `trainmem estimate`.
 #[derive(Debug, Args, Clone)]
@@ -197,14 +254,15 @@ pub struct EstimateArgs {
         long,
         value_name = "N",
         allow_hyphen_values = true,
-        conflicts_with = "model"
+        conflicts_with = "model",
+        help_heading = MODEL
     )]
     pub params: Option<String>,
 
     /// The model: a preset name (list: `trainmem models`), a config.json, a
     /// model folder, a .safetensors file, a model.safetensors.index.json or a
     /// hub id read from the local hugging face cache (`meta-llama/Llama-3.1-8B`).
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", help_heading = MODEL)]
     pub model: Option<OsString>,
 
     #[command(flatten)]
@@ -390,11 +448,11 @@ pub struct FitArgs {
     /// Without a model: the largest parameter count that fits. With one:
     /// its largest micro-batch (given --seq-len), longest sequence (given
     /// --micro-batch) and the fewest GPUs. A preset, config.json, folder or safetensors.
-    #[arg(long, value_name = "MODEL", conflicts_with = "params")]
+    #[arg(long, value_name = "MODEL", conflicts_with = "params", help_heading = MODEL)]
     pub model: Option<OsString>,
 
     /// A bare parameter count (with --layers --hidden --heads --ffn --vocab for activations).
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, help_heading = MODEL)]
     pub params: Option<String>,
 
     #[command(flatten)]
@@ -446,7 +504,9 @@ Examples:
   trainmem plot --output chart.svg                     the default comparison as stacked bars at 7B
   trainmem plot --output scaling.svg --kind scaling    memory against model size, and the 80 GB line
   trainmem plot --output - > chart.svg                 the SVG on stdout
-  trainmem plot --output qwen.svg --model qwen2.5-7b --optimizers all --device h100";
+  trainmem plot --output qwen.svg --model qwen2.5-7b --optimizer all --device h100
+  trainmem plot --output ladder.svg --kind techniques --model llama-3.1-8b --optimizer adamw \\
+      --micro-batch 4 --seq-len 4096 --device rtx-4090-24gb   the techniques that make it fit";
 
 /// `trainmem plot`: the compare flags, plus where and what to draw.
 #[derive(Debug, Args, Clone)]
@@ -457,7 +517,9 @@ pub struct PlotArgs {
 
     /// breakdown: stacked bars per optimizer with the capacity line; scaling:
     /// memory against model size per optimizer, crossing the capacity line at
-    /// each optimizer's threshold.
+    /// each optimizer's threshold; techniques: one run priced again with one
+    /// memory technique more at each step (`trainmem techniques`; one
+    /// --optimizer and a --model).
     #[arg(long, value_name = "KIND", default_value = "breakdown")]
     pub kind: String,
 
@@ -478,7 +540,7 @@ pub struct ServeArgs {
     pub host: String,
 }
 
-/// `trainmem compare` (and `trainmem` with no command).
+/// `trainmem compare` (and `trainmem` with no command, its defaults).
 #[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
     /// Model sizes to price, comma-separated.
@@ -486,25 +548,29 @@ pub struct CompareArgs {
         long,
         value_name = "LIST",
         default_value = "124M,1.5B,7B",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        help_heading = MODEL
     )]
     pub params: String,
 
     /// Compare on one model instead of --params sizes: a preset, a config.json,
     /// a model folder, a .safetensors file or an index.
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", help_heading = MODEL)]
     pub model: Option<OsString>,
 
-    /// Optimizers to compare, comma-separated, or `all`.
+    /// Optimizers to compare, comma-separated, or `all` (one for `plot --kind
+    /// techniques`). `--optimizers`, the old spelling, is still taken.
     #[arg(
-        long,
+        long = "optimizer",
+        alias = "optimizers",
         value_name = "LIST",
-        default_value = "sgd,sgd-momentum,rmsprop,adam"
+        default_value = "sgd,sgd-momentum,rmsprop,adam",
+        help_heading = TRAINING
     )]
     pub optimizers: String,
 
     /// Precision recipe of the comparison.
-    #[arg(long, value_name = "NAME", default_value = "fp32")]
+    #[arg(long, value_name = "NAME", default_value = "fp32", help_heading = PRECISION)]
     pub precision: String,
 
     /// Memory of one accelerator, such as 80GB or 80GiB [default: 80GB, the
@@ -513,12 +579,13 @@ pub struct CompareArgs {
         long,
         value_name = "SIZE",
         conflicts_with = "device",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        help_heading = HARDWARE
     )]
     pub capacity: Option<String>,
 
     /// An accelerator from `trainmem devices`, instead of --capacity.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = HARDWARE)]
     pub device: Option<String>,
 
     /// Price replacing one optimizer by another, as FROM,TO: the memory saved.
@@ -540,7 +607,7 @@ pub struct CompareArgs {
     pub slice_params: String,
 
     /// Precision of those worked examples (bf16: B = 2 bytes per value).
-    #[arg(long, value_name = "NAME", default_value = "bf16")]
+    #[arg(long, value_name = "NAME", default_value = "bf16", help_heading = PRECISION)]
     pub slice_precision: String,
 
     #[command(flatten)]
@@ -551,4 +618,19 @@ pub struct CompareArgs {
 
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+impl CompareArgs {
+    /// What `trainmem compare` takes with no flag: what `trainmem` alone prints.
+    pub fn defaults() -> crate::error::Result<CompareArgs> {
+        use clap::FromArgMatches;
+        CompareArgs::augment_args(clap::Command::new("compare").no_binary_name(true))
+            .try_get_matches_from(std::iter::empty::<OsString>())
+            .and_then(|matches| CompareArgs::from_arg_matches(&matches))
+            .map_err(|error| crate::error::Error::InvalidValue {
+                what: "compare's defaults",
+                value: String::new(),
+                reason: error.to_string(),
+            })
+    }
 }

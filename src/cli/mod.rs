@@ -68,7 +68,7 @@ pub fn run(cli: Cli) -> Result<String> {
                 "plan reads which flags were typed from the command line: run `trainmem plan`"
                     .to_string(),
         }),
-        None => compare(&cli.compare),
+        None => compare(&CompareArgs::defaults()?),
         Some(Command::Compare(args)) => compare(&args),
         Some(Command::Estimate(args)) => estimate_command(&args),
         Some(Command::Timeline(args)) => timeline::run(&args),

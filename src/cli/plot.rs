@@ -161,9 +161,9 @@ fn techniques_args(compare: &CompareArgs) -> Result<EstimateArgs> {
     let optimizers: Vec<&str> = compare.optimizers.split(',').map(str::trim).collect();
     let [optimizer] = optimizers.as_slice() else {
         return Err(Error::InvalidValue {
-            what: "--optimizers",
+            what: "--optimizer",
             value: compare.optimizers.clone(),
-            reason: "plot --kind techniques prices one run: give one optimizer, such as --optimizers adamw".to_string(),
+            reason: "plot --kind techniques prices one run: give one optimizer, such as --optimizer adamw".to_string(),
         });
     };
     if compare.model.is_none() {

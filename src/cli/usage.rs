@@ -57,9 +57,53 @@ pub fn usage_error(error: &clap::Error, arguments: &[OsString]) -> String {
                 .into_owned();
             }
         }
+        ErrorKind::UnknownArgument => {
+            if let Some(line) = without_a_command(arguments) {
+                return escape(&line).into_owned();
+            }
+        }
         _ => {}
     }
     escape(&one_line(&error.render().to_string())).into_owned()
+}
+
+/// The refusal of flags given before any command (`trainmem --micro-batch
+/// 4`): flags belong to a command, and only `trainmem` alone means
+/// `compare`. The hint repeats the command line with the command that
+/// takes the first flag put first: `estimate`, or `compare` for its own.
+fn without_a_command(arguments: &[OsString]) -> Option<String> {
+    let first = arguments.get(1)?.to_str()?;
+    if !first.starts_with('-') {
+        return None;
+    }
+    let flag = first.split('=').next().unwrap_or(first);
+    let long = flag.trim_start_matches('-');
+    let cli = <super::Cli as clap::CommandFactory>::command();
+    let knows = |command: &str| {
+        cli.find_subcommand(command).is_some_and(|sub| {
+            sub.get_arguments().any(|arg| {
+                arg.get_long() == Some(long)
+                    || arg.get_all_aliases().is_some_and(|a| a.contains(&long))
+            })
+        })
+    };
+    // A list of sizes (`--params 1B,13B`) is compare's; estimate takes one.
+    let a_list = arguments
+        .get(2)
+        .is_some_and(|value| value.to_string_lossy().contains(','));
+    let command = if knows("compare") && (!knows("estimate") || a_list) {
+        "compare"
+    } else {
+        "estimate"
+    };
+    let rest: Vec<String> = arguments[1..]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    Some(format!(
+        "error: `{flag}` was given without a command; flags come after one (trainmem COMMAND --flags; `trainmem -h` lists the commands); hint: put a command first: trainmem {command} {}",
+        rest.join(" ")
+    ))
 }
 
 /// clap's multi-line usage error as one line: the error, its tip and where

@@ -71,6 +71,7 @@ pub struct CheckReport<'a> {
 pub fn check(report: &CheckReport, format: Format, units: UnitSystem) -> String {
     match format {
         Format::Json => json(report),
+        Format::Table => super::wrap::free_text(&table(report, units)),
         _ => table(report, units),
     }
 }

@@ -27,7 +27,7 @@ pub fn estimate(e: &Estimate, format: Format, units: UnitSystem) -> String {
             for line in summary_lines(e, units) {
                 out += &format!("  {line}\n");
             }
-            out
+            super::wrap::free_text(&out)
         }
     }
 }
@@ -300,6 +300,7 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
         ));
     }
     lines.push(peak_line(e, units));
+    lines.extend(below_the_total(e, units));
     if e.memory.reserved != e.memory.peak {
         lines.push(format!(
             "reserved by PyTorch's caching allocator (simulated, with the overhead): {}",
@@ -398,6 +399,42 @@ fn peak_line(e: &Estimate, units: UnitSystem) -> String {
             .unwrap_or_default(),
         parts.join(", ")
     )
+}
+
+/// Why the step's peak can be below the table's total: the total adds each
+/// steady piece at its largest, but the timeline never holds them all at
+/// once (in backward, gradients are allocated layer by layer as the saved
+/// activations are freed; the logits and the loss are gone by then). The
+/// pieces held at the peak below their whole size are named.
+fn below_the_total(e: &Estimate, units: UnitSystem) -> Option<String> {
+    use crate::timeline::Kind;
+    let m = &e.memory;
+    if m.peak >= m.total {
+        return None;
+    }
+    let at_peak = &e.timeline.peak.by_kind;
+    let partial: Vec<String> = [
+        (Kind::Weights, m.weights),
+        (Kind::MasterWeights, m.master_weights),
+        (Kind::Gradients, m.gradients),
+        (Kind::OptimizerStates, m.optimizer_states),
+        (Kind::Activations, m.activations),
+    ]
+    .into_iter()
+    .filter(|(kind, whole)| at_peak.get(*kind) < *whole)
+    .map(|(kind, whole)| {
+        format!(
+            "{} {} of {}",
+            kind.name(),
+            at_peak.get(kind).display(units),
+            whole.display(units)
+        )
+    })
+    .collect();
+    Some(format!(
+        "the peak is below the total: the total adds every piece at its largest, but they are never all live at once (at the peak: {})",
+        partial.join(", ")
+    ))
 }
 
 /// `80 GB: fits, 24 GB spare` or `80 GB: does not fit, 32 GB over`.

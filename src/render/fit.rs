@@ -108,7 +108,7 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
             for note in &e.notes {
                 out += &format!("  note: {}\n", escape(note));
             }
-            out
+            super::wrap::free_text(&out)
         }
     }
 }

@@ -16,6 +16,7 @@ mod table;
 mod techniques;
 mod textbook;
 mod timeline;
+pub mod wrap;
 
 pub use catalogues::{devices, optimizers, precisions};
 pub use escape::escape;

@@ -120,7 +120,7 @@ pub fn params(model: &Model, format: Format, tensors: bool) -> Result<String> {
                 out += "\n";
                 out += &listing.text();
             }
-            out
+            super::wrap::free_text(&out)
         }
     })
 }

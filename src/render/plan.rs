@@ -355,7 +355,7 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
             for note in &report.notes {
                 out.push_str(&format!("  note: {}\n", escape(note)));
             }
-            out
+            super::wrap::free_text(&out)
         }
     }
 }

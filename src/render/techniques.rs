@@ -23,7 +23,7 @@ pub fn techniques(ladder: &Ladder, format: Format, units: UnitSystem) -> String 
             for line in summary(ladder, units) {
                 out += &format!("  {line}\n");
             }
-            out
+            super::wrap::free_text(&out)
         }
     }
 }

@@ -50,6 +50,7 @@ pub fn textbook(book: &Textbook, format: Format, units: UnitSystem) -> String {
                     out += &format!("  {line}\n");
                 }
             }
+            // Not wrapped: `trainmem` alone prints this report as it always has.
             out
         }
     }

@@ -93,7 +93,7 @@ pub fn timeline(
             for line in summary(e, timeline, units) {
                 out += &format!("  {line}\n");
             }
-            out
+            super::wrap::free_text(&out)
         }
     }
 }

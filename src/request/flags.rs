@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "kebab-case")]
 pub struct OutputArgs {
     /// Output format: table (the default), json, markdown or csv.
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", help_heading = OUTPUT)]
     pub format: Option<String>,
 }
 
@@ -28,7 +28,7 @@ pub struct ReportArgs {
 
     /// Units for sizes: gb (10^9 bytes) or gib (2^30 bytes). Default: gib when
     /// the capacity was given in binary units, else gb.
-    #[arg(long, value_name = "UNITS")]
+    #[arg(long, value_name = "UNITS", help_heading = OUTPUT)]
     pub units: Option<String>,
 }
 
@@ -41,12 +41,13 @@ pub struct CapacityArgs {
         long,
         value_name = "SIZE",
         conflicts_with = "device",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        help_heading = HARDWARE
     )]
     pub capacity: Option<String>,
 
     /// An accelerator from `trainmem devices`, e.g. h100-80gb, a100-40gb, h200.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = HARDWARE)]
     pub device: Option<String>,
 }
 
@@ -56,32 +57,32 @@ pub struct CapacityArgs {
 pub struct TrainingArgs {
     /// Optimizer: sgd, sgd-momentum, rmsprop, adam, adamw, lion, adafactor, adamw-8bit
     /// and more (`trainmem optimizers` lists them all).
-    #[arg(long, value_name = "NAME", default_value = "adam")]
+    #[arg(long, value_name = "NAME", default_value = "adam", help_heading = TRAINING)]
     pub optimizer: String,
 
     /// Precision recipe, from `trainmem precisions`: fp32, bf16, fp16, mixed-bf16,
     /// mixed-fp16, amp-bf16, amp-fp16.
-    #[arg(long, value_name = "NAME", default_value = "fp32")]
+    #[arg(long, value_name = "NAME", default_value = "fp32", help_heading = PRECISION)]
     pub precision: String,
 
     /// An option of the optimizer that changes its state, as KEY=VALUE (repeatable):
     /// `rank=128` for galore-adamw, `beta1=0.9` for adafactor-hf, `fused=true`.
     /// `trainmem optimizers` lists each optimizer's options.
     #[serde(rename = "optimizer-option")]
-    #[arg(long = "optimizer-option", value_name = "KEY=VALUE")]
+    #[arg(long = "optimizer-option", value_name = "KEY=VALUE", help_heading = TRAINING)]
     pub optimizer_options: Vec<String>,
 
     /// Accumulate gradients in this dtype instead of the recipe's (fp32 with
     /// mixed-bf16 is Megatron's 18 bytes/param with Adam).
-    #[arg(long, value_name = "DTYPE")]
+    #[arg(long, value_name = "DTYPE", help_heading = PRECISION)]
     pub grad_dtype: Option<String>,
 
     /// Keep the master weights in this dtype, or `none` for no master copy.
-    #[arg(long, value_name = "DTYPE")]
+    #[arg(long, value_name = "DTYPE", help_heading = PRECISION)]
     pub master_dtype: Option<String>,
 
     /// Keep optimizer states in this dtype instead of the updated copy's.
-    #[arg(long, value_name = "DTYPE")]
+    #[arg(long, value_name = "DTYPE", help_heading = PRECISION)]
     pub state_dtype: Option<String>,
 }
 
@@ -90,44 +91,44 @@ pub struct TrainingArgs {
 #[serde(rename_all = "kebab-case")]
 pub struct ParallelArgs {
     /// Accelerators in all (data × tensor × pipeline parallel).
-    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = PARALLELISM)]
     pub gpus: u64,
 
     /// Machines the GPUs sit in; host memory is reported per node
     /// [default: --gpus / --gpus-per-node, or 1 for up to a node's worth].
-    #[arg(long, value_name = "M", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "M", value_parser = at_least_one, allow_negative_numbers = true, help_heading = PARALLELISM)]
     pub nodes: Option<u64>,
 
     /// Accelerators per machine, to count the nodes when --nodes is not
     /// given [default: 8].
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = PARALLELISM)]
     pub gpus_per_node: Option<u64>,
 
     /// ZeRO stage: 0 plain data parallel, 1 shards optimizer states and master
     /// weights, 2 also gradients, 3 also weights.
-    #[arg(long, value_name = "STAGE", conflicts_with = "fsdp")]
+    #[arg(long, value_name = "STAGE", conflicts_with = "fsdp", help_heading = PARALLELISM)]
     pub zero: Option<String>,
 
     /// FSDP sharding strategy instead of --zero: no-shard, shard-grad-op,
     /// full-shard or hybrid-shard (implies --framework fsdp2).
-    #[arg(long, value_name = "STRATEGY")]
+    #[arg(long, value_name = "STRATEGY", help_heading = PARALLELISM)]
     pub fsdp: Option<String>,
 
     /// Keep in host memory: none, optimizer (states and master weights), or
     /// optimizer+params (ZeRO-3 only).
-    #[arg(long, value_name = "WHAT", default_value = "none")]
+    #[arg(long, value_name = "WHAT", default_value = "none", help_heading = TECHNIQUES)]
     pub offload: String,
 
     /// Tensor-parallel degree.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = PARALLELISM)]
     pub tp: u64,
 
     /// Pipeline-parallel stages.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = PARALLELISM)]
     pub pp: u64,
 
     /// Expert-parallel degree for MoE models.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = PARALLELISM)]
     pub ep: u64,
 
     /// Context parallelism: ring attention splits every sequence across N
@@ -141,7 +142,7 @@ pub struct ParallelArgs {
 
     /// Sequence parallelism with --tp: activations outside the tensor-parallel
     /// regions are split across the tensor-parallel ranks too.
-    #[arg(long)]
+    #[arg(long, help_heading = PARALLELISM)]
     pub sequence_parallel: bool,
 
     /// The training framework whose memory layout is followed: deepspeed
@@ -149,25 +150,25 @@ pub struct ParallelArgs {
     /// in their original dtype; default with --fsdp) or fsdp1 (flat
     /// parameters; moves the whole model to each GPU before sharding unless
     /// --init says otherwise).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = PARALLELISM)]
     pub framework: Option<String>,
 
     /// How FSDP computes in half precision: policy (MixedPrecisionPolicy:
     /// each layer gathered in the compute dtype and freed after use, as
     /// torchtitan and accelerate do) or autocast (fp32 parameters under
     /// torch.autocast, which saves half copies of the linear weights).
-    #[arg(long, value_name = "MODE", default_value = "policy")]
+    #[arg(long, value_name = "MODE", default_value = "policy", help_heading = PARALLELISM)]
     pub fsdp_mixed_precision: String,
 
     /// How each rank first gets the weights: meta (only its shard: meta
     /// device, zero.Init), rank0 (rank 0 broadcasts module by module) or
     /// every-rank (the whole model on every GPU before sharding). Default:
     /// what the framework does (every-rank for fsdp1, meta otherwise).
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", help_heading = PARALLELISM)]
     pub init: Option<String>,
 
     /// DeepSpeed's reduce_bucket_size in elements (default 500000000, DeepSpeed's own).
-    #[arg(long, value_name = "ELEMENTS")]
+    #[arg(long, value_name = "ELEMENTS", help_heading = PARALLELISM)]
     pub reduce_bucket_size: Option<u64>,
 }
 
@@ -177,7 +178,7 @@ pub struct ParallelArgs {
 pub struct FineTuneArgs {
     /// LoRA rank r: adapters A (r × in) and B (out × r) on each targeted
     /// linear, as peft creates them; the base is frozen.
-    #[arg(long, value_name = "R", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "R", value_parser = at_least_one, allow_negative_numbers = true, help_heading = FINE_TUNING)]
     pub lora_rank: Option<u64>,
 
     /// Linear modules that get adapters: `all-linear` (every linear but the
@@ -186,7 +187,8 @@ pub struct FineTuneArgs {
         long,
         value_name = "LIST",
         default_value = "all-linear",
-        requires = "lora_rank"
+        requires = "lora_rank",
+        help_heading = FINE_TUNING
     )]
     pub lora_targets: String,
 
@@ -195,16 +197,17 @@ pub struct FineTuneArgs {
         long,
         value_name = "WHICH",
         default_value = "none",
-        requires = "lora_rank"
+        requires = "lora_rank",
+        help_heading = FINE_TUNING
     )]
     pub lora_bias: String,
 
     /// Modules trained in full beside the adapters (peft's modules_to_save), such as `lm_head`.
-    #[arg(long, value_name = "LIST", requires = "lora_rank")]
+    #[arg(long, value_name = "LIST", requires = "lora_rank", help_heading = FINE_TUNING)]
     pub lora_modules_to_save: Option<String>,
 
     /// DoRA: a magnitude vector per targeted linear.
-    #[arg(long, requires = "lora_rank")]
+    #[arg(long, requires = "lora_rank", help_heading = FINE_TUNING)]
     pub lora_dora: bool,
 
     /// peft's lora_dropout: the probability of the nn.Dropout before each
@@ -240,16 +243,16 @@ pub struct FineTuneArgs {
     /// model, `vision_tower`, `multi_modal_projector` and `language_model`
     /// name its parts whatever its own prefixes; with LoRA, frozen modules
     /// get no adapters.
-    #[arg(long, value_name = "PATTERN")]
+    #[arg(long, value_name = "PATTERN", help_heading = FINE_TUNING)]
     pub freeze: Vec<String>,
 
     /// Store the frozen base's linear weights quantized as bitsandbytes does:
     /// nf4, fp4 (QLoRA) or int8; needs --lora-rank.
-    #[arg(long, value_name = "KIND")]
+    #[arg(long, value_name = "KIND", help_heading = FINE_TUNING)]
     pub quantize: Option<String>,
 
     /// Double quantization of the 4-bit absmax (on with the bare flag).
-    #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on", default_value = "off")]
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on", default_value = "off", help_heading = FINE_TUNING)]
     pub double_quant: String,
 }
 
@@ -258,17 +261,35 @@ pub struct FineTuneArgs {
 /// carries `help_heading = TECHNIQUES`, whichever group it belongs to.
 pub const TECHNIQUES: &str = "Memory techniques";
 
+// The other `--help` headings, one per concept, in the order a run is
+// described: what is trained, how, in which dtypes, over how many GPUs,
+// which parts (fine-tuning), on what hardware, and how the answer is written.
+/// The model: a preset, a file, a bare count and its architecture.
+pub const MODEL: &str = "Model";
+/// The optimizer and one step's shape (micro-batch, sequence, accumulation).
+pub const TRAINING: &str = "Training";
+/// The precision recipe and the dtypes of each piece.
+pub const PRECISION: &str = "Precision";
+/// GPUs, nodes, ZeRO/FSDP and the tp/pp/ep degrees.
+pub const PARALLELISM: &str = "Parallelism";
+/// LoRA, QLoRA, freezing.
+pub const FINE_TUNING: &str = "Fine-tuning";
+/// The accelerator, its memory, its speed and the software beneath.
+pub const HARDWARE: &str = "Hardware";
+/// Format and units of the report.
+pub const OUTPUT: &str = "Output";
+
 /// One micro-step's shape, for activation memory, and the architecture of a bare
 /// parameter count.
 #[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct WorkloadArgs {
     /// Sequences per micro-batch (per accelerator); with --seq-len, activations are estimated.
-    #[arg(long, value_name = "B", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "B", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub micro_batch: Option<u64>,
 
     /// Tokens per sequence.
-    #[arg(long, value_name = "S", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "S", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub seq_len: Option<u64>,
 
     /// What the model is trained for, and so the head transformers puts on
@@ -276,44 +297,44 @@ pub struct WorkloadArgs {
     /// masked-lm (AutoModelForMaskedLM, the encoders' default), seq-cls:N
     /// and token-cls:N (sequence and token classification over N labels),
     /// seq2seq, or embedding (the bare AutoModel).
-    #[arg(long, value_name = "TASK")]
+    #[arg(long, value_name = "TASK", help_heading = MODEL)]
     pub task: Option<String>,
 
     /// A vision model's image side in pixels (default: the config's
     /// image_size): the model as transformers builds it for that size,
     /// its position embeddings one per patch.
-    #[arg(long, value_name = "PX", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "PX", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub image_size: Option<u64>,
 
     /// Images per sample for a vision model (default 1): each is a
     /// sequence of its patches (+ the CLS token), so the micro-batch holds
     /// B x N of them; a vision-language model's image tokens are part of
     /// each sample's --seq-len instead.
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub images: Option<u64>,
 
     /// Tokens per image for Qwen2-VL and Qwen2.5-VL, whose resolution is
     /// dynamic: after the 2x2 merge, so N tokens are 4N patches of 14 px
     /// (256 for a 448 x 448 px image); the report says the pixels.
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub image_tokens: Option<u64>,
 
     /// An encoder-decoder's (T5, BART, Whisper) decoder tokens per
     /// sequence: the labels' length, which the decoder reads shifted right
     /// (default: --seq-len, the encoder's input tokens; Whisper's encoder
     /// always holds its 1,500 audio positions).
-    #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "T", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub target_len: Option<u64>,
 
     /// Seconds of audio per sample for Whisper (default 30): 100 log-mel
     /// frames a second, halved into encoder positions by the encoder's
     /// stride-2 convolution. WhisperEncoder takes exactly
     /// max_source_positions x 2 frames (30 s for every published model).
-    #[arg(long, value_name = "SECONDS", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub audio_seconds: Option<u64>,
 
     /// Attention implementation: eager (saves the softmax), sdpa or flash.
-    #[arg(long, value_name = "KIND", default_value = "sdpa")]
+    #[arg(long, value_name = "KIND", default_value = "sdpa", help_heading = TECHNIQUES)]
     pub attention: String,
 
     /// Activation recomputation: none; selective (Megatron: the attention
@@ -370,12 +391,12 @@ pub struct WorkloadArgs {
     /// Memory lost beyond the tensors, added to the peak: CUDA context and
     /// allocator fragmentation. Default 1GiB when activations are estimated;
     /// 0 gives what torch.cuda.max_memory_allocated() reports.
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, help_heading = HARDWARE)]
     pub overhead: Option<String>,
 
     /// Micro-batches whose gradients accumulate before each optimizer step:
     /// the gradients then exist before each backward.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one, allow_negative_numbers = true, help_heading = TRAINING)]
     pub grad_accumulation: u64,
 
     /// Step each parameter inside backward as soon as its gradient is
@@ -391,40 +412,40 @@ pub struct WorkloadArgs {
     /// Where the kernels run: cuda, or cpu (the CPU kernels the activation
     /// fixtures measure to the byte, so a prediction can be checked against
     /// autograd on a laptop; no overhead by default).
-    #[arg(long, value_name = "PLATFORM", default_value = "cuda")]
+    #[arg(long, value_name = "PLATFORM", default_value = "cuda", help_heading = HARDWARE)]
     pub platform: String,
 
     /// The bitsandbytes version of a QLoRA run: before 0.43.2 each 4-bit
     /// matmul kept its input for backward (default: a current version).
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", help_heading = HARDWARE)]
     pub bitsandbytes: Option<String>,
 
     /// PyTorch's allocator with expandable_segments:True, for memory.reserved.
-    #[arg(long)]
+    #[arg(long, help_heading = HARDWARE)]
     pub expandable_segments: bool,
 
     /// Decoder layers of a bare --params model (with --hidden, --heads, --ffn, --vocab).
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub layers: Option<u64>,
 
     /// Hidden size of a bare --params model.
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub hidden: Option<u64>,
 
     /// Attention heads of a bare --params model.
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub heads: Option<u64>,
 
     /// Key/value heads of a bare --params model (default: --heads).
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub kv_heads: Option<u64>,
 
     /// MLP intermediate size of a bare --params model.
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub ffn: Option<u64>,
 
     /// Vocabulary size of a bare --params model.
-    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub vocab: Option<u64>,
 }
 
@@ -435,27 +456,27 @@ pub struct SpeedArgs {
     /// The share of the matmul peak the step's executed FLOPs reach, e.g.
     /// 0.45 or 45% (default: by hidden size, 44% to 64%, from Megatron-LM's
     /// A100 runs in Korthikanti et al. 2022 Table 5).
-    #[arg(long, value_name = "FRACTION", allow_hyphen_values = true)]
+    #[arg(long, value_name = "FRACTION", allow_hyphen_values = true, help_heading = HARDWARE)]
     pub mfu: Option<String>,
 
     /// Dense bf16 peak of one accelerator in TFLOP/s, for --capacity or to
     /// override --device's datasheet figure.
-    #[arg(long, value_name = "TFLOPS", allow_hyphen_values = true)]
+    #[arg(long, value_name = "TFLOPS", allow_hyphen_values = true, help_heading = HARDWARE)]
     pub peak_tflops: Option<String>,
 
     /// One direction of a GPU's link inside its node, e.g. 450GB/s
     /// (default: --device's NVLink figure).
-    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true, help_heading = HARDWARE)]
     pub intra_node_bandwidth: Option<String>,
 
     /// One direction of a GPU's share of the network between nodes, e.g.
     /// 50GB/s (default: --device's reference system, one 400 Gb/s NIC per GPU on H100).
-    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE/s", allow_hyphen_values = true, help_heading = HARDWARE)]
     pub inter_node_bandwidth: Option<String>,
 
     /// Virtual pipeline stages per rank (Megatron's interleaved 1F1B): the
     /// bubble is (pp - 1) / (virtual-stages x micro-batches).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = PARALLELISM)]
     pub virtual_stages: u64,
 }
 

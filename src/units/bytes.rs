@@ -126,20 +126,32 @@ impl ByteUnit {
 
     /// One unit for a column of sizes: the largest unit of `system` in which
     /// the smallest nonzero size still shows as at least 0.1 (so a column
-    /// holds `0.99 GB` and `112 GB`, not `992 MB` and `0.11 TB`).
+    /// holds `0.99 GB` and `112 GB`, not `992 MB` and `0.11 TB`), and in
+    /// which sizes that differ print differently: the next smaller unit when
+    /// two would print alike and it tells every size apart (104.13 GB and
+    /// 104.14 GB are not both `0.1 TB`; sizes a few bytes apart keep theirs).
     pub fn for_column(sizes: impl IntoIterator<Item = Bytes>, system: UnitSystem) -> ByteUnit {
+        let mut sizes: Vec<Bytes> = sizes.into_iter().collect();
+        sizes.sort_unstable();
+        sizes.dedup();
         let smallest = sizes
-            .into_iter()
-            .filter(|b| b.0 > 0)
-            .min()
-            .unwrap_or(Bytes::ZERO);
-        UNITS
             .iter()
-            .rfind(|u| {
-                u.system == system && u128::from(smallest.0.max(1)) * 10 >= u128::from(u.bytes)
-            })
             .copied()
-            .unwrap_or(UNITS[0])
+            .find(|b| b.0 > 0)
+            .unwrap_or(Bytes::ZERO);
+        let mut candidates = UNITS.iter().rev().filter(|u| {
+            u.system == system && u128::from(smallest.0.max(1)) * 10 >= u128::from(u.bytes)
+        });
+        let distinct = |unit: &ByteUnit| {
+            sizes
+                .windows(2)
+                .all(|pair| pair[0].display_in(*unit) != pair[1].display_in(*unit))
+        };
+        let first = candidates.next().copied().unwrap_or(UNITS[0]);
+        match candidates.next() {
+            Some(finer) if !distinct(&first) && distinct(finer) => *finer,
+            _ => first,
+        }
     }
 
     /// The unit written as `symbol`, case-insensitively (`gb`, `GiB`, `kb`).
@@ -211,6 +223,30 @@ fn is_bits(symbol: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_column_shows_distinct_sizes_distinctly() {
+        let close = [Bytes(104_130_000_000), Bytes(104_140_000_000)];
+        let unit = ByteUnit::for_column(close, UnitSystem::Decimal);
+        assert_eq!(
+            close.map(|b| b.display_in(unit)),
+            ["104.13 GB", "104.14 GB"]
+        );
+        // Sizes that print apart keep the largest unit, and equal sizes do too.
+        let apart = [Bytes(990_000_000), Bytes(112_000_000_000)];
+        assert_eq!(
+            ByteUnit::for_column(apart, UnitSystem::Decimal).symbol,
+            "GB"
+        );
+        let same = [Bytes(2_000_000_000_000), Bytes(2_000_000_000_000)];
+        assert_eq!(ByteUnit::for_column(same, UnitSystem::Decimal).symbol, "TB");
+        // A few bytes apart: no unit but bytes would tell them apart.
+        let bytes_apart = [Bytes(12_000_000_000), Bytes(12_000_000_004)];
+        assert_eq!(
+            ByteUnit::for_column(bytes_apart, UnitSystem::Decimal).symbol,
+            "GB"
+        );
+    }
 
     #[test]
     fn parses_decimal_and_binary_units() {

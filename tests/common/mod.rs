@@ -122,3 +122,11 @@ pub fn run_within_env(
         elapsed,
     )
 }
+
+/// Whether `report` holds `needle` with any run of spaces and line breaks
+/// read as one space: a note of a table report is wrapped to 100 columns
+/// at spaces (`render::wrap`), so a phrase may be split over two lines.
+pub fn contains_words(report: &str, needle: &str) -> bool {
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    words(report).contains(&words(needle))
+}

@@ -683,13 +683,22 @@ fn owner<'a, 'd>(
 
 /// `found` sorted in the order the file writes its keys: each key's place
 /// looked up once in the order the parser recorded (keys it did not record,
-/// none in practice, go last, as they came).
-fn in_document_order<T>(found: &mut [(String, &Value, T)], order: &[String]) {
+/// none in practice, go last, as they came). Returns the work done, the
+/// bytes of key paths hashed: each recorded path once and each found one
+/// once, so linear in the keys (searching the text for each key, as this
+/// once did, is quadratic: 49,000 keys took 75 s).
+fn in_document_order<T>(found: &mut [(String, &Value, T)], order: &[String]) -> usize {
     let mut rank: HashMap<&str, usize> = HashMap::with_capacity(order.len());
+    let mut hashed = 0usize;
     for (place, path) in order.iter().enumerate() {
+        hashed = hashed.saturating_add(path.len());
         rank.entry(path.as_str()).or_insert(place);
     }
-    found.sort_by_cached_key(|(path, _, _)| rank.get(path.as_str()).copied().unwrap_or(usize::MAX));
+    found.sort_by_cached_key(|(path, _, _)| {
+        hashed = hashed.saturating_add(path.len());
+        rank.get(path.as_str()).copied().unwrap_or(usize::MAX)
+    });
+    hashed
 }
 
 /// A companion file named in a config: as given when it exists (the
@@ -819,6 +828,84 @@ mod tests {
                     format.name(),
                     key.name
                 );
+            }
+        }
+    }
+
+    /// Issue 28, finding 2: `check` was quadratic in the keys. The order of
+    /// 49,000 YAML keys (the most the node budget admits: a key and its
+    /// value are two nodes) and of 40,000 and 50,000 JSON keys costs a
+    /// bounded number of bytes hashed per byte of text; searching the text
+    /// for each key cost keys × text / 2 bytes (12 billion here).
+    #[test]
+    fn keys_are_ordered_with_work_linear_in_the_text() {
+        let head = "base_model: gpt2\nmicro_batch_size: 1\nsequence_len: 128\n";
+        let yaml: String = head.to_string()
+            + &(0..49_000)
+                .map(|i| format!("k{i}: 1\n"))
+                .collect::<String>();
+        let json = |n: usize| {
+            r#"{"base_model": "gpt2", "micro_batch_size": 1, "sequence_len": 128"#.to_string()
+                + &(0..n)
+                    .map(|i| format!(r#", "k{i}": 1"#))
+                    .collect::<String>()
+                + "}"
+        };
+        for (name, text) in [
+            ("keys.yaml", yaml),
+            ("keys.json", json(40_000)),
+            ("more.json", json(50_000)),
+        ] {
+            let parsed = document::parse(&text, Path::new(name)).unwrap();
+            let Value::Object(map) = &parsed.value else {
+                panic!("{name}: not a mapping")
+            };
+            let mut found = Vec::new();
+            walk(Format::Axolotl.keys(), "", map, &mut found);
+            let work = in_document_order(&mut found, &parsed.order);
+            assert!(
+                work <= 2 * text.len(),
+                "{name}: {work} bytes hashed for {} bytes of text",
+                text.len()
+            );
+            let names: Vec<&str> = found.iter().map(|(p, _, _)| p.as_str()).collect();
+            // The file's order, not the sorted mapping's (k0, k1, k10, k100, ...).
+            assert_eq!(
+                names[..6],
+                [
+                    "base_model",
+                    "micro_batch_size",
+                    "sequence_len",
+                    "k0",
+                    "k1",
+                    "k2"
+                ],
+                "{name}"
+            );
+            assert_eq!(names[13], "k10", "{name}");
+        }
+    }
+
+    /// Issue 28, finding 1: a companion's known key with a bad value is
+    /// refused without saying the value: no DeepSpeed rule puts its value in
+    /// its problem.
+    #[test]
+    fn deepspeed_problems_never_quote_the_value() {
+        let marker = "zqsecretmarker";
+        let values = [
+            serde_json::json!(marker),
+            serde_json::json!([marker]),
+            serde_json::json!({ marker: marker }),
+        ];
+        for key in Format::DeepSpeed.keys() {
+            for value in &values {
+                let mut document = Map::new();
+                document.insert(key.name.to_string(), value.clone());
+                let problem = match key.rule.read(value, &document) {
+                    Err(problem) => problem,
+                    Ok(effect) => format!("{effect:?}"),
+                };
+                assert!(!problem.contains(marker), "{}: {problem}", key.name);
             }
         }
     }

@@ -55,10 +55,15 @@ pub fn closest_spelling(
     wanted: &str,
     candidates: impl IntoIterator<Item = &'static str>,
 ) -> Option<&'static str> {
+    let length = wanted.chars().count();
+    let most = |candidate: &str| (candidate.len() / 3).max(2);
     candidates
         .into_iter()
+        // The distance is at least the difference in length: a name far
+        // longer than every candidate (a megabyte of text) is not compared.
+        .filter(|candidate| length.abs_diff(candidate.chars().count()) <= most(candidate))
         .map(|candidate| (edit_distance(wanted, candidate), candidate))
-        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(2))
+        .filter(|(distance, candidate)| *distance <= most(candidate))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
 }

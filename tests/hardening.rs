@@ -583,3 +583,516 @@ fn model_names_cannot_reach_the_terminal() {
         }
     }
 }
+
+// Issue 28, finding 1: `check` printed the contents of any file a config
+// names as its DeepSpeed config. A companion is read only as DeepSpeed reads
+// it, strict JSON, and nothing of its text is said back.
+
+/// A config of each launcher that names `companion` as its DeepSpeed
+/// config, with the file name it is written under.
+fn naming(launcher: &str, companion: &str) -> (&'static str, String) {
+    let quoted = serde_json::to_string(companion).unwrap();
+    match launcher {
+        "axolotl" => (
+            "axolotl.yaml",
+            format!(
+                "base_model: gpt2\nmicro_batch_size: 1\nsequence_len: 128\ndeepspeed: {quoted}\n"
+            ),
+        ),
+        "llama-factory" => (
+            "llama-factory.yaml",
+            format!(
+                "model_name_or_path: gpt2\nstage: sft\nfinetuning_type: full\ncutoff_len: 128\nper_device_train_batch_size: 1\ndeepspeed: {quoted}\n"
+            ),
+        ),
+        "accelerate" => (
+            "accelerate.yaml",
+            format!(
+                "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: {quoted}\n"
+            ),
+        ),
+        _ => (
+            "args.json",
+            format!(
+                r#"{{"per_device_train_batch_size": 1, "max_seq_length": 128, "model_name_or_path": "gpt2", "deepspeed": {quoted}}}"#
+            ),
+        ),
+    }
+}
+
+const LAUNCHERS: [&str; 4] = [
+    "axolotl",
+    "llama-factory",
+    "accelerate",
+    "training-arguments",
+];
+
+/// `check` of `config` in `format`, in process: everything it would print
+/// on stdout and stderr together, and its exit status.
+fn checked_in_process(config: &std::path::Path, format: &str) -> (u8, String) {
+    let arguments: Vec<std::ffi::OsString> = [
+        "check",
+        config.to_str().unwrap(),
+        "--device",
+        "h100",
+        "--model",
+        "gpt2",
+        "--seq-len",
+        "128",
+        "--micro-batch",
+        "1",
+        "--format",
+        format,
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    match trainmem::cli::run_args(&arguments) {
+        Ok(checked) => (
+            checked.exit,
+            format!("{}\n{}", checked.report, checked.warnings.join("\n")),
+        ),
+        Err(message) => (2, message),
+    }
+}
+
+#[test]
+fn a_companion_that_is_not_deepspeed_json_is_refused_without_its_content() {
+    let folder = tempfile::tempdir().unwrap();
+    let secrets = folder.path().join("secrets");
+    std::fs::create_dir(&secrets).unwrap();
+    // A YAML file, as `~/.config/gh/hosts.yml` is: its lines used to be listed.
+    std::fs::write(
+        secrets.join("hosts.yml"),
+        "github.com:\n  oauth_token: zqtokenvalue\n  user: zquser\n",
+    )
+    .unwrap();
+    let configs = folder.path().join("configs");
+    std::fs::create_dir(&configs).unwrap();
+    for launcher in LAUNCHERS {
+        for companion in [
+            secrets.join("hosts.yml").to_str().unwrap().to_string(),
+            "../secrets/hosts.yml".to_string(),
+        ] {
+            let (name, text) = naming(launcher, &companion);
+            let config = configs.join(name);
+            std::fs::write(&config, text).unwrap();
+            let config = config.to_str().unwrap();
+            for format in ["table", "json"] {
+                let stderr = refused(&[
+                    "check",
+                    config,
+                    "--device",
+                    "h100",
+                    "--model",
+                    "gpt2",
+                    "--seq-len",
+                    "128",
+                    "--micro-batch",
+                    "1",
+                    "--format",
+                    format,
+                ]);
+                assert!(!stderr.contains("zq"), "{launcher}: {stderr}");
+                assert!(
+                    stderr.contains("hosts.yml"),
+                    "the companion is named: {stderr}"
+                );
+                assert!(stderr.contains(name), "the config that names it: {stderr}");
+                assert!(
+                    stderr.contains("deepspeed"),
+                    "the key that names it: {stderr}"
+                );
+                assert!(
+                    stderr.contains("not valid JSON (line 1, column 1)")
+                        && stderr.contains("accepted: a DeepSpeed config JSON"),
+                    "{stderr}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_companion_shows_what_it_set_and_counts_its_other_keys() {
+    let folder = tempfile::tempdir().unwrap();
+    // Valid JSON, not all of it DeepSpeed's: a known key, unknown ones, and
+    // secret-looking values everywhere.
+    std::fs::write(
+        folder.path().join("ds.conf"),
+        r#"{"zero_optimization": {"stage": 3, "zqkey": "zqvalue"},
+            "bf16": {"enabled": "auto"}, "auths": {"registry": {"auth": "zqauth"}},
+            "fp16": {"loss_scale": "zqscale"}, "token": "zqtoken"}"#,
+    )
+    .unwrap();
+    for launcher in LAUNCHERS {
+        let (name, text) = naming(launcher, "ds.conf");
+        let config = folder.path().join(name);
+        std::fs::write(&config, text).unwrap();
+        for format in ["table", "json"] {
+            let (code, out) = checked_in_process(&config, format);
+            assert_eq!(code, 0, "{launcher} {format}: {out}");
+            assert!(!out.contains("zq"), "{launcher} {format}: {out}");
+            assert!(out.contains("--zero 3"), "what it set is shown: {out}");
+            assert!(
+                out.contains("3 keys not read"),
+                "{launcher} {format}: {out}"
+            );
+        }
+    }
+    // A bad value of a key trainmem knows: refused without the value.
+    std::fs::write(
+        folder.path().join("ds.conf"),
+        r#"{"zero_optimization": {"stage": "zqstage"}}"#,
+    )
+    .unwrap();
+    let (name, text) = naming("axolotl", "ds.conf");
+    let config = folder.path().join(name);
+    std::fs::write(&config, text).unwrap();
+    let stderr = refused(&["check", config.to_str().unwrap(), "--device", "h100"]);
+    assert!(!stderr.contains("zq"), "{stderr}");
+    assert!(
+        stderr.contains("key `zero_optimization.stage`: unknown value; accepted: 0, 1, 2, 3"),
+        "{stderr}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_companion_that_is_a_fifo_or_a_device_is_refused_at_once() {
+    let folder = tempfile::tempdir().unwrap();
+    let fifo = folder.path().join("ds.json");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    for (companion, what) in [("ds.json", "a fifo"), ("/dev/zero", "a device")] {
+        let (name, text) = naming("axolotl", companion);
+        let config = folder.path().join(name);
+        std::fs::write(&config, text).unwrap();
+        let (code, stdout, stderr, _) = common::run_within(
+            &["check", config.to_str().unwrap(), "--device", "h100"],
+            std::time::Duration::from_secs(20),
+        );
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.contains(what), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+}
+
+#[test]
+fn a_duplicate_key_in_a_companion_is_refused_without_naming_it() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(
+        folder.path().join("ds.json"),
+        r#"{"zqsecret": 1, "zqsecret": 2}"#,
+    )
+    .unwrap();
+    let (name, text) = naming("axolotl", "ds.json");
+    let config = folder.path().join(name);
+    std::fs::write(&config, text).unwrap();
+    let stderr = refused(&["check", config.to_str().unwrap(), "--device", "h100"]);
+    assert!(!stderr.contains("zq"), "{stderr}");
+    assert!(
+        stderr.contains("a key is written twice (line 1, column"),
+        "{stderr}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_hub_cache_config_linked_outside_the_cache_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("config.json"),
+        r#"{"model_type": "zqsecretvalue", "hidden_size": 64}"#,
+    )
+    .unwrap();
+    let repository = cache.path().join("models--acme--leak");
+    let snapshot = repository.join("snapshots").join("0123abcd");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repository.join("refs")).unwrap();
+    std::fs::write(repository.join("refs/main"), "0123abcd").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("config.json"),
+        snapshot.join("config.json"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = common::run_with_env(
+        &["estimate", "--model", "acme/leak"],
+        &[("HF_HUB_CACHE", Some(cache.path().as_os_str()))],
+    );
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(!stderr.contains("zq"), "{stderr}");
+    assert!(
+        stderr.contains("outside the cache's repository folder"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+mod companions_never_leak {
+    use super::{LAUNCHERS, checked_in_process, naming};
+    use proptest::prelude::*;
+
+    /// What a companion holds, each with `marker` planted in it.
+    fn contents() -> impl Strategy<Value = (String, Vec<u8>)> {
+        let marker = "zq[a-z0-9]{10}";
+        prop_oneof![
+            // Random bytes around the marker.
+            (marker, prop::collection::vec(any::<u8>(), 0..200), any::<prop::sample::Index>())
+                .prop_map(|(marker, mut bytes, at)| {
+                    let at = at.index(bytes.len() + 1);
+                    bytes.splice(at..at, marker.bytes());
+                    (marker, bytes)
+                }),
+            // YAML, as a token file is.
+            (marker, "[a-z_]{1,10}", "[a-z_]{1,10}").prop_map(|(marker, a, b)| {
+                let text = format!("{a}: {marker}\n{b}:\n  - {marker}\n  {marker}: 1\n");
+                (marker, text.into_bytes())
+            }),
+            // JSON that is not DeepSpeed's, with secret-looking strings.
+            (marker, "[a-z_]{1,10}").prop_map(|(marker, key)| {
+                let text = format!(
+                    r#"{{"{key}": "{marker}", "auths": {{"{marker}": {{"auth": "{marker}"}}}}, "list": ["{marker}"]}}"#
+                );
+                (marker, text.into_bytes())
+            }),
+            // DeepSpeed's keys, with the marker as their values and as keys of
+            // their sections.
+            (marker, 0usize..6).prop_map(|(marker, which)| {
+                let keys = [
+                    "\"zero_optimization\": {\"stage\": \"M\"}",
+                    "\"zero_optimization\": {\"stage\": 2, \"M\": \"M\"}",
+                    "\"bf16\": {\"enabled\": \"M\"}",
+                    "\"optimizer\": {\"type\": \"M\", \"params\": {\"M\": 1}}",
+                    "\"train_micro_batch_size_per_gpu\": \"M\"",
+                    "\"fp16\": {\"enabled\": false, \"M\": [\"M\"]}",
+                ];
+                let text = format!("{{{}}}", keys[which].replace('M', &marker));
+                (marker, text.into_bytes())
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Acceptance of issue 28: whatever a companion holds, no byte of its
+        /// marker reaches stdout or stderr, in table or JSON.
+        #[test]
+        fn no_byte_of_a_companion_is_said(
+            (marker, bytes) in contents(),
+            launcher in prop::sample::select(LAUNCHERS.to_vec()),
+            relative in any::<bool>(),
+        ) {
+            let folder = tempfile::tempdir().unwrap();
+            let companion = folder.path().join("companion.conf");
+            std::fs::write(&companion, &bytes).unwrap();
+            let named = if relative {
+                "companion.conf".to_string()
+            } else {
+                companion.to_str().unwrap().to_string()
+            };
+            let (name, text) = naming(launcher, &named);
+            let config = folder.path().join(name);
+            std::fs::write(&config, text).unwrap();
+            for format in ["table", "json"] {
+                let (_, out) = checked_in_process(&config, format);
+                prop_assert!(!out.contains(&marker), "{launcher} {format}: {out}");
+            }
+        }
+    }
+}
+
+// Issue 28, finding 2: `check` was quadratic in the keys (49,000 keys: 75 s).
+// The work is bounded by a count in `launch::tests::
+// keys_are_ordered_with_work_linear_in_the_text`; here the same file of
+// 49,000 unknown keys is checked whole and its keys come in the file's order.
+#[test]
+fn forty_nine_thousand_keys_are_checked_in_the_files_order() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("axolotl.yaml");
+    let mut text = String::from("base_model: gpt2\nmicro_batch_size: 1\nsequence_len: 128\n");
+    for i in 0..49_000 {
+        text += &format!("k{i}: 1\n");
+    }
+    std::fs::write(&path, text).unwrap();
+    let json = json_of(&[
+        "check",
+        path.to_str().unwrap(),
+        "--device",
+        "h100",
+        "--format",
+        "json",
+    ]);
+    let keys: Vec<&str> = json["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys.len(), 49_004, "with the default optimizer");
+    assert_eq!(keys[3..6], ["k0", "k1", "k2"]);
+    assert_eq!(keys[13], "k10");
+}
+
+// Issue 28, finding 7: huge values were echoed whole in one-line errors and
+// table rows.
+#[test]
+fn huge_values_are_cut_in_errors_and_reports() {
+    let folder = tempfile::tempdir().unwrap();
+    let digits = "1".repeat(1_000_000);
+    let huge = "x".repeat(600_000);
+    let cases = [
+        format!("base_model: gpt2\nsequence_len: 128\nmicro_batch_size: {digits}\n"),
+        format!("base_model: {huge}\nsequence_len: 128\nmicro_batch_size: 1\n"),
+        format!("base_model: gpt2\nsequence_len: 128\nmicro_batch_size: \"{huge}\"\n"),
+        format!(
+            "base_model: gpt2\nsequence_len: 128\nmicro_batch_size: 1\nadapter: lora\nlora_target_modules: [\"{huge}\"]\n"
+        ),
+    ];
+    for (i, text) in cases.iter().enumerate() {
+        let path = folder.path().join(format!("huge{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let stderr = refused(&["check", path.to_str().unwrap(), "--device", "h100"]);
+        assert!(stderr.len() < 2_000, "case {i}: {} bytes", stderr.len());
+    }
+    // Accepted, with a huge unknown key and value: every line bounded.
+    let path = folder.path().join("accepted.json");
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{"model_name_or_path": "gpt2", "max_seq_length": 128, "per_device_train_batch_size": 1, "{}": 1, "output_dir": "{huge}"}}"#,
+            "k".repeat(300_000)
+        ),
+    )
+    .unwrap();
+    for format in ["table", "json"] {
+        let (code, stdout, stderr) = run(&[
+            "check",
+            path.to_str().unwrap(),
+            "--device",
+            "h100",
+            "--format",
+            format,
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        let longest = stdout.lines().map(str::len).max().unwrap_or(0);
+        assert!(longest < 1_000, "{format}: a line of {longest} bytes");
+    }
+}
+
+// Issue 28, finding 8: errors named the wrong key, leaked the YAML library's
+// options, and JSON accepted a key given twice.
+#[test]
+fn errors_name_the_key_at_fault() {
+    let folder = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "axolotl.yaml",
+            "base_model: gpt2\nadapter: lora\nlora_r: 0\nmicro_batch_size: 1\nsequence_len: 128\n",
+            "key `lora_r` = `0`: expected a whole number",
+        ),
+        (
+            "torchtune.yaml",
+            "model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n  lora_rank: 1e9\n  lora_attn_modules: [q_proj]\nbatch_size: 1\n",
+            "key `model.lora_rank` = `1000000000.0`: expected a whole number",
+        ),
+        (
+            "twice.yaml",
+            "base_model: gpt2\nmicro_batch_size: 1\nmicro_batch_size: 2\nsequence_len: 128\n",
+            "key `micro_batch_size` is written twice",
+        ),
+        (
+            "twice.json",
+            r#"{"per_device_train_batch_size": 1, "model_name_or_path": "gpt2", "per_device_train_batch_size": 8}"#,
+            "key `per_device_train_batch_size` is written twice",
+        ),
+        (
+            "nested.yaml",
+            "base_model: gpt2\nmicro_batch_size: 1\nsequence_len: 128\nfsdp_config:\n  fsdp_version: 2\n  fsdp_version: 1\n",
+            "key `fsdp_config.fsdp_version` is written twice",
+        ),
+    ];
+    for (name, text, wanted) in cases {
+        let path = folder.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let stderr = refused(&[
+            "check",
+            path.to_str().unwrap(),
+            "--device",
+            "h100",
+            "--seq-len",
+            "128",
+        ]);
+        assert!(stderr.contains(wanted), "{name}: {stderr}");
+        assert!(!stderr.contains("DuplicateKeyPolicy"), "{name}: {stderr}");
+        assert!(
+            !stderr.contains("`adapter`") && !stderr.contains("_component_"),
+            "{stderr}"
+        );
+    }
+}
+
+// Issue 28, finding 11 (launch configs): an empty list of LoRA targets and a
+// billion processes on one machine were accepted.
+#[test]
+fn absurd_launch_values_are_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "axolotl.yaml",
+            "base_model: gpt2\nadapter: lora\nlora_target_modules: []\nmicro_batch_size: 1\nsequence_len: 128\n",
+            "key `lora_target_modules` = `[]`: an empty list puts LoRA adapters on no module",
+        ),
+        (
+            "args.json",
+            r#"{"per_device_train_batch_size": 1, "model_name_or_path": "gpt2", "use_peft": true, "lora_target_modules": []}"#,
+            "key `lora_target_modules` = `[]`: an empty list puts LoRA adapters on no module",
+        ),
+        (
+            "accelerate.yaml",
+            "distributed_type: MULTI_GPU\nnum_processes: 1000000000\n",
+            "key `num_processes` = `1000000000`: 1000000000 processes on each of 1 machine(s); accepted: at most 1024 per machine",
+        ),
+    ];
+    for (name, text, wanted) in cases {
+        let path = folder.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let stderr = refused(&[
+            "check",
+            path.to_str().unwrap(),
+            "--device",
+            "h100",
+            "--model",
+            "gpt2",
+            "--seq-len",
+            "128",
+            "--micro-batch",
+            "1",
+        ]);
+        assert!(stderr.contains(wanted), "{name}: {stderr}");
+    }
+    // 1,024 processes on each of 2 machines is a real, if large, run.
+    let path = folder.path().join("large.yaml");
+    std::fs::write(
+        &path,
+        "distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 2048\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = run(&[
+        "check",
+        path.to_str().unwrap(),
+        "--device",
+        "h100",
+        "--model",
+        "gpt2",
+        "--seq-len",
+        "128",
+        "--micro-batch",
+        "1",
+    ]);
+    assert!(code == 0 || code == 1, "{stderr}");
+}

@@ -312,9 +312,10 @@ const CHECK_HELP: &str = "\
 Formats, detected from their keys: HF TrainingArguments / TRL SFTConfig (JSON or YAML),
 DeepSpeed JSON (`\"auto\"` filled from the TrainingArguments as the HF integration does),
 accelerate config YAML, axolotl YAML, torchtune recipe configs and LLaMA-Factory YAML.
-A DeepSpeed config named by another file is read too. Every key is listed with what it
-set; a key that changes memory in a way trainmem does not model makes the verdict
-`unknown`. Flags given here complete or override the files.
+A DeepSpeed config named by another file is read too, as DeepSpeed reads it (JSON, whatever
+its name); of it only what it set is shown, never its values or its other keys (counted).
+Every key is listed with what it set; a key that changes memory in a way trainmem does not
+model makes the verdict `unknown`. Flags given here complete or override the files.
 
 Exit status: 0 fits, 1 does not fit (or unknown with --strict), 2 bad input.
 

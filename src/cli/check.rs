@@ -13,7 +13,7 @@ use clap::ArgMatches;
 use super::args::CheckArgs;
 use super::flags::{Flags, explicit};
 use super::{estimate_request, model_of};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, shown};
 use crate::estimate::{Estimate, estimate};
 use crate::launch::{self, Change, Deferred, Engine, KeyKind, Launch};
 use crate::render::check::{CheckReport, KeyRow, Suggestion, Verdict};
@@ -115,11 +115,12 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         .keys
         .iter()
         .filter(|k| k.kind == KeyKind::NotModelled)
-        .map(|k| {
-            format!(
-                "{} `{}` = `{}`: {}; the verdict is unknown",
-                k.file, k.key, k.value, k.set
-            )
+        .map(|k| match &k.value {
+            Some(value) => format!(
+                "{} `{}` = `{value}`: {}; the verdict is unknown",
+                k.file, k.key, k.set
+            ),
+            None => format!("{} `{}`: {}; the verdict is unknown", k.file, k.key, k.set),
         })
         .collect();
     let report = CheckReport {
@@ -149,13 +150,15 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
 
 /// An error about a value a file set, said with the file and the key: the
 /// value the message names in backticks is matched to the setting that
-/// gave it (the command line's own values are left as they are).
+/// gave it (the command line's own values are left as they are). Values
+/// are matched as messages echo them, cut to a bounded length.
 fn blame(error: Error, launch: &Launch, typed: &[(String, Option<OsString>)]) -> Error {
     let text = error.to_string();
     let culprit = launch.settings.iter().rev().find(|sourced| {
         let typed_here = typed.iter().any(|(flag, _)| flag == sourced.setting.flag);
         !typed_here
             && sourced.setting.value.as_ref().is_some_and(|value| {
+                let value = shown(value);
                 // Values are quoted `so` in trainmem's messages, 'so' in clap's.
                 text.contains(&format!("`{value}`")) || text.contains(&format!("'{value}'"))
             })
@@ -163,14 +166,18 @@ fn blame(error: Error, launch: &Launch, typed: &[(String, Option<OsString>)]) ->
     match culprit {
         Some(sourced) => {
             let key = &launch.keys[sourced.key];
+            let setting = match &sourced.setting.value {
+                Some(value) => format!("{} {}", sourced.setting.flag, shown(value)),
+                None => sourced.setting.flag.to_string(),
+            };
+            let value = key
+                .value
+                .as_ref()
+                .map(|value| format!(" = `{value}`"))
+                .unwrap_or_default();
             Error::File {
                 path: key.file.clone(),
-                problem: format!(
-                    "key `{}` = `{}` ({}): {text}",
-                    key.key,
-                    key.value,
-                    sourced.setting.spelled()
-                ),
+                problem: format!("key `{}`{value} ({setting}): {text}", key.key),
             }
         }
         None => error,
@@ -188,6 +195,7 @@ fn row(key: &launch::KeyRecord) -> KeyRow {
             KeyKind::NotModelled => "not-modelled",
             KeyKind::NoMemory => "no-memory",
             KeyKind::Ignored => "ignored",
+            KeyKind::Unread => "unread",
         },
     }
 }

@@ -107,17 +107,13 @@ impl Flags {
         EstimateCommand::try_parse_from(self.arguments())
             .map(|c| c.estimate)
             .map_err(|error| {
-                // clap's message up to its usage lines, as one line.
-                let text = error.to_string();
+                // clap's message as the command line says it: one line, the
+                // value cut to a bounded length.
+                let text = super::usage_error(&error, &[]);
                 let first = text
-                    .lines()
-                    .map(str::trim)
-                    .take_while(|l| {
-                        !l.starts_with("Usage:") && !l.starts_with("For more information")
-                    })
-                    .filter(|l| !l.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                    .split("; For more information")
+                    .next()
+                    .unwrap_or_default()
                     .trim_start_matches("error: ")
                     .to_string();
                 Error::InvalidValue {

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
+use crate::error::{MAX_PATH_CHARS, cut, shown};
 use crate::render::escape;
 
 /// The line to print for a usage error: a flag's invalid value named in
@@ -43,7 +44,8 @@ pub fn usage_error(error: &clap::Error, arguments: &[OsString]) -> String {
                     _ => "see --help".to_string(),
                 };
                 return escape(&format!(
-                    "error: invalid value `{value}` for {flag}: {reason}"
+                    "error: invalid value `{}` for {flag}: {reason}",
+                    shown(value)
                 ))
                 .into_owned();
             }
@@ -52,7 +54,7 @@ pub fn usage_error(error: &clap::Error, arguments: &[OsString]) -> String {
             if let Some(argument) = arguments.iter().find(|a| a.to_str().is_none()) {
                 return escape(&format!(
                     "error: the argument `{}` is not valid UTF-8 (shown with \u{fffd} for the bytes that are not); file names (--model, params MODEL, --output) may be any bytes, other values must be text",
-                    argument.to_string_lossy()
+                    cut(&argument.to_string_lossy(), MAX_PATH_CHARS)
                 ))
                 .into_owned();
             }
@@ -64,7 +66,8 @@ pub fn usage_error(error: &clap::Error, arguments: &[OsString]) -> String {
         }
         _ => {}
     }
-    escape(&one_line(&error.render().to_string())).into_owned()
+    // clap quotes what it did not expect (an argument of any length).
+    escape(&cut(&one_line(&error.render().to_string()), MAX_PATH_CHARS)).into_owned()
 }
 
 /// The refusal of flags given before any command (`trainmem --micro-batch

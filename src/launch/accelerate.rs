@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Choice, Effect, Key, Rule, name_of, truth};
+use super::key::{Choice, Effect, Key, Rule, count, name_of, truth};
 use super::{Change, Deferred, Engine, Setting};
 
 /// The value of `distributed_type`, upper case.
@@ -197,6 +197,37 @@ const SHARDING: &[(&str, Choice)] = &[
     ),
 ];
 
+/// The most processes accepted on one machine. The densest real hosts run
+/// 8 or 16 accelerators, and at most 128 processes (one per NeuronCore of
+/// an AWS trn2.48xlarge); eight times that leaves room for any host to come
+/// while a count like 10^9, which would be priced as a node holding a
+/// billion GPUs' host memory, is refused.
+const MAX_PROCESSES_PER_MACHINE: u64 = 1024;
+
+/// `num_processes`: the processes of all machines together
+/// (`accelerate launch --num_processes`), each one GPU; at most
+/// [`MAX_PROCESSES_PER_MACHINE`] on each of the `num_machines`.
+fn num_processes(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
+    let Some(processes) = count(value)? else {
+        return Ok(Effect::Nothing("auto: the launcher decides".to_string()));
+    };
+    // num_machines' own rule refuses a bad value; one machine meanwhile.
+    let machines = document
+        .get("num_machines")
+        .and_then(|m| count(m).ok().flatten())
+        .unwrap_or(1);
+    let per_machine = processes.div_ceil(machines);
+    if per_machine > MAX_PROCESSES_PER_MACHINE {
+        return Err(format!(
+            "{per_machine} processes on each of {machines} machine(s); accepted: at most {MAX_PROCESSES_PER_MACHINE} per machine (num_processes counts the processes of all num_machines together, one per GPU)"
+        ));
+    }
+    Ok(Effect::Set(vec![Setting {
+        flag: "--gpus",
+        value: Some(processes.to_string()),
+    }]))
+}
+
 /// The keys, each with the flags it sets.
 pub const KEYS: &[Key] = &[
     Key {
@@ -205,7 +236,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "num_processes",
-        rule: Rule::Count("--gpus"),
+        rule: Rule::Read(num_processes),
     },
     Key {
         name: "num_machines",

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Absent, Choice, Effect, Key, Rule, choose, count, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, truth};
 use super::training_arguments::{FSDP_VERSION, OPTIM, compile, fsdp, liger, lora_dropout};
 use super::{Change, Setting};
 
@@ -41,6 +41,10 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
 /// axolotl's default rank when `lora_r` is absent (PEFT's `LoraConfig.r`).
 const DEFAULT_LORA_R: u64 = 8;
 
+/// An empty `lora_target_modules`: PEFT would put adapters on no module
+/// (axolotl fills its default only when the key is absent).
+const NO_TARGETS: &str = "lora_target_modules: an empty list puts LoRA adapters on no module; accepted: module names such as [q_proj, v_proj], or lora_target_linear: true";
+
 /// `adapter`: LoRA or QLoRA, with `lora_r`, the targets and the base's quantization.
 fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
     let kind = match value {
@@ -55,7 +59,7 @@ fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, Strin
         return Err("accepted: lora, qlora".to_string());
     }
     let rank = match document.get("lora_r") {
-        Some(r) => count(r)?.ok_or("lora_r: expected a whole number")?,
+        Some(r) => count_of("lora_r", r)?,
         None => DEFAULT_LORA_R,
     };
     let linear = document
@@ -65,7 +69,8 @@ fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, Strin
         .unwrap_or(false);
     let targets = match document.get("lora_target_modules") {
         _ if linear => "all-linear".to_string(),
-        Some(Value::Array(items)) if !items.is_empty() => items
+        Some(Value::Array(items)) if items.is_empty() => return Err(NO_TARGETS.to_string()),
+        Some(Value::Array(items)) => items
             .iter()
             .map(|i| i.as_str().map(str::to_string))
             .collect::<Option<Vec<_>>>()

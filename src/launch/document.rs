@@ -7,7 +7,9 @@
 use std::io::Read;
 use std::path::Path;
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 use crate::checkpoint::regular_file::open_regular_file;
 
@@ -19,6 +21,9 @@ pub const MAX_DEPTH: usize = 32;
 const MAX_NODES: usize = 100_000;
 const MAX_ALIASES: usize = 1_000;
 const MAX_REPLAYED_EVENTS: usize = 100_000;
+
+/// The refusal of a file that is not text.
+pub const NOT_UTF8: &str = "not UTF-8 text; expected a JSON or YAML file";
 
 /// The file's text, refused unless it is a regular file of at most [`MAX_BYTES`].
 pub fn read_text(path: &Path) -> Result<String, String> {
@@ -38,35 +43,86 @@ pub fn read_text(path: &Path) -> Result<String, String> {
             "more than the {MAX_BYTES} bytes a launch config may have"
         ));
     }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text; expected a JSON or YAML file".to_string())
+    String::from_utf8(bytes).map_err(|_| NOT_UTF8.to_string())
+}
+
+/// A document read: its tree of values, and the dotted path of every key
+/// of its mappings (not those inside lists) in the order the file writes
+/// them, parents before their children. The tree's mappings are sorted;
+/// the order is what the report follows, recorded while parsing so that
+/// putting `n` keys in order costs `n` look-ups, not a search of the text
+/// for each.
+#[derive(Debug)]
+pub struct Parsed {
+    pub value: Value,
+    pub order: Vec<String>,
 }
 
 /// The document in `text`: JSON when the file name ends in `.json`, YAML
-/// otherwise (YAML 1.2 reads JSON too). The top level must be a mapping.
-pub fn parse(text: &str, path: &Path) -> Result<Value, String> {
+/// otherwise (YAML 1.2 reads JSON too). The top level must be a mapping,
+/// and no mapping may give a key twice (YAML and JSON alike: Python's
+/// `json` would keep the last, DeepSpeed refuses it, and a key written twice
+/// is a config whose author meant one of two values).
+pub fn parse(text: &str, path: &Path) -> Result<Parsed, String> {
     let json = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let value = if json {
+    let parsed = if json {
         parse_json(text)?
     } else {
         parse_yaml(text)?
     };
-    if depth(&value) > MAX_DEPTH {
+    bounded(parsed)
+}
+
+/// A file another config names as its DeepSpeed config, read as DeepSpeed
+/// reads it (`json.load` in `deepspeed/runtime/config.py`, which refuses a
+/// key given twice), whatever its name. Nothing of its text is put in the
+/// error: only where the JSON stops being valid, by line and column.
+pub fn parse_companion(text: &str) -> Result<Parsed, String> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed = Ordered::read(&mut deserializer)
+        .and_then(|parsed| deserializer.end().map(|()| parsed))
+        .map_err(|e| {
+            let what = if e.to_string().starts_with(DUPLICATE) {
+                "a key is written twice"
+            } else {
+                match e.classify() {
+                    serde_json::error::Category::Eof => "not valid JSON: it ends early",
+                    serde_json::error::Category::Io => "cannot be read",
+                    _ => "not valid JSON",
+                }
+            };
+            format!("{what} (line {}, column {})", e.line(), e.column())
+        })?;
+    bounded(parsed).map_err(|problem| match problem.as_str() {
+        TOP_LEVEL => "the top level is not a JSON object".to_string(),
+        _ => problem,
+    })
+}
+
+/// `parsed`, unless too deep or not a mapping at the top.
+fn bounded(parsed: Parsed) -> Result<Parsed, String> {
+    if depth(&parsed.value) > MAX_DEPTH {
         return Err(format!("nested deeper than {MAX_DEPTH} levels"));
     }
-    match value {
-        Value::Object(_) => Ok(value),
-        _ => Err("the top level is not a mapping of keys to values".to_string()),
+    match parsed.value {
+        Value::Object(_) => Ok(parsed),
+        _ => Err(TOP_LEVEL.to_string()),
     }
 }
 
-fn parse_json(text: &str) -> Result<Value, String> {
+const TOP_LEVEL: &str = "the top level is not a mapping of keys to values";
+
+fn parse_json(text: &str) -> Result<Parsed, String> {
     // serde_json stops at 128 levels of nesting by itself.
-    serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    Ordered::read(&mut deserializer)
+        .and_then(|parsed| deserializer.end().map(|()| parsed))
+        .map_err(|e| format!("invalid JSON: {}", shown_message(&e.to_string())))
 }
 
-fn parse_yaml(text: &str) -> Result<Value, String> {
+fn parse_yaml(text: &str) -> Result<Parsed, String> {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
     budget.max_nodes = MAX_NODES;
@@ -81,16 +137,173 @@ fn parse_yaml(text: &str) -> Result<Value, String> {
     options.alias_limits = aliases;
     options.with_snippet = false;
     options.emit_comments = false;
+    // Keys given twice are refused by [`Ordered`], which names the whole
+    // dotted key; the library's own refusal speaks of its options.
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
     // YAML 1.2 booleans, as in JSON: `y`, `no` and `on` stay strings (PyYAML,
     // which the launchers use, does not read `y` as true either); the key
     // tables accept `yes`/`no` where a switch is expected.
     options.strict_booleans = true;
-    let value: Value = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
-        let message = e.to_string();
-        let first = message.lines().next().unwrap_or("").trim().to_string();
-        format!("invalid YAML: {first}")
-    })?;
-    Ok(value)
+    serde_saphyr::from_str_with_options::<Ordered>(text, options)
+        .map(|Ordered(parsed)| parsed)
+        .map_err(|e| {
+            let message = e.to_string();
+            let first = message.lines().next().unwrap_or("").trim();
+            format!("invalid YAML: {}", shown_message(first))
+        })
+}
+
+/// A parser's message, which may quote the text it stopped at, cut to a
+/// bounded length (a million-digit scalar is not repeated in an error).
+fn shown_message(message: &str) -> String {
+    crate::error::cut(message, MAX_MESSAGE_CHARS).into_owned()
+}
+
+/// The longest parser message said: room for its words and a cut value.
+const MAX_MESSAGE_CHARS: usize = 200;
+
+/// The start of the message of a key given twice.
+const DUPLICATE: &str = "key `";
+
+/// A float as serde_json's own tree holds it: one that is not finite is null.
+fn float(value: f64) -> Value {
+    serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
+}
+
+/// A document and the order of its keys, deserialized in one pass.
+struct Ordered(Parsed);
+
+impl<'de> Deserialize<'de> for Ordered {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Ordered, D::Error> {
+        let mut order = Vec::new();
+        let value = Node {
+            path: Some(String::new()),
+            order: &mut order,
+        }
+        .deserialize(deserializer)?;
+        Ok(Ordered(Parsed { value, order }))
+    }
+}
+
+impl Ordered {
+    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Parsed, D::Error> {
+        <Ordered as Deserialize>::deserialize(deserializer).map(|Ordered(parsed)| parsed)
+    }
+}
+
+/// One value of the tree, at `path` (`None` inside a list: keys there are
+/// not recorded), its keys pushed onto `order` as they are met.
+struct Node<'a> {
+    path: Option<String>,
+    order: &'a mut Vec<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Node<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_> {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON or YAML value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_i128<E>(self, value: i128) -> Result<Value, E> {
+        Ok(match (i64::try_from(value), u64::try_from(value)) {
+            (Ok(small), _) => Value::from(small),
+            (_, Ok(large)) => Value::from(large),
+            // As serde_json reads a number beyond 64 bits: a float.
+            _ => float(value as f64),
+        })
+    }
+
+    fn visit_u128<E>(self, value: u128) -> Result<Value, E> {
+        Ok(match u64::try_from(value) {
+            Ok(small) => Value::from(small),
+            _ => float(value as f64),
+        })
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(float(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_string()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Node {
+            path: None,
+            order: &mut *self.order,
+        })? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            let path = self.path.as_ref().map(|prefix| {
+                if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                }
+            });
+            if map.contains_key(&key) {
+                let named = path.as_deref().unwrap_or(&key);
+                return Err(A::Error::custom(format!(
+                    "{DUPLICATE}{}` is written twice (each key may be given once)",
+                    crate::error::shown(named)
+                )));
+            }
+            if let Some(path) = &path {
+                self.order.push(path.clone());
+            }
+            let value = access.next_value_seed(Node {
+                path,
+                order: &mut *self.order,
+            })?;
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
+    }
 }
 
 /// How deeply `value` nests, counted without recursion.
@@ -136,14 +349,19 @@ mod tests {
 
     #[test]
     fn json_and_yaml_read_alike() {
-        let yaml = parse("a: 1\nb: [x, y]\nc: {d: true}\n", Path::new("c.yaml")).unwrap();
-        let no = parse("downcast_bf16: no\n", Path::new("a.yaml")).unwrap();
+        let yaml = parse("a: 1\nb: [x, y]\nc: {d: true}\n", Path::new("c.yaml"))
+            .unwrap()
+            .value;
+        let no = parse("downcast_bf16: no\n", Path::new("a.yaml"))
+            .unwrap()
+            .value;
         assert_eq!(no["downcast_bf16"], "no");
         let json = parse(
             r#"{"a": 1, "b": ["x", "y"], "c": {"d": true}}"#,
             Path::new("c.json"),
         )
-        .unwrap();
+        .unwrap()
+        .value;
         assert_eq!(yaml, json);
     }
 }

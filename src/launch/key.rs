@@ -127,6 +127,16 @@ pub fn count(value: &Value) -> Result<Option<u64>, String> {
     }
 }
 
+/// The whole number ≥ 1 of `key`, read by another key's rule: the problem
+/// names `key` (`lora_r: ...`), so that the report blames it and not the
+/// key being read. `"auto"` is not a count here.
+pub fn count_of(key: &str, value: &Value) -> Result<u64, String> {
+    match count(value) {
+        Ok(Some(n)) => Ok(n),
+        _ => Err(format!("{key}: expected a whole number ≥ 1")),
+    }
+}
+
 /// A true/false, also written as a string.
 pub fn truth(value: &Value) -> Result<bool, String> {
     match value {

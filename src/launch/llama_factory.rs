@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Absent, Choice, Effect, Key, Rule, choose, count, name_of, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, name_of, truth};
 use super::training_arguments::{OPTIM, lora_dropout};
 use super::{Change, Setting};
 
@@ -58,7 +58,7 @@ fn finetuning(value: &Value, document: &Map<String, Value>) -> Result<Effect, St
                 }
             }
             let rank = match document.get("lora_rank") {
-                Some(r) => count(r)?.ok_or("lora_rank: expected a whole number")?,
+                Some(r) => count_of("lora_rank", r)?,
                 None => LORA_RANK,
             };
             let targets = match document.get("lora_target").and_then(name_of) {
@@ -137,7 +137,7 @@ fn galore(value: &Value, document: &Map<String, Value>) -> Result<Effect, String
         return Ok(Effect::NotModelled("layer-wise GaLore".to_string()));
     }
     let rank = match document.get("galore_rank") {
-        Some(r) => count(r)?.ok_or("galore_rank: expected a whole number")?,
+        Some(r) => count_of("galore_rank", r)?,
         None => GALORE_RANK,
     };
     Ok(Effect::Set(vec![

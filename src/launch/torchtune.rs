@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Choice, Effect, Key, Rule, choose, count, name_of, truth};
+use super::key::{Choice, Effect, Key, Rule, choose, count, count_of, name_of, truth};
 use super::{Change, Setting};
 
 /// Builder names (without `lora_`/`qlora_` and `_base`/`_instruct`) and the preset of each.
@@ -86,7 +86,7 @@ fn model(value: &Value, document: &Map<String, Value>) -> Result<Effect, String>
     let section = document.get("model").and_then(Value::as_object);
     let get = |key: &str| section.and_then(|m| m.get(key));
     let rank = match get("lora_rank") {
-        Some(r) => count(r)?.ok_or("model.lora_rank: expected a whole number")?,
+        Some(r) => count_of("model.lora_rank", r)?,
         None => return Err("a LoRA builder needs model.lora_rank".to_string()),
     };
     let mut targets: Vec<String> = Vec::new();

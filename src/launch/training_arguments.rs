@@ -185,12 +185,15 @@ fn use_peft(value: &Value, document: &Map<String, Value>) -> Result<Effect, Stri
         return Ok(Effect::Nothing("off: full fine-tuning".to_string()));
     }
     let rank = match document.get("lora_r") {
-        Some(r) => super::key::count(r)?.ok_or("lora_r: expected a whole number")?,
+        Some(r) => super::key::count_of("lora_r", r)?,
         None => TRL_LORA_R,
     };
     let targets = match document.get("lora_target_modules") {
         None | Some(Value::Null) => "all-linear".to_string(),
         Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) if items.is_empty() => {
+            return Err("lora_target_modules: an empty list puts LoRA adapters on no module; accepted: module names such as [q_proj, v_proj], or all-linear".to_string());
+        }
         Some(Value::Array(items)) => items
             .iter()
             .map(|i| i.as_str().map(str::to_string))

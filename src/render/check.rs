@@ -32,9 +32,11 @@ impl Verdict {
 pub struct KeyRow {
     pub file: String,
     pub key: String,
-    pub value: String,
+    /// `null` for the keys of a file another config names: read, not shown.
+    pub value: Option<String>,
     pub set: String,
-    /// sets, not-modelled, no-memory or ignored; not in the JSON.
+    /// sets, not-modelled, no-memory, ignored or unread (a count of a
+    /// companion's unknown keys); not in the JSON.
     #[serde(skip)]
     pub kind: &'static str,
 }
@@ -139,12 +141,19 @@ fn table(report: &CheckReport, units: UnitSystem) -> String {
             file = &key.file;
             out += &format!("  {}\n", escape(file));
         }
-        out += &format!(
-            "    {:width$} = {} -> {}\n",
-            escape(&key.key),
-            escape(&key.value),
-            escape(&key.set)
-        );
+        match &key.value {
+            Some(value) => {
+                out += &format!(
+                    "    {:width$} = {} -> {}\n",
+                    escape(&key.key),
+                    escape(value),
+                    escape(&key.set)
+                );
+            }
+            None => {
+                out += &format!("    {:width$} -> {}\n", escape(&key.key), escape(&key.set));
+            }
+        }
     }
     for (kind, label) in [
         ("no-memory", "no effect on memory"),
@@ -159,6 +168,14 @@ fn table(report: &CheckReport, units: UnitSystem) -> String {
         if !names.is_empty() {
             out += &wrapped(&format!("  {label}: "), &names);
         }
+    }
+    for unread in report.keys.iter().filter(|k| k.kind == "unread") {
+        out += &format!(
+            "  {}: {} ({})\n",
+            escape(&unread.file),
+            escape(&unread.key),
+            escape(&unread.set)
+        );
     }
     for note in &report.notes {
         out += &format!("  {}\n", escape(note));

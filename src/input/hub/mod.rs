@@ -48,6 +48,7 @@ impl HubSource {
     pub fn load(&self) -> Result<Model> {
         match self {
             HubSource::Cached { id, snapshot } => {
+                refuse_outside_links(&snapshot.folder)?;
                 let mut model = folder(&snapshot.folder).map_err(|error| match error {
                     // A snapshot with neither file: say how to fetch the config.
                     Error::File { path, problem }
@@ -84,6 +85,32 @@ impl HubSource {
             }
         }
     }
+}
+
+/// Refuses a snapshot whose `config.json` resolves, through its links, to
+/// a file outside the repository's folder of the cache (`models--o--n/`,
+/// which holds `snapshots/` and the `blobs/` their links point to): the
+/// rule that shards named by an index already follow. A link that does not
+/// resolve is left for reading to report.
+fn refuse_outside_links(snapshot: &Path) -> Result<()> {
+    let config = snapshot.join("config.json");
+    let repository = snapshot.parent().and_then(Path::parent);
+    let (Ok(target), Some(Ok(root))) = (
+        std::fs::canonicalize(&config),
+        repository.map(std::fs::canonicalize),
+    ) else {
+        return Ok(());
+    };
+    if target.starts_with(&root) {
+        return Ok(());
+    }
+    Err(Error::File {
+        path: config.display().to_string(),
+        problem: format!(
+            "a link to a file outside the cache's repository folder `{}`; expected a link into its `blobs/` (links are followed only within it, as for shards)",
+            root.display()
+        ),
+    })
 }
 
 /// Whether `spec` has the shape of a hub id, `owner/name` or

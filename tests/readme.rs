@@ -4,9 +4,10 @@
 //! `python3 tools/update_readme.py` rewrites them after a deliberate change.
 //!
 //! The book's generated reference pages (docs/src/reference/architectures.md
-//! and launch-keys.md) are written from the library's own tables; they must
-//! equal what this file writes, and `TRAINMEM_UPDATE_DOCS=1 cargo test --test
-//! readme` rewrites them.
+//! and launch-keys.md) are written from the library's own tables, and the
+//! book's images (docs/src/images) are copies of docs/*.svg and page.png;
+//! they must equal what this file writes, and `TRAINMEM_UPDATE_DOCS=1 cargo
+//! test --test readme` rewrites them.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -125,6 +126,29 @@ fn the_summary_names_every_page() {
             assert!(
                 named.contains(&relative.as_str()),
                 "{relative} is not in SUMMARY.md"
+            );
+        }
+    }
+}
+
+/// The charts the book shows are copies of docs/*.svg and docs/page.png
+/// (which tests/plot.rs, timeline.rs and techniques.rs keep current), since
+/// mdBook publishes only what is under docs/src.
+#[test]
+fn the_book_images_are_the_committed_charts() {
+    let images = root().join("docs/src/images");
+    for entry in std::fs::read_dir(&images).unwrap() {
+        let path = entry.unwrap().path();
+        let original = root().join("docs").join(path.file_name().unwrap());
+        let copy = std::fs::read(&path).unwrap();
+        if std::env::var_os(UPDATE).is_some() {
+            std::fs::copy(&original, &path).unwrap();
+        } else {
+            assert!(
+                std::fs::read(&original).is_ok_and(|bytes| bytes == copy),
+                "{} differs from {}: rerun `{UPDATE}=1 cargo test --test readme`",
+                path.display(),
+                original.display()
             );
         }
     }

@@ -9,7 +9,8 @@ Run from the repository root after `cargo build --release`:
 
 The binary is ./target/release/trainmem, or the one named by TRAINMEM_BIN. The
 reference pages (docs/src/reference/architectures.md, launch-keys.md) are
-written from the library's tables by `TRAINMEM_UPDATE_DOCS=1 cargo test --test
+written from the library's tables, and the book's copies of the charts
+(docs/src/images/) from docs/, by `TRAINMEM_UPDATE_DOCS=1 cargo test --test
 readme`, which this runs. `tests/readme.rs` fails when a block or a page and
 the code disagree.
 """
@@ -53,7 +54,10 @@ def main():
     if "--blocks" not in sys.argv[1:]:
         env = dict(os.environ, TRAINMEM_UPDATE_DOCS="1")
         subprocess.run(
-            ["cargo", "test", "--quiet", "--test", "readme", "generated_reference_pages_match_the_code"],
+            [
+                "cargo", "test", "--quiet", "--test", "readme", "--",
+                "generated_reference_pages_match_the_code", "the_book_images_are_the_committed_charts",
+            ],
             env=env,
             check=True,
         )

@@ -122,13 +122,16 @@ impl<'a> Config<'a> {
 
     /// The number of routed experts, known under several keys as
     /// [`Config::size_of_first`] reads them, at most [`MAX_EXPERTS`]; and
-    /// `num_experts_per_tok`, when given, at most that count: the router
+    /// `num_experts_per_tok`, when given and experts exist, at most that count: the router
     /// picks the top k of E experts (`torch.topk` refuses k > E), so a
     /// config with more experts per token than experts cannot run.
     pub fn expert_count(&self, keys: &[&str], default: u64) -> Result<u64> {
         let count = self.size_of_first(keys, default)?;
         if count <= MAX_EXPERTS {
+            // Without routed experts (Qwen2-MoE's `num_experts: 0` builds
+            // dense layers) there is no router to read k.
             if let Some(top_k) = self.optional_size(TOP_K, None)?
+                && count > 0
                 && top_k > count
             {
                 return Err(Error::InvalidConfig {

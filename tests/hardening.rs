@@ -1096,3 +1096,325 @@ fn absurd_launch_values_are_refused() {
     ]);
     assert!(code == 0 || code == 1, "{stderr}");
 }
+
+// Issue 28, finding 3: `plan` on deep models is bounded by counted work.
+
+/// A Llama config.json of `layers` small layers, in a fresh folder.
+fn deep_llama(layers: u64) -> (tempfile::TempDir, String) {
+    config(&format!(
+        r#"{{"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
+            "num_attention_heads": 8, "num_key_value_heads": 8,
+            "num_hidden_layers": {layers}, "vocab_size": 32000}}"#
+    ))
+}
+
+#[test]
+fn a_deep_plan_is_refused_before_it_prices_anything() {
+    let (_folder, model) = deep_llama(1024);
+    let args = [
+        "plan",
+        "--model",
+        &model,
+        "--gpus",
+        "1024",
+        "--device",
+        "h100-80gb",
+        "--seq-len",
+        "4096",
+        "--allow",
+        "all",
+        "--jobs",
+        "1",
+    ];
+    // The old search priced for minutes: killed past the deadline, it fails.
+    let (code, stdout, stderr, _) = common::run_within(&args, std::time::Duration::from_secs(120));
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("1,024 layers"), "{stderr}");
+    assert!(stderr.contains("budget"), "{stderr}");
+    assert!(
+        stderr.contains("--pp") && stderr.contains("--allow"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_plan_counts_its_work_within_the_budget() {
+    let (_folder, model) = deep_llama(256);
+    let plan = json_of(&[
+        "plan",
+        "--model",
+        &model,
+        "--gpus",
+        "16",
+        "--device",
+        "h100-80gb",
+        "--seq-len",
+        "1024",
+        "--allow",
+        "zero,pp",
+        "--micro-batch",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let work = int(&plan["layer_pricings"]);
+    let priced = int(&plan["priced"]);
+    assert!(priced > 0, "{plan}");
+    // Every priced layout replays the model's 256 layers, and so does every
+    // structure's states: counted, not timed.
+    assert!(work >= priced * 256, "{work} for {priced} layouts");
+    assert!(work <= trainmem::plan::WORK_BUDGET, "{work}");
+}
+
+// Issue 28, finding 4: pipeline activations follow the micro-batches in flight.
+
+#[test]
+fn pipeline_activations_grow_with_the_micro_batches_in_flight() {
+    let activations = |accumulation: &str| {
+        int(&json_of(&[
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "4096",
+            "--pp",
+            "32",
+            "--gpus",
+            "32",
+            "--grad-accumulation",
+            accumulation,
+            "--format",
+            "json",
+        ])["memory"]["activations"])
+    };
+    let [one, four, thirty_two, sixty_four] = ["1", "4", "32", "64"].map(activations);
+    assert!(one < four && four < thirty_two, "{one} {four} {thirty_two}");
+    // The first stage holds min(pp, m) = 32 micro-batches from m = 32 on.
+    assert_eq!(thirty_two, sixty_four);
+}
+
+// Issue 28, finding 5: virtual stages must fill the layers.
+
+#[test]
+fn virtual_stages_must_divide_the_layers_by_stage() {
+    let error = refused(&[
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--pp",
+        "32",
+        "--gpus",
+        "32",
+        "--virtual-stages",
+        "1000000",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "4096",
+    ]);
+    assert!(
+        error.contains("--pp 32") && error.contains("--virtual-stages 1000000"),
+        "{error}"
+    );
+    assert!(error.contains("32 layers"), "{error}");
+    // A plan keeps only layouts whose pp x v divides the 32 layers.
+    let plan = json_of(&[
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--gpus",
+        "32",
+        "--device",
+        "h100-80gb",
+        "--seq-len",
+        "1024",
+        "--allow",
+        "zero,pp",
+        "--micro-batch",
+        "1",
+        "--virtual-stages",
+        "4",
+        "--format",
+        "json",
+    ]);
+    let layouts = plan["layouts"].as_array().unwrap();
+    assert!(!layouts.is_empty(), "{plan}");
+    for layout in layouts {
+        let pp = int(&layout["layout"]["pp"]);
+        assert_eq!(32 % (pp * 4), 0, "{}", layout["command"]);
+    }
+}
+
+// Issue 28, finding 6: `fit` without a model searches past the capacity
+// in parameters when sharding puts less than a byte per parameter on a GPU.
+
+#[test]
+fn fit_with_zero_3_finds_the_sharded_boundary() {
+    let answer = |gpus: &str| {
+        int(&json_of(&[
+            "fit",
+            "--optimizer",
+            "adam",
+            "--precision",
+            "fp32",
+            "--capacity",
+            "80GB",
+            "--gpus",
+            gpus,
+            "--zero",
+            "3",
+            "--format",
+            "json",
+        ])["max_parameters"])
+    };
+    // 16 bytes per parameter over g GPUs: 80 GB x g / 16.
+    assert_eq!(answer("8"), 40_000_000_000);
+    assert_eq!(answer("64"), 320_000_000_000);
+    assert_eq!(answer("1000"), 5_000_000_000_000);
+}
+
+mod fit_boundary {
+    use proptest::prelude::*;
+    use trainmem::estimate::MAX_PARAMETERS;
+    use trainmem::optimizer::OPTIMIZERS;
+    use trainmem::parallel::{Framework, Parallelism, ZeroStage};
+    use trainmem::{Bytes, Count, Model, Precision, Setup, estimate, max_parameters};
+
+    const PRECISIONS: [&str; 4] = ["fp32", "mixed-bf16", "bf16", "mixed-fp16"];
+    const STAGES: [ZeroStage; 4] = [
+        ZeroStage::None,
+        ZeroStage::OptimizerStates,
+        ZeroStage::Gradients,
+        ZeroStage::Weights,
+    ];
+
+    /// The model states of `parameters`; an overflow (as `fit` reads it)
+    /// does not fit anything.
+    fn total(parameters: u64, setup: &Setup) -> u64 {
+        match estimate(&Model::flat(Count(parameters)), setup) {
+            Ok(e) => e.memory.total.0,
+            Err(trainmem::Error::Overflow { .. }) => u64::MAX,
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn fit_answers_the_last_count_that_fits(
+            gpus in 1u64..200_000,
+            stage in 0usize..4,
+            fsdp in any::<bool>(),
+            optimizer in 0usize..OPTIMIZERS.len(),
+            precision in 0usize..PRECISIONS.len(),
+            capacity in 1_000_000u64..200_000_000_000_000,
+        ) {
+            let optimizer = &OPTIMIZERS[optimizer];
+            // Bisection is exact for the elementwise rules (see tests/properties.rs).
+            prop_assume!(optimizer.flat_assumption.is_none());
+            let framework = if fsdp { Framework::Fsdp2 } else { Framework::DeepSpeed };
+            let zero = STAGES[stage];
+            prop_assume!(!(fsdp && zero == ZeroStage::OptimizerStates));
+            let Ok(parallelism) = (Parallelism { gpus, zero, framework, ..Parallelism::SINGLE }).validated() else {
+                return Ok(());
+            };
+            let precision = framework.adjust(*Precision::find(PRECISIONS[precision]).unwrap());
+            let mut setup = Setup::new(optimizer, precision);
+            setup.parallelism = parallelism;
+            let Ok(max) = max_parameters(&setup, Bytes(capacity)) else {
+                return Ok(());
+            };
+            if max.0 > 0 {
+                prop_assert!(total(max.0, &setup) <= capacity, "{} does not fit", max.0);
+            }
+            if max.0 < MAX_PARAMETERS {
+                prop_assert!(total(max.0 + 1, &setup) > capacity, "{} fits too", max.0 + 1);
+            }
+        }
+    }
+}
+
+// Issue 28, finding 11 (engine): absurd values refused or noted.
+
+#[test]
+fn more_experts_per_token_than_experts_is_refused() {
+    let preset = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("presets/deepseek-v3.json"),
+    )
+    .unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&preset).unwrap();
+    config["num_experts_per_tok"] = serde_json::json!(300);
+    let (_folder, path) = self::config(&config.to_string());
+    let error = refused(&["estimate", "--model", &path]);
+    assert!(error.contains("num_experts_per_tok"), "{error}");
+    assert!(error.contains("`300`") && error.contains("256"), "{error}");
+}
+
+#[test]
+fn sequence_parallelism_needs_a_sequence_tp_divides() {
+    let args = |seq: &'static str| {
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--tp",
+            "8",
+            "--gpus",
+            "8",
+            "--sequence-parallel",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            seq,
+        ]
+    };
+    let error = refused(&args("4095"));
+    assert!(
+        error.contains("--seq-len 4095") && error.contains("--tp 8"),
+        "{error}"
+    );
+    assert!(error.contains("4096"), "{error}");
+    assert_eq!(run(&args("4096")).0, 0);
+}
+
+#[test]
+fn a_lora_rank_above_a_layer_width_is_noted() {
+    let notes = |rank: &str| {
+        json_of(&[
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--lora-rank",
+            rank,
+            "--format",
+            "json",
+        ])["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .filter(|n| n.contains("exceeds the smaller dimension"))
+            .collect::<Vec<_>>()
+    };
+    let over = notes("5000");
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert!(
+        over[0].contains("5000") && over[0].contains("4096"),
+        "{over:?}"
+    );
+    assert!(notes("16").is_empty());
+}
+
+#[test]
+fn a_decimal_comma_in_a_count_list_is_refused_as_in_one_count() {
+    let listed = refused(&["compare", "--params", "1,5B"]);
+    let single = refused(&["estimate", "--params", "1,5B"]);
+    assert_eq!(listed, single);
+    assert!(listed.contains("`1.5B`"), "{listed}");
+    assert_eq!(run(&["compare", "--params", "1B,5B"]).0, 0);
+    assert_eq!(run(&["compare", "--params", "1000,2000"]).0, 0);
+}

@@ -212,7 +212,7 @@ fn stages_with(
         return Ok(vec![mamba::activations(dims, mixer, workload)?]);
     }
     let step = Step::new(dims, workload, kernels)?;
-    candidate_stages(dims.layers, workload.pipeline)
+    candidate_stages(dims.layers, workload.pipeline, workload.micro_batches)
         .into_iter()
         .map(|stage| {
             let mut activations = step.stage(stage)?;

@@ -14,10 +14,15 @@
 //! the tensor-parallel part, `sequence_tokens` for the rest, so that one
 //! formula serves every layout.
 //!
-//! Pipeline parallelism over p stages with the 1F1B schedule: the first
-//! stage holds p micro-batches of its ceil(L / p) layers in flight (it
-//! finishes its first backward only after p forwards), the last stage one
-//! micro-batch with the output head and the loss.
+//! Pipeline parallelism over p stages with the 1F1B schedule and m
+//! micro-batches per step: stage s runs min(p - s - 1, m) warm-up forwards
+//! before its first backward, so it holds min(p - s, m) micro-batches of
+//! its ceil(L / p) layers in flight (Megatron-core's
+//! `forward_backward_pipelining_without_interleaving`: `num_warmup_microbatches
+//! = min(pipeline_parallel_size - pipeline_parallel_rank - 1,
+//! num_microbatches)`, then one more forward in the steady state). The
+//! first stage holds the most, min(p, m); the last one micro-batch with the
+//! output head and the loss.
 
 use super::Workload;
 use crate::architecture::{Dimensions, SharedExpert};
@@ -121,11 +126,12 @@ pub struct Stage {
 }
 
 /// The stages that can be the most loaded under 1F1B with `stages` stages
-/// of ceil(`layers` / `stages`) layers: the first (most micro-batches in
-/// flight) and the last (the output head and the loss); one stage when
-/// there is no pipeline. A middle stage holds fewer micro-batches than the
+/// of ceil(`layers` / `stages`) layers and `micro_batches` micro-batches
+/// per step: the first (min(p, m) micro-batches in flight, the most) and
+/// the last (one, with the output head and the loss); one stage when there
+/// is no pipeline. A middle stage s holds min(p - s, m), no more than the
 /// first of as many layers, so it is never the heaviest.
-pub fn candidate_stages(layers: u64, stages: u64) -> Vec<Stage> {
+pub fn candidate_stages(layers: u64, stages: u64, micro_batches: u64) -> Vec<Stage> {
     if stages <= 1 {
         return vec![Stage {
             index: 0,
@@ -141,7 +147,7 @@ pub fn candidate_stages(layers: u64, stages: u64) -> Vec<Stage> {
     vec![
         Stage {
             index: 0,
-            in_flight: stages,
+            in_flight: in_flight(stages, 0, micro_batches),
             first_layer: 0,
             layers: per_stage.min(layers),
             embeddings: true,
@@ -156,6 +162,12 @@ pub fn candidate_stages(layers: u64, stages: u64) -> Vec<Stage> {
             head: true,
         },
     ]
+}
+
+/// Micro-batches stage `stage` of `stages` holds at once under 1F1B with
+/// `micro_batches` per step: min(p - s, m), at least one.
+pub fn in_flight(stages: u64, stage: u64, micro_batches: u64) -> u64 {
+    stages.saturating_sub(stage).min(micro_batches).max(1)
 }
 
 fn positive(value: u64, flag: &'static str) -> Result<u64> {
@@ -259,7 +271,7 @@ mod tests {
     #[test]
     fn first_stage_holds_p_micro_batches_of_its_layers() {
         // Table 2's pipeline rule: L/p layers x p micro-batches = L layers.
-        let stages = candidate_stages(24, 4);
+        let stages = candidate_stages(24, 4, 8);
         assert_eq!(stages[0].layers * stages[0].in_flight, 24);
         assert!(stages[0].embeddings && !stages[0].head);
         assert_eq!(
@@ -269,13 +281,27 @@ mod tests {
         assert_eq!(stages[1].in_flight, 1);
         assert!(stages[1].head);
         // Uneven: ceil(10 / 4) = 3 layers, the last stage runs what is left.
-        let stages = candidate_stages(10, 4);
+        let stages = candidate_stages(10, 4, 4);
         assert_eq!((stages[0].layers, stages[0].in_flight), (3, 4));
         assert_eq!((stages[1].first_layer, stages[1].layers), (9, 1));
         // More stages than layers: empty stages hold nothing.
-        let stages = candidate_stages(2, 4);
+        let stages = candidate_stages(2, 4, 4);
         assert_eq!((stages[0].layers, stages[1].layers), (1, 0));
-        assert_eq!(candidate_stages(7, 1)[0].layers, 7);
+        assert_eq!(candidate_stages(7, 1, 1)[0].layers, 7);
+    }
+
+    #[test]
+    fn stages_hold_only_the_micro_batches_a_step_has() {
+        // Megatron-core's warm-up: min(p - s - 1, m) forwards, then one more.
+        for (m, first) in [(1, 1), (2, 2), (3, 3), (4, 4), (32, 4)] {
+            let stages = candidate_stages(24, 4, m);
+            assert_eq!(stages[0].in_flight, first, "m = {m}");
+            assert_eq!(stages[1].in_flight, 1, "m = {m}");
+        }
+        assert_eq!(in_flight(32, 0, 4), 4);
+        assert_eq!(in_flight(32, 30, 4), 2);
+        assert_eq!(in_flight(32, 31, 64), 1);
+        assert_eq!(in_flight(32, 0, 0), 1);
     }
 
     #[test]

@@ -658,12 +658,12 @@ impl<'a> Step<'a> {
         let mut notes = Vec::new();
         if self.workload.pipeline > 1 {
             notes.push(format!(
-                "pipeline: stage {} of {} is the most loaded, holding {} micro-batch(es) of {} layer(s) (1F1B, at least {} micro-batches per step)",
+                "pipeline: stage {} of {} is the most loaded, holding {} micro-batch(es) of {} layer(s) (1F1B: stage s holds min(p - s, m) of the m = {} micro-batches per step)",
                 stage.index + 1,
                 self.workload.pipeline,
                 in_flight,
                 stage.layers,
-                self.workload.pipeline,
+                self.workload.micro_batches,
             ));
         }
         Ok(Activations {

@@ -244,9 +244,23 @@ fn the_first_pipeline_stage_holds_p_micro_batches() {
     let mut w = workload(2, 128, Attention::Sdpa);
     let per_layer = layer(&dims, &w);
     w.pipeline = 4;
+    w.micro_batches = 16;
     let e = activations(&dims, &w).unwrap();
     let layers: u64 = e.layers.iter().map(|p| p.bytes.0).sum();
     assert_eq!(layers, 4 * 2 * per_layer, "4 micro-batches of 2 layers");
+    // A step of fewer micro-batches than stages holds only those.
+    for m in [1, 2, 3] {
+        let few = activations(
+            &dims,
+            &Workload {
+                micro_batches: m,
+                ..w.clone()
+            },
+        )
+        .unwrap();
+        let layers: u64 = few.layers.iter().map(|p| p.bytes.0).sum();
+        assert_eq!(layers, m * 2 * per_layer, "{m} micro-batches of 2 layers");
+    }
     assert_eq!(e.logits, Bytes::ZERO);
     assert!(e.notes.iter().any(|n| n.contains("stage 1 of 4")));
     // A huge vocabulary makes the last stage (logits, loss) the heaviest.

@@ -227,8 +227,12 @@ pub struct Workload {
     pub tensor_parallel: u64,
     /// Whether sequence parallelism splits the non-tensor-parallel parts by t.
     pub sequence_parallel: bool,
-    /// Pipeline stages p: the first stage holds p micro-batches in flight (1F1B).
+    /// Pipeline stages p: stage s holds min(p - s, m) micro-batches in
+    /// flight (1F1B), the first stage the most.
     pub pipeline: u64,
+    /// Micro-batches per optimizer step m (`--grad-accumulation`): what
+    /// the pipeline's 1F1B schedule has to keep in flight.
+    pub micro_batches: u64,
     /// bitsandbytes before 0.43.2: each 4-bit matmul (`MatMul4Bit`) saved its
     /// input for backward even with a frozen weight.
     pub quantized_inputs_kept: bool,
@@ -271,6 +275,7 @@ impl Workload {
             tensor_parallel: 1,
             sequence_parallel: false,
             pipeline: 1,
+            micro_batches: 1,
             quantized_inputs_kept: false,
             megatron_kernels: false,
             offload_activations: false,

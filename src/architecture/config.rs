@@ -21,6 +21,9 @@ pub const MAX_SIZE: u64 = u32::MAX as u64;
 /// (LoRA's rank x experts adapters, the router) small.
 pub const MAX_EXPERTS: u64 = 16_384;
 
+/// The key of the routed experts each token passes through.
+const TOP_K: &str = "num_experts_per_tok";
+
 /// How much of an offending value an error message quotes.
 const QUOTED_CHARACTERS: usize = 40;
 
@@ -118,10 +121,26 @@ impl<'a> Config<'a> {
     }
 
     /// The number of routed experts, known under several keys as
-    /// [`Config::size_of_first`] reads them, at most [`MAX_EXPERTS`].
+    /// [`Config::size_of_first`] reads them, at most [`MAX_EXPERTS`]; and
+    /// `num_experts_per_tok`, when given and experts exist, at most that count: the router
+    /// picks the top k of E experts (`torch.topk` refuses k > E), so a
+    /// config with more experts per token than experts cannot run.
     pub fn expert_count(&self, keys: &[&str], default: u64) -> Result<u64> {
         let count = self.size_of_first(keys, default)?;
         if count <= MAX_EXPERTS {
+            // Without routed experts (Qwen2-MoE's `num_experts: 0` builds
+            // dense layers) there is no router to read k.
+            if let Some(top_k) = self.optional_size(TOP_K, None)?
+                && count > 0
+                && top_k > count
+            {
+                return Err(Error::InvalidConfig {
+                    key: TOP_K.to_string(),
+                    problem: format!(
+                        "`{top_k}` experts per token is more than the {count} routed experts; accepted: 1 to {count} (the router picks the top k of the experts)"
+                    ),
+                });
+            }
             return Ok(count);
         }
         let key = keys

@@ -6,8 +6,21 @@ use crate::model::Model;
 use crate::units::{Bytes, Count};
 
 /// The largest parameter count P whose flat model's `memory.total` under
-/// `setup` is at most `capacity`, found by bisection over the integers (exact:
-/// memory never decreases as P grows). 0 when not even one parameter fits.
+/// `setup` is at most `capacity`, up to [`MAX_PARAMETERS`]. 0 when not even
+/// one parameter fits.
+///
+/// The search is bracketed, then bisected over the integers. Without
+/// sharding every parameter costs at least one byte on the device (its
+/// weight), so capacity + 1 parameters do not fit and bracket the search
+/// (the thresholds reported so far come from bisecting [0, capacity + 1]).
+/// Sharding (ZeRO, FSDP) and offload put less than a byte per parameter on
+/// the device, so capacity + 1 may fit: then the bracket doubles from there
+/// until a count does not fit, or stops at [`MAX_PARAMETERS`]. Bisection
+/// keeps `fitting` fitting and `failing` failing, so the answer fits and
+/// one more does not, even for the shape-aware rules whose flat vectors are
+/// not monotone in their length (torchao quantizes only lengths divisible
+/// by its block); only an answer at [`MAX_PARAMETERS`] is a bound, not a
+/// boundary.
 pub fn max_parameters(setup: &Setup, capacity: Bytes) -> Result<Count> {
     let fits = |parameters: u64| -> Result<bool> {
         match estimate(&Model::flat(Count(parameters)), setup) {
@@ -16,12 +29,14 @@ pub fn max_parameters(setup: &Setup, capacity: Bytes) -> Result<Count> {
             Err(other) => Err(other),
         }
     };
-    // Every trainable parameter costs at least one byte (its weight), so
-    // capacity + 1 parameters never fit. Plain bisection over [0, capacity + 1],
-    // not `largest_fitting`'s doubling: for the shape-aware rules a flat
-    // vector's memory is not monotone (torchao quantizes only lengths divisible
-    // by its block), and the thresholds reported so far come from this search.
-    let (mut fitting, mut failing) = (0u64, capacity.0.saturating_add(1));
+    let (mut fitting, mut failing) = (0u64, capacity.0.saturating_add(1).min(MAX_PARAMETERS));
+    while fits(failing)? {
+        if failing == MAX_PARAMETERS {
+            return Ok(Count(MAX_PARAMETERS));
+        }
+        fitting = failing;
+        failing = failing.saturating_mul(2).min(MAX_PARAMETERS);
+    }
     while failing - fitting > 1 {
         let middle = fitting + (failing - fitting) / 2;
         if fits(middle)? {
@@ -32,6 +47,14 @@ pub fn max_parameters(setup: &Setup, capacity: Bytes) -> Result<Count> {
     }
     Ok(Count(fitting))
 }
+
+/// The largest parameter count [`max_parameters`] searches: 10^15, six
+/// hundred times the largest model released (Switch-C, 1.6 trillion), and
+/// far below where a flat model's bytes overflow 64 bits (16 bytes per
+/// parameter reach 1.6 x 10^16). ZeRO-3 over 100,000 GPUs of 80 GB holds
+/// 5 x 10^14 parameters of Adam in fp32; an answer of 10^15 is reported as
+/// the search's limit.
+pub const MAX_PARAMETERS: u64 = 1_000_000_000_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -281,7 +304,8 @@ pub struct Fit {
     /// The same answer under every recompute mode.
     pub recompute_modes: Vec<RecomputeFit>,
     /// Whether the answer under the chosen mode is the search's upper bound
-    /// (2^20): at least that much fits, and more may.
+    /// (2^20, or [`MAX_PARAMETERS`] parameters): at least that much fits,
+    /// and more may.
     pub at_search_limit: bool,
     /// The fewest accelerators for the layout's sharding strategy.
     pub min_gpus: Option<u64>,
@@ -432,7 +456,8 @@ impl Fit {
             } else {
                 None
             },
-            at_search_limit: answer == Some(MAX_SEARCH),
+            at_search_limit: answer == Some(MAX_SEARCH)
+                || max_parameters == Some(Count(MAX_PARAMETERS)),
             recompute_modes,
             min_gpus: fewest,
             min_gpus_zero3,

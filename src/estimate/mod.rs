@@ -17,7 +17,8 @@ mod textbook;
 
 pub use comparison::{Check, Comparison, Swap};
 pub use fit::{
-    Fit, Question, RecomputeFit, max_micro_batch, max_parameters, max_seq_len, min_gpus,
+    Fit, MAX_PARAMETERS, Question, RecomputeFit, max_micro_batch, max_parameters, max_seq_len,
+    min_gpus,
 };
 pub use memory::Memory;
 pub use pricer::{Priced, Pricer};
@@ -497,6 +498,19 @@ fn check_setup(model: &Model, sizes: &crate::parallel::Splittable, setup: &Setup
         setup.workload.as_ref().is_some_and(|w| w.sequence_parallel),
     )?;
     check_fp8(setup)?;
+    crate::parallel::check_virtual_stages(
+        sizes.layers,
+        setup.parallelism.pipeline,
+        setup.step.virtual_stages,
+    )?;
+    if let Some(workload) = &setup.workload {
+        crate::parallel::check_sequence_split(
+            setup.parallelism.tensor,
+            setup.parallelism.context,
+            Some(workload.seq_len),
+            workload.sequence_parallel,
+        )?;
+    }
     crate::parallel::check_context_parallel(
         setup.parallelism.context,
         setup.workload.as_ref().map(|w| w.seq_len),
@@ -860,6 +874,7 @@ fn activation_workload(
         weights_dtype: setup.precision.weights,
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
+        micro_batches: setup.step.grad_accumulation,
         context_parallel: setup.parallelism.context,
         fp8: setup.precision.fp8,
         frozen_base: adapters.frozen_base,

@@ -58,6 +58,10 @@ pub struct StepOptions {
     /// freed, in a post-accumulate-grad hook as soon as backward produces it
     /// (torchtune's `optimizer_in_bwd`).
     pub optimizer_in_backward: bool,
+    /// Virtual pipeline stages per rank (`--virtual-stages`, Megatron's
+    /// interleaved schedule); 0 reads as 1. The layers must divide by
+    /// pp x v (see `crate::parallel::check_virtual_stages`).
+    pub virtual_stages: u64,
 }
 
 /// The memory of one accelerator, and what the user called it.
@@ -82,6 +86,7 @@ impl Setup {
             overhead: Bytes::ZERO,
             step: StepOptions {
                 grad_accumulation: 1,
+                virtual_stages: 1,
                 ..StepOptions::default()
             },
             lora_dropout: LoraDropout::default(),

@@ -290,6 +290,9 @@ impl Lora {
                 " as torchtune and litgpt keep them (no fp32 master copy)"
             },
         ));
+        if let Some(note) = rank_note(self.rank, &targeted) {
+            model.notes.push(note);
+        }
         if self.dropout.is_active() {
             model.notes.push(format!(
                 "lora_dropout {}: nn.Dropout before each adapter's lora_A, which then saves its own dropped input and the dropout mask",
@@ -304,6 +307,26 @@ impl Lora {
         }
         Ok(model)
     }
+}
+
+/// A note when the rank exceeds the smaller dimension of adapted linears:
+/// their adapter, r x (in + out), is then larger than the layer, in x out,
+/// and no longer low-rank (peft accepts any rank, so this is a note, not a
+/// refusal).
+fn rank_note(rank: u64, targeted: &[&super::Linear]) -> Option<String> {
+    let over: Vec<&&super::Linear> = targeted
+        .iter()
+        .filter(|l| rank > l.in_features.min(l.out_features))
+        .collect();
+    let first = over.first()?;
+    Some(format!(
+        "LoRA rank {rank} exceeds the smaller dimension of {} of the {} adapted linear modules (such as `{}`, {} in x {} out): each such adapter, r x (in + out), is larger than the layer it adapts",
+        over.len(),
+        targeted.len(),
+        first.module,
+        first.in_features,
+        first.out_features,
+    ))
 }
 
 /// A tied output head has no tensor of its own: peft's copy of `lm_head`

@@ -164,6 +164,81 @@ pub fn check_sequence_parallel(tensor: u64, sequence_parallel: bool) -> Result<(
     Ok(())
 }
 
+/// Refuses virtual pipeline stages the layers cannot fill: Megatron's
+/// interleaved schedule gives each of the pp ranks v model chunks of equal
+/// layers (`megatron/training/arguments.py`: the layers per pipeline stage
+/// must divide by `num_layers_per_virtual_pipeline_stage`), so the layers
+/// must divide by pp x v. Without a known layer count pp x v is held to
+/// [`super::MAX_PIPELINE_STAGES`], as pp alone is: every chunk holds at
+/// least one layer.
+pub fn check_virtual_stages(layers: Option<u64>, pipeline: u64, virtual_stages: u64) -> Result<()> {
+    let virtual_stages = virtual_stages.max(1);
+    if virtual_stages == 1 {
+        return Ok(());
+    }
+    let chunks = pipeline.checked_mul(virtual_stages);
+    let shown =
+        |layers: &str| format!("--pp {pipeline} with --virtual-stages {virtual_stages}{layers}");
+    match (layers, chunks) {
+        (Some(layers), Some(chunks)) if layers.is_multiple_of(chunks) => Ok(()),
+        (Some(layers), _) => Err(invalid(
+            shown(&format!(" on {layers} layers")),
+            format!(
+                "the interleaved schedule gives each of the {pipeline} pipeline ranks v chunks of equal layers, so pp x v = {} must divide the {layers} layers; accepted: {}",
+                chunks.map_or_else(|| "more than 2^64".to_string(), |c| c.to_string()),
+                if pipeline > 0 && layers.is_multiple_of(pipeline) {
+                    format!("--virtual-stages {}", divisors(layers / pipeline))
+                } else {
+                    format!("a --pp that divides the {layers} layers")
+                }
+            ),
+        )),
+        (None, Some(chunks)) if chunks <= super::MAX_PIPELINE_STAGES => Ok(()),
+        (None, _) => Err(invalid(
+            shown(""),
+            format!(
+                "every virtual stage holds at least one layer: at most {} pp x virtual stages",
+                super::MAX_PIPELINE_STAGES
+            ),
+        )),
+    }
+}
+
+/// Refuses sequence parallelism over a sequence the tensor-parallel ranks
+/// cannot split evenly: Megatron-core scatters the activations along the
+/// sequence (`_split_along_first_dim` in
+/// `megatron/core/tensor_parallel/mappings.py`: "First dimension of the
+/// tensor should be divisible by tensor parallel size"), so each
+/// context-parallel rank's S / cp positions must divide by tp.
+pub fn check_sequence_split(
+    tensor: u64,
+    context: u64,
+    seq_len: Option<u64>,
+    sequence_parallel: bool,
+) -> Result<()> {
+    let (true, Some(seq)) = (sequence_parallel && tensor > 1, seq_len) else {
+        return Ok(());
+    };
+    let positions = seq / context.max(1);
+    if positions.is_multiple_of(tensor) {
+        return Ok(());
+    }
+    let per_rank = if context > 1 {
+        format!(" (its {positions} positions per context-parallel rank)")
+    } else {
+        String::new()
+    };
+    let step = tensor.saturating_mul(context.max(1));
+    Err(invalid(
+        format!("--sequence-parallel with --tp {tensor} and --seq-len {seq}"),
+        format!(
+            "sequence parallelism splits the sequence{per_rank} across the tensor-parallel ranks, which Megatron-core requires to divide evenly; accepted: a sequence length that is a multiple of {step}, such as {} or {}",
+            (seq / step).max(1).saturating_mul(step),
+            (seq / step).saturating_add(1).saturating_mul(step)
+        ),
+    ))
+}
+
 /// Refuses context parallelism over a sequence it cannot split, or over an
 /// attention it does not replace.
 ///

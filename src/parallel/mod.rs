@@ -11,7 +11,10 @@ mod init;
 mod layout;
 mod placement;
 
-pub use constraints::{Splittable, check_context_parallel, check_sequence_parallel};
+pub use constraints::{
+    Splittable, check_context_parallel, check_sequence_parallel, check_sequence_split,
+    check_virtual_stages,
+};
 pub use init::Init;
 pub use layout::{Layout, is_token_embedding, layer_of};
 pub use placement::{NameFacts, Placement, place, place_named};

@@ -16,10 +16,16 @@
 //! cannot fit with any micro-batch, and on one layout a larger micro-batch
 //! never peaks lower while the accumulation stays above 1 (or at 1). A test
 //! checks that the pruned search keeps exactly what the exhaustive one does.
+//!
+//! The work is bounded before it starts ([`budget`]): a search whose axes
+//! open more than [`WORK_BUDGET`] layouts x layers is refused with the
+//! axes to fix.
 
+mod budget;
 mod search;
 mod space;
 
+pub use budget::{WORK_BUDGET, Work};
 pub use search::{Outcome, Row, search};
 pub use space::{Allow, Axes, Layout, Sharding, divisors};
 

@@ -2,11 +2,12 @@
 //! ranked by tokens per second, then by the memory left.
 
 use super::Request;
+use super::budget::{self, Work};
 use super::space::{Layout, Structure, batches, kernels, recompute_modes, structures};
 use crate::error::{Error, Result};
 use crate::estimate::{Pricer, Setup, step_time};
 use crate::parallel::{Framework, Offload};
-use crate::step_time::{Speed, StepTime, Work};
+use crate::step_time::{Speed, StepTime, Work as Flops};
 use crate::units::Bytes;
 
 /// One layout that fits.
@@ -48,15 +49,31 @@ pub struct Outcome {
     pub time_unavailable: Option<String>,
     /// The first refusal met, to explain a search that finds no candidate.
     pub refusal: Option<String>,
+    /// The structures and layouts priced, and the model's layers: the
+    /// work done, never more than [`budget::WORK_BUDGET`] layer-pricings.
+    pub work: Work,
 }
 
-/// Searches `request`.
+/// Searches `request`, or refuses one whose axes open more work than
+/// [`budget::WORK_BUDGET`] before pricing anything.
 pub fn search(request: &Request) -> Result<Outcome> {
     let structures = structures(&request.axes);
-    let work = Work::of(request.model);
+    let layers = crate::parallel::Splittable::of(request.model)
+        .layers
+        .unwrap_or(1);
+    budget::check(
+        &request.axes,
+        &budget::bound(&request.axes, &structures, layers),
+    )?;
+    let flops = Flops::of(request.model);
     let jobs = request.jobs.max(1).min(structures.len().max(1));
     let mut parts: Vec<Result<Outcome>> = if jobs == 1 {
-        vec![search_part(request, &work, structures.iter().enumerate())]
+        vec![search_part(
+            request,
+            &flops,
+            layers,
+            structures.iter().enumerate(),
+        )]
     } else {
         // Contiguous shares: neighbouring structures share their activations.
         let share = structures.len().div_ceil(jobs);
@@ -65,11 +82,12 @@ pub fn search(request: &Request) -> Result<Outcome> {
                 .chunks(share)
                 .enumerate()
                 .map(|(chunk, part)| {
-                    let work = &work;
+                    let flops = &flops;
                     scope.spawn(move || {
                         search_part(
                             request,
-                            work,
+                            flops,
+                            layers,
                             part.iter()
                                 .enumerate()
                                 .map(move |(i, s)| (chunk * share + i, s)),
@@ -87,12 +105,15 @@ pub fn search(request: &Request) -> Result<Outcome> {
         })
     };
     let mut outcome = Outcome::default();
+    outcome.work.layers = layers.max(1);
     for part in parts.drain(..) {
         let part = part?;
         outcome.candidates += part.candidates;
         outcome.priced += part.priced;
         outcome.refused += part.refused;
         outcome.batch_mismatch += part.batch_mismatch;
+        outcome.work.structures += part.work.structures;
+        outcome.work.layouts += part.work.layouts;
         outcome.kept.extend(part.kept);
         outcome.time_unavailable = outcome.time_unavailable.or(part.time_unavailable);
         outcome.refusal = outcome.refusal.or(part.refusal);
@@ -127,12 +148,19 @@ fn base<'r>(request: &'r Request, framework: Framework) -> Result<&'r Setup> {
 /// Searches some of the structures with a pricer of its own.
 fn search_part<'s>(
     request: &Request,
-    work: &Work,
+    flops: &Flops,
+    layers: u64,
     structures: impl Iterator<Item = (usize, &'s Structure)>,
 ) -> Result<Outcome> {
     let axes = &request.axes;
     let mut pricer = Pricer::new(request.model);
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        work: Work {
+            layers: layers.max(1),
+            ..Work::default()
+        },
+        ..Outcome::default()
+    };
     for (position, structure) in structures {
         let base = base(request, structure.sharding.framework)?;
         if let Speed::Unknown(why) = &base.speed {
@@ -168,6 +196,7 @@ fn search_part<'s>(
                 accumulation,
             };
         // The structure as `estimate` checks it: refused layouts are no candidates.
+        out.work.structures += 1;
         let mut accepted = Vec::new();
         for &sp in &sequence_parallel {
             for &recompute in &modes {
@@ -209,6 +238,7 @@ fn search_part<'s>(
                 let candidate = layout(choice, batch);
                 let setup = candidate.apply(base, axes.gpus, axes.nodes)?;
                 out.priced += 1;
+                out.work.layouts += 1;
                 let peak = match pricer.price(&setup) {
                     Ok(priced) => priced.peak,
                     Err(_) => {
@@ -226,7 +256,7 @@ fn search_part<'s>(
                     }
                     continue;
                 }
-                let (time, _) = step_time(&setup, || work);
+                let (time, _) = step_time(&setup, || flops);
                 out.kept.push(Row {
                     layout: candidate,
                     peak,

@@ -29,13 +29,19 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
             Format::Csv => table.csv(),
             Format::Markdown => table.markdown(),
             Format::Table => format!(
-                "trainmem fit: the largest model whose weights, gradients and optimizer states fit {}\n\n{}\n  {} parameters ({}) fit with {} in {}; one more does not.\n  note: activations are not counted: leave room for them (give --model and --seq-len for the largest micro-batch).\n",
+                "trainmem fit: the largest model whose weights, gradients and optimizer states fit {}\n\n{}\n  {} parameters ({}) fit with {} in {}; {}.\n  note: activations are not counted: leave room for them (give --model and --seq-len for the largest micro-batch).\n{}",
                 fit.capacity.label,
                 table.text(),
                 max.short(),
                 max.grouped(),
                 fit.optimizer,
-                fit.precision.name
+                fit.precision.name,
+                if fit.at_search_limit {
+                    "more may (the search stops there)"
+                } else {
+                    "one more does not"
+                },
+                peak_note(fit, units),
             ),
         };
     }
@@ -111,4 +117,24 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
             super::wrap::free_text(&out)
         }
     }
+}
+
+/// Why `estimate` may say the answer does not fit: its verdict reads the
+/// step's peak, which adds what the model states leave out (the optimizer
+/// step's temporaries, the weights ZeRO-3 and FSDP gather whole: a flat
+/// model is one module, gathered at once).
+fn peak_note(fit: &Fit, units: UnitSystem) -> String {
+    let e = &fit.estimate;
+    if e.memory.peak <= fit.capacity.bytes {
+        return String::new();
+    }
+    format!(
+        "  note: `trainmem estimate` judges a fit by the step's peak, {} for this model: it adds the optimizer step's temporaries{}.\n",
+        e.memory.peak.display(units),
+        if e.parallelism.layout.zero == crate::parallel::ZeroStage::None {
+            ""
+        } else {
+            " and, with sharding, a module's gradients or weights held whole (a flat model is one module)"
+        }
+    )
 }

@@ -35,6 +35,9 @@ struct JsonPlan<'a> {
     candidates: u64,
     priced: u64,
     refused: u64,
+    /// The work done, (structures + layouts priced) x layers: at most
+    /// `crate::plan::WORK_BUDGET`.
+    layer_pricings: u64,
     kept: usize,
     time_unavailable: Option<&'a str>,
     base_flags: &'a [String],
@@ -157,6 +160,7 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
             candidates: outcome.candidates,
             priced: outcome.priced,
             refused: outcome.refused,
+            layer_pricings: outcome.work.layer_pricings(),
             kept: outcome.kept.len(),
             time_unavailable: outcome.time_unavailable.as_deref(),
             base_flags: &report.base_flags,

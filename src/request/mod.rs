@@ -229,6 +229,7 @@ impl EstimateRequest {
         let mut model = resolve::with_images(model, &flags.workload);
         resolve::apply_workload(&mut setup, &workload, &flags.parallel)?;
         setup.speed = resolve::speed(&flags.speed, &flags.capacity, &parallelism)?;
+        setup.step.virtual_stages = flags.speed.virtual_stages;
         if let Some(dimensions) = resolve::dimensions(&workload)? {
             model.dimensions = Some(dimensions);
         }

@@ -228,6 +228,8 @@ pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions>
         },
         cpu: Platform::parse(&args.platform)? == Platform::Cpu,
         optimizer_in_backward: args.optimizer_in_backward,
+        // `--virtual-stages` is a speed flag; `resolve` copies it here.
+        virtual_stages: 1,
     })
 }
 
@@ -699,12 +701,23 @@ pub fn units(args: &ReportArgs, capacity_text: Option<&str>) -> Result<UnitSyste
     )
 }
 
-/// A comma-separated list of parameter counts.
+/// A comma-separated list of parameter counts. A bare number followed by
+/// an item with a suffix (`1,5B`) is refused as a single count refuses it:
+/// the comma may be a decimal one (1.5B) as well as a separator (1 and 5B),
+/// and a single `--params 1,5B` is refused for that reason.
 pub fn counts(list: &str) -> Result<Vec<Count>> {
-    split(list, "parameter count list")?
-        .into_iter()
-        .map(str::parse)
-        .collect()
+    let items = split(list, "parameter count list")?;
+    for pair in items.windows(2) {
+        if let [bare, scaled] = pair
+            && bare.chars().all(|c| c.is_ascii_digit())
+            && scaled.starts_with(|c: char| c.is_ascii_digit())
+            && scaled.ends_with(|c: char| c.is_ascii_alphabetic())
+        {
+            // Read together, the pair is refused by the comma rule of one count.
+            format!("{bare},{scaled}").parse::<Count>()?;
+        }
+    }
+    items.into_iter().map(str::parse).collect()
 }
 
 /// A comma-separated list of optimizers, or `all`. A set: an optimizer

@@ -229,7 +229,10 @@ mod tests {
     /// Sleeps `ms`, then raises a flag: whether the slow work has ended.
     fn sleep_then_raise(
         ms: u64,
-    ) -> (Arc<AtomicBool>, impl FnOnce(&Cancel) -> u64 + Send + 'static) {
+    ) -> (
+        Arc<AtomicBool>,
+        impl FnOnce(&Cancel) -> u64 + Send + 'static,
+    ) {
         let ended = Arc::new(AtomicBool::new(false));
         let raise = Arc::clone(&ended);
         let work = move |_: &Cancel| {

@@ -164,13 +164,14 @@ fn help_needs_no_source_texts() {
     insta::assert_snapshot!("compare_help", compare);
 }
 
-/// The README's start says how to build, run with arguments and install,
-/// and which Rust it needs: the `rust-version` of Cargo.toml.
+/// The README's start (up to its quick start) says how to build, run with
+/// arguments and install, and which Rust it needs: the `rust-version` of
+/// Cargo.toml.
 #[test]
 fn readme_start_says_how_to_install_and_which_rust() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.split("\n## ").next().unwrap();
+    let start = readme.split("\n## Quick start").next().unwrap();
     let first_block = start.split("```sh\n").nth(1).unwrap();
     let mut commands = first_block.lines();
     assert!(commands.next().unwrap().starts_with("cargo run --release "));

@@ -984,6 +984,18 @@ fn huge_values_are_cut_in_errors_and_reports() {
     }
 }
 
+/// Writes `text` as `folder/name` and runs `check` on it for an H100 with
+/// `more` flags: the one-line refusal it must give.
+fn check_refused(folder: &std::path::Path, name: &str, text: &str, more: &[&str]) -> String {
+    let path = folder.join(name);
+    std::fs::write(&path, text).unwrap();
+    let args: Vec<&str> = ["check", path.to_str().unwrap(), "--device", "h100"]
+        .into_iter()
+        .chain(more.iter().copied())
+        .collect();
+    refused(&args)
+}
+
 // Issue 28, finding 8: errors named the wrong key, leaked the YAML library's
 // options, and JSON accepted a key given twice.
 #[test]
@@ -1017,16 +1029,7 @@ fn errors_name_the_key_at_fault() {
         ),
     ];
     for (name, text, wanted) in cases {
-        let path = folder.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        let stderr = refused(&[
-            "check",
-            path.to_str().unwrap(),
-            "--device",
-            "h100",
-            "--seq-len",
-            "128",
-        ]);
+        let stderr = check_refused(folder.path(), name, text, &["--seq-len", "128"]);
         assert!(stderr.contains(wanted), "{name}: {stderr}");
         assert!(!stderr.contains("DuplicateKeyPolicy"), "{name}: {stderr}");
         assert!(
@@ -1059,20 +1062,12 @@ fn absurd_launch_values_are_refused() {
         ),
     ];
     for (name, text, wanted) in cases {
-        let path = folder.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        let stderr = refused(&[
-            "check",
-            path.to_str().unwrap(),
-            "--device",
-            "h100",
-            "--model",
-            "gpt2",
-            "--seq-len",
-            "128",
-            "--micro-batch",
-            "1",
-        ]);
+        let stderr = check_refused(
+            folder.path(),
+            name,
+            text,
+            &["--model", "gpt2", "--seq-len", "128", "--micro-batch", "1"],
+        );
         assert!(stderr.contains(wanted), "{name}: {stderr}");
     }
     // 1,024 processes on each of 2 machines is a real, if large, run.

@@ -258,7 +258,7 @@ const CASES: &[Case] = &[
         lines: &[
             "optimizer_in_bwd = true -> --optimizer-in-backward",
             "optimizer._component_ = bitsandbytes.optim.PagedAdamW8bit -> --optimizer paged-adamw-8bit",
-            "tokenizer.max_seq_len = null -> null: each batch as long as its longest sample; give --seq-len",
+            "tokenizer.max_seq_len = null -> null: each batch as long as its longest sample; check answers with the longest that fits",
             "model._component_ = torchtune.models.llama3_1.llama3_1_8b -> --model llama-3.1-8b",
         ],
         verdict: "fits",
@@ -266,10 +266,10 @@ const CASES: &[Case] = &[
     Case {
         files: &["torchtune-llama3_2-3b-qlora.yaml"],
         extra: "--device rtx-4090-24gb",
-        flags: "--device rtx-4090-24gb --model llama-3.2-3b --lora-rank 64 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --quantize nf4 --double-quant on --precision bf16 --micro-batch 4 --grad-accumulation 4 --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 4096",
+        flags: "--device rtx-4090-24gb --model llama-3.2-3b --lora-rank 64 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --quantize nf4 --double-quant on --precision bf16 --micro-batch 4 --grad-accumulation 4 --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 4096 --attention flash",
         lines: &[
             "model._component_ = torchtune.models.llama3_2.qlora_llama3_2_3b -> --model llama-3.2-3b --lora-rank 64",
-            "dataset.packed = true -> priced at max_seq_len tokens per sequence",
+            "dataset.packed = true -> --attention flash",
             "enable_activation_checkpointing = false -> off",
         ],
         verdict: "does-not-fit",
@@ -653,8 +653,18 @@ fn missing_pieces_are_bad_input() {
         "--device",
         "h100",
     ]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("--seq-len"), "{stderr}");
+    // No file names the sequence length: the longest that fits is the
+    // answer (issue 25), no longer a refusal.
+    assert_eq!(code, 0, "{stderr}");
+    let (_, stdout, _) = run(&[
+        "check",
+        &file,
+        "--model",
+        "llama-3.1-8b",
+        "--device",
+        "h100",
+    ]);
+    assert!(stdout.contains("fits for sequences up to"), "{stdout}");
     let (code, _, _) = run(&["check"]);
     assert_eq!(code, 2, "no file");
     let file = fixture("axolotl-llama3-qlora.yaml");

@@ -1413,3 +1413,122 @@ fn a_decimal_comma_in_a_count_list_is_refused_as_in_one_count() {
     assert_eq!(run(&["compare", "--params", "1B,5B"]).0, 0);
     assert_eq!(run(&["compare", "--params", "1000,2000"]).0, 0);
 }
+
+// Issue 25: the new readers (torchtitan's TOML, litgpt's YAML) and the
+// companion search are held to the bounds of the old ones.
+
+#[test]
+fn a_toml_job_config_is_bounded_like_yaml_and_json() {
+    let folder = tempfile::tempdir().unwrap();
+    let head = "[training]\nlocal_batch_size = 1\nseq_len = 128\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n";
+    // More bytes than a launch config may have.
+    let huge = format!("{head}[job]\ndescription = \"{}\"\n", "x".repeat(1 << 21));
+    let stderr = check_refused(folder.path(), "huge.toml", &huge, &[]);
+    assert!(stderr.contains("more than the 1048576"), "{stderr}");
+    // Deeper than MAX_DEPTH, and deeper than the parser's own guard.
+    for levels in [40, 5_000] {
+        let deep = format!(
+            "{head}[job]\nx = {}1{}\n",
+            "[".repeat(levels),
+            "]".repeat(levels)
+        );
+        let stderr = check_refused(folder.path(), "deep.toml", &deep, &[]);
+        assert!(
+            stderr.contains("deeper than") || stderr.contains("invalid TOML"),
+            "{levels}: {stderr}"
+        );
+        assert!(stderr.len() < 600, "{levels}: {stderr}");
+    }
+    // A key given twice, and a table given twice, said by line.
+    let twice = format!("{head}[training]\nseq_len = 256\n");
+    let stderr = check_refused(folder.path(), "twice.toml", &twice, &[]);
+    assert!(stderr.contains("invalid TOML"), "{stderr}");
+    assert!(stderr.contains("(line 7, column"), "{stderr}");
+    let key_twice = format!("{head}[job]\na = 1\na = 2\n");
+    let stderr = check_refused(folder.path(), "key.toml", &key_twice, &[]);
+    assert!(stderr.contains("(line 9, column"), "{stderr}");
+    // Many values within the bytes: refused or read, never slow to refuse.
+    let many = format!("{head}[job]\nx = [{}]\n", "1,".repeat(200_000));
+    let (code, _, stderr) = run(&[
+        "check",
+        &{
+            let path = folder.path().join("many.toml");
+            std::fs::write(&path, many).unwrap();
+            path.to_str().unwrap().to_string()
+        },
+        "--device",
+        "h100",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("more than 100000 values"), "{stderr}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_toml_fifo_is_refused_at_once_and_a_linked_toml_is_read_as_its_target() {
+    let folder = tempfile::tempdir().unwrap();
+    let fifo = folder.path().join("job.toml");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let (code, stdout, stderr, _) = common::run_within(
+        &["check", fifo.to_str().unwrap(), "--device", "h100"],
+        std::time::Duration::from_secs(20),
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("a fifo"), "{stderr}");
+    // A link to a file that is not TOML: refused by line and column, its
+    // text not repeated beyond the cut every echoed value gets.
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("secret");
+    std::fs::write(&target, format!("zq{}\n", "s".repeat(5_000))).unwrap();
+    let link = folder.path().join("linked.toml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let stderr = refused(&["check", link.to_str().unwrap(), "--device", "h100"]);
+    assert!(stderr.contains("invalid TOML"), "{stderr}");
+    assert!(stderr.len() < 600, "{stderr}");
+}
+
+#[test]
+fn the_search_for_a_companion_stops_after_a_bounded_number_of_folders() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join("ds.json"),
+        r#"{"zero_optimization": {"stage": 2}}"#,
+    )
+    .unwrap();
+    let (name, text) = naming("axolotl", "ds.json");
+    // Found from a few folders down.
+    let near = root.path().join("a/b/c");
+    std::fs::create_dir_all(&near).unwrap();
+    std::fs::write(near.join(name), &text).unwrap();
+    let (code, stdout, stderr) = run(&[
+        "check",
+        near.join(name).to_str().unwrap(),
+        "--device",
+        "h100",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("from 3 folders above the config"),
+        "{stdout}"
+    );
+    // Not from further than trainmem::launch::MAX_PARENT_FOLDERS.
+    let mut far = root.path().to_path_buf();
+    for level in 0..=trainmem::launch::MAX_PARENT_FOLDERS {
+        far = far.join(format!("d{level}"));
+    }
+    std::fs::create_dir_all(&far).unwrap();
+    std::fs::write(far.join(name), &text).unwrap();
+    let stderr = refused(&[
+        "check",
+        far.join(name).to_str().unwrap(),
+        "--device",
+        "h100",
+    ]);
+    assert!(
+        stderr.contains("no such file in the current folder"),
+        "{stderr}"
+    );
+}

@@ -16,7 +16,8 @@ use assert_cmd::Command;
 use trainmem::architecture::{self, Task};
 use trainmem::launch::key::{Absent, Choice, Key, Rule};
 use trainmem::launch::{
-    accelerate, axolotl, deepspeed, llama_factory, torchtune, training_arguments,
+    accelerate, axolotl, deepspeed, litgpt, llama_factory, torchtitan, torchtune,
+    training_arguments,
 };
 
 /// The fewest examples the README and the book must have between them: a
@@ -220,7 +221,7 @@ fn escape(cell: &str) -> String {
 }
 
 fn launch_keys() -> String {
-    let formats: [(&str, &str, &[Key], &[Absent]); 6] = [
+    let formats: [(&str, &str, &[Key], &[Absent]); 8] = [
         (
             "HF TrainingArguments / TRL SFTConfig",
             "src/launch/training_arguments.rs",
@@ -246,6 +247,18 @@ fn launch_keys() -> String {
             "src/launch/llama_factory.rs",
             llama_factory::KEYS,
             &[],
+        ),
+        (
+            "torchtitan",
+            "src/launch/torchtitan.rs",
+            torchtitan::KEYS,
+            torchtitan::DEFAULTS,
+        ),
+        (
+            "litgpt",
+            "src/launch/litgpt.rs",
+            litgpt::KEYS,
+            litgpt::DEFAULTS,
         ),
     ];
     let mut page = String::from(

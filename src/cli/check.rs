@@ -16,8 +16,9 @@ use super::{estimate_request, model_of};
 use crate::error::{Error, Result, shown};
 use crate::estimate::{Estimate, estimate};
 use crate::launch::{self, Change, Deferred, Engine, KeyKind, Launch};
-use crate::render::check::{CheckReport, KeyRow, Suggestion, Verdict};
+use crate::render::check::{CheckReport, KeyRow, Longest, Suggestion, Verdict};
 use crate::render::{self, Format};
+use crate::units::Count;
 
 /// The report, the warnings for stderr and the exit status.
 pub struct Checked {
@@ -85,24 +86,54 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
             accepted: "launch configs do not say which GPU runs them: give --device NAME (such as h100-80gb; `trainmem devices` lists them) or --capacity SIZE".to_string(),
         });
     }
-    for (flag, what) in [
-        ("--micro-batch", "micro-batch"),
-        ("--seq-len", "sequence length"),
-    ] {
-        if !flags.has(flag) {
-            return Err(Error::Missing {
-                what: "workload",
-                accepted: format!(
-                    "no file names the {what}: give {flag} (activations depend on it)"
-                ),
-            });
-        }
+    if !flags.has("--micro-batch") {
+        return Err(Error::Missing {
+            what: "workload",
+            accepted:
+                "no file names the micro-batch: give --micro-batch (activations depend on it)"
+                    .to_string(),
+        });
     }
+    // No file and no flag names the sequence length: the data decides it
+    // (torchtune's `max_seq_len: null`, a dataset that is not packed). The
+    // answer is the longest sequence that fits at the config's micro-batch,
+    // searched as `fit` searches it; the report prices that length.
+    let longest = if flags.has("--seq-len") {
+        None
+    } else {
+        let shortest = shortest_sequence(&flags);
+        let found =
+            longest_fitting(&flags, shortest).map_err(|error| blame(error, &launch, &typed))?;
+        let priced_at = found.unwrap_or(shortest);
+        flags.set("--seq-len", Some(OsString::from(priced_at.to_string())));
+        notes.push(match found {
+            Some(tokens) => format!(
+                "no file names the sequence length (the data decides it): priced at the longest that fits, {} tokens; give --seq-len to check one length",
+                Count(tokens).grouped()
+            ),
+            None => format!(
+                "no file names the sequence length (the data decides it), and not even {} per sample fits: the states alone exceed the card",
+                match shortest {
+                    1 => "1 token".to_string(),
+                    n => format!("{n} tokens, the shortest the loss takes,"),
+                }
+            ),
+        });
+        Some(Longest {
+            seq_len: found,
+            micro_batch: flags
+                .get("--micro-batch")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(1),
+        })
+    };
     let (_, units) = super::resolve::report(&parsed.report, parsed.capacity.capacity.as_deref())?;
     let first = price(&flags).map_err(|error| blame(error, &launch, &typed))?;
     let unknown = launch.unknown();
+    let data_decides = longest.is_some_and(|l| l.seq_len.is_some());
     let verdict = match (unknown, first.fits) {
         (true, _) => Verdict::Unknown,
+        (false, Some(true)) if data_decides => Verdict::FitsUpTo,
         (false, Some(true)) => Verdict::Fits,
         _ => Verdict::DoesNotFit,
     };
@@ -135,9 +166,10 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         suggestions,
         command: flags.command(),
         notes,
+        longest,
     };
     let exit = match verdict {
-        Verdict::Fits => 0,
+        Verdict::Fits | Verdict::FitsUpTo => 0,
         Verdict::DoesNotFit => 1,
         Verdict::Unknown => u8::from(args.strict),
     };
@@ -272,6 +304,36 @@ fn resolve_deferred(
         }
     }
     Ok(())
+}
+
+/// The shortest sequence priced: one token per sample.
+const SHORTEST_SEQUENCE: u64 = 1;
+
+/// The shortest sequence the run takes: [`SHORTEST_SEQUENCE`], or N for
+/// torchtune's chunked loss (`--loss chunked:N`), which splits every
+/// sequence into N chunks (`torch.chunk` along the sequence).
+fn shortest_sequence(flags: &Flags) -> u64 {
+    flags
+        .get("--loss")
+        .and_then(|loss| loss.strip_prefix("chunked:")?.trim().parse::<u64>().ok())
+        .unwrap_or(SHORTEST_SEQUENCE)
+        .max(SHORTEST_SEQUENCE)
+}
+
+/// The longest sequence per sample whose step peaks within the capacity at
+/// the micro-batch `flags` give ([`crate::estimate::max_seq_len`], `fit`'s
+/// search: doubling, then bisection, up to 2^20 tokens); `None` when not
+/// even `shortest` fits.
+fn longest_fitting(flags: &Flags, shortest: u64) -> Result<Option<u64>> {
+    let args = flags
+        .with(&[("--seq-len", &shortest.to_string())])
+        .parse()?;
+    let (model, setup, _, _) = estimate_request(&args)?;
+    match setup.capacity.as_ref().map(|c| c.bytes) {
+        Some(capacity) => Ok(crate::estimate::max_seq_len(&model, &setup, capacity)?
+            .filter(|longest| *longest >= shortest)),
+        None => Ok(None),
+    }
 }
 
 /// The estimate `flags` spell.

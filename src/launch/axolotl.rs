@@ -268,6 +268,16 @@ fn not_modelled_on(value: &Value, why: &str) -> Result<Effect, String> {
 /// What axolotl prices at the full sequence length.
 const PACKED: &str = "priced at sequence_len tokens per sequence, which packing fills";
 
+/// axolotl's attention switches: one of them on names the kernel.
+const AXOLOTL_ATTENTION: &[&str] = &[
+    "flash_attention",
+    "sdp_attention",
+    "xformers_attention",
+    "flex_attention",
+    "s2_attention",
+    "eager_attention",
+];
+
 /// The keys, each with the flags it sets.
 pub const KEYS: &[Key] = &[
     Key {
@@ -404,7 +414,9 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "sample_packing",
-        rule: Rule::Read(|_, _| Ok(Effect::Nothing(PACKED.to_string()))),
+        rule: Rule::Read(|v, d| {
+            super::key::packing(v, d, AXOLOTL_ATTENTION, "sequence_len tokens per sequence")
+        }),
     },
     Key {
         name: "pad_to_sequence_len",

@@ -1,8 +1,9 @@
-//! One launch config read from disk into a tree of values, JSON or YAML,
-//! within bounds: the file must be a regular file (no FIFO that blocks), at
-//! most [`MAX_BYTES`] long, and a YAML document at most [`MAX_DEPTH`] deep
-//! with a bounded number of nodes and alias expansions, so that a "billion
-//! laughs" is refused before it takes memory.
+//! One launch config read from disk into a tree of values, JSON, YAML or
+//! TOML, within bounds: the file must be a regular file (no FIFO that
+//! blocks), at most [`MAX_BYTES`] long, and a document at most
+//! [`MAX_DEPTH`] deep with a bounded number of nodes (and, in YAML, of
+//! alias expansions, so that a "billion laughs" is refused before it takes
+//! memory).
 
 use std::io::Read;
 use std::path::Path;
@@ -23,7 +24,7 @@ const MAX_ALIASES: usize = 1_000;
 const MAX_REPLAYED_EVENTS: usize = 100_000;
 
 /// The refusal of a file that is not text.
-pub const NOT_UTF8: &str = "not UTF-8 text; expected a JSON or YAML file";
+pub const NOT_UTF8: &str = "not UTF-8 text; expected a JSON, YAML or TOML file";
 
 /// The file's text, refused unless it is a regular file of at most [`MAX_BYTES`].
 pub fn read_text(path: &Path) -> Result<String, String> {
@@ -58,19 +59,30 @@ pub struct Parsed {
     pub order: Vec<String>,
 }
 
-/// The document in `text`: JSON when the file name ends in `.json`, YAML
-/// otherwise (YAML 1.2 reads JSON too). The top level must be a mapping,
-/// and no mapping may give a key twice (YAML and JSON alike: Python's
-/// `json` would keep the last, DeepSpeed refuses it, and a key written twice
-/// is a config whose author meant one of two values).
+/// The document in `text`: JSON when the file name ends in `.json`, TOML
+/// when it ends in `.toml`, YAML otherwise (YAML 1.2 reads JSON too), or
+/// TOML when it is not YAML but is TOML (a torchtitan job config under
+/// another name). The top level must be a mapping, and no mapping may give
+/// a key twice (YAML and JSON alike: Python's `json` would keep the last,
+/// DeepSpeed refuses it, and a key written twice is a config whose author
+/// meant one of two values; TOML forbids it).
 pub fn parse(text: &str, path: &Path) -> Result<Parsed, String> {
-    let json = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let parsed = if json {
+    let extension = |wanted: &str| {
+        path.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case(wanted))
+    };
+    let parsed = if extension("json") {
         parse_json(text)?
+    } else if extension("toml") {
+        parse_toml(text)?
     } else {
-        parse_yaml(text)?
+        match parse_yaml(text) {
+            Ok(parsed) if parsed.value.is_object() => parsed,
+            yaml => match parse_toml(text) {
+                Ok(parsed) => parsed,
+                Err(_) => yaml?,
+            },
+        }
     };
     bounded(parsed)
 }
@@ -153,6 +165,57 @@ fn parse_yaml(text: &str) -> Result<Parsed, String> {
         })
 }
 
+/// A TOML document (torchtitan's job configs), read by the toml crate,
+/// which refuses a key given twice and nests at most 80 levels before
+/// [`bounded`] holds it to [`MAX_DEPTH`]; at most [`MAX_NODES`] values.
+/// Datetimes become their text. A refusal says where the parse stopped, by
+/// line and column, and the parser's message without the quoted text.
+fn parse_toml(text: &str) -> Result<Parsed, String> {
+    let refused = |e: toml::de::Error| {
+        let at = e
+            .span()
+            .map(|span| {
+                let before = text.get(..span.start).unwrap_or(text);
+                let line = before.matches('\n').count().saturating_add(1);
+                let column = before
+                    .rsplit('\n')
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .count()
+                    .saturating_add(1);
+                format!(" (line {line}, column {column})")
+            })
+            .unwrap_or_default();
+        let message = e.message().lines().next().unwrap_or("").trim();
+        format!("invalid TOML: {}{at}", shown_message(message))
+    };
+    let deserializer = toml::de::Deserializer::parse(text).map_err(refused)?;
+    let parsed = Ordered::read(deserializer).map_err(refused)?;
+    if nodes(&parsed.value) > MAX_NODES {
+        return Err(format!("more than {MAX_NODES} values"));
+    }
+    Ok(parsed)
+}
+
+/// How many values `value` holds, itself included, counted without recursion.
+fn nodes(value: &Value) -> usize {
+    let mut count = 0usize;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        count = count.saturating_add(1);
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
+/// The key under which the toml crate hands a datetime to a visitor.
+const TOML_DATETIME: &str = "$__toml_private_datetime";
+
 /// A parser's message, which may quote the text it stopped at, cut to a
 /// bounded length (a million-digit scalar is not repeated in an error).
 fn shown_message(message: &str) -> String {
@@ -210,7 +273,7 @@ impl<'de> Visitor<'de> for Node<'_> {
     type Value = Value;
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-        formatter.write_str("a JSON or YAML value")
+        formatter.write_str("a JSON, YAML or TOML value")
     }
 
     fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
@@ -279,6 +342,9 @@ impl<'de> Visitor<'de> for Node<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         while let Some(key) = access.next_key::<String>()? {
+            if key == TOML_DATETIME && map.is_empty() {
+                return Ok(Value::String(access.next_value::<String>()?));
+            }
             let path = self.path.as_ref().map(|prefix| {
                 if prefix.is_empty() {
                     key.clone()
@@ -345,6 +411,37 @@ mod tests {
         assert!(parse(&text, Path::new("deep.yaml")).is_err());
         let json = format!("{{\"a\": {}1{}}}", "[".repeat(100), "]".repeat(100));
         assert!(parse(&json, Path::new("deep.json")).is_err());
+    }
+
+    #[test]
+    fn toml_reads_as_json_does_in_the_files_order() {
+        let toml = parse(
+            "b = 1\n[a]\nz = [\"x\", \"y\"]\nc = { d = true }\nwhen = 1979-05-27T07:32:00Z\n",
+            Path::new("job.toml"),
+        )
+        .unwrap();
+        assert_eq!(toml.order, ["b", "a", "a.z", "a.c", "a.c.d", "a.when"]);
+        assert_eq!(toml.value["a"]["z"][1], "y");
+        assert_eq!(toml.value["a"]["c"]["d"], true);
+        assert_eq!(toml.value["a"]["when"], "1979-05-27T07:32:00Z");
+        // Not YAML, but TOML, under another name.
+        let other = parse("[training]\nseq_len = 8\n", Path::new("job.conf")).unwrap();
+        assert_eq!(other.value["training"]["seq_len"], 8);
+    }
+
+    #[test]
+    fn toml_refusals_say_where_and_not_what() {
+        let twice = parse("[a]\nb = 1\nb = 2\n", Path::new("t.toml")).unwrap_err();
+        assert!(twice.starts_with("invalid TOML"), "{twice}");
+        assert!(twice.contains("line 3"), "{twice}");
+        let deep = format!("a = {}1{}\n", "[".repeat(200), "]".repeat(200));
+        let error = parse(&deep, Path::new("deep.toml")).unwrap_err();
+        assert!(!error.contains('\n'), "{error}");
+        let shallow = format!("a = {}1{}\n", "[".repeat(40), "]".repeat(40));
+        assert!(parse(&shallow, Path::new("deep.toml")).is_err());
+        let long = format!("a = \"{}", "x".repeat(10_000));
+        let error = parse(&long, Path::new("long.toml")).unwrap_err();
+        assert!(error.len() < 400, "{error}");
     }
 
     #[test]

@@ -181,3 +181,35 @@ pub fn choose(value: &Value, table: &[(&'static str, Choice)]) -> Result<Effect,
         Choice::NotModelled(why) => Effect::NotModelled(why.to_string()),
     })
 }
+
+/// Sample packing (axolotl's `sample_packing`, TRL's and LLaMA-Factory's
+/// `packing`, torchtune's `dataset.packed`): several samples fill each
+/// sequence, so a sequence is priced at the full packed length (`length`
+/// says which); attention runs on the packed samples through the kernel's
+/// variable-length path (flash-attention's `flash_attn_varlen_func`,
+/// torchtune's flex attention with a block-causal mask), which saves what
+/// the flash kernel saves: q, k, v, the output and a log-sum-exp, no
+/// S x S mask or scores (`--attention flash`). When the config names its
+/// attention (`attention` holds those keys), that key decides it.
+pub fn packing(
+    value: &Value,
+    document: &Map<String, Value>,
+    attention: &[&str],
+    length: &str,
+) -> Result<Effect, String> {
+    if !truth(value)? {
+        return Ok(Effect::Nothing("off".to_string()));
+    }
+    let named = attention.iter().any(|key| match document.get(*key) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::String(text)) => !text.trim().eq_ignore_ascii_case("auto"),
+        Some(_) => true,
+    });
+    if named {
+        Ok(Effect::Nothing(format!(
+            "priced at {length}, which packing fills; attention as the config names it"
+        )))
+    } else {
+        Ok(Effect::flags(&[("--attention", "flash")]))
+    }
+}

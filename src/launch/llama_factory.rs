@@ -328,11 +328,15 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "packing",
-        rule: Rule::Read(|_, _| Ok(Effect::Nothing(PACKED.to_string()))),
+        rule: Rule::Read(|v, d| {
+            super::key::packing(v, d, &["flash_attn"], "cutoff_len tokens per sequence")
+        }),
     },
     Key {
         name: "neat_packing",
-        rule: Rule::Read(|_, _| Ok(Effect::Nothing(PACKED.to_string()))),
+        rule: Rule::Read(|v, d| {
+            super::key::packing(v, d, &["flash_attn"], "cutoff_len tokens per sequence")
+        }),
     },
     Key {
         name: "deepspeed",
@@ -500,9 +504,6 @@ pub const KEYS: &[Key] = &[
         rule: Rule::NoMemory,
     },
 ];
-
-/// What the full sequence length stands for.
-const PACKED: &str = "priced at cutoff_len tokens per sequence, which packing fills";
 
 /// LLaMA-Factory's defaults: the Trainer's `per_device_train_batch_size` 8,
 /// `cutoff_len` 2048, gradient checkpointing on, the Trainer's adamw_torch.

@@ -1,7 +1,7 @@
 //! Launch configs in, `estimate` flags out: the readers behind `trainmem check`.
 //!
 //! Each format (HF `TrainingArguments`, DeepSpeed, accelerate, axolotl,
-//! torchtune, LLaMA-Factory) is one module holding one table of its
+//! torchtune, LLaMA-Factory, torchtitan, litgpt) is one module holding one table of its
 //! documented keys, each key with the
 //! `estimate` flags it sets ([`key::Rule`]). Reading a file records every key
 //! as `{file, key, value, set}`: what it set, that it does not change memory,
@@ -17,7 +17,9 @@ pub mod axolotl;
 pub mod deepspeed;
 mod document;
 pub mod key;
+pub mod litgpt;
 pub mod llama_factory;
+pub mod torchtitan;
 pub mod torchtune;
 pub mod training_arguments;
 
@@ -47,6 +49,10 @@ pub enum Format {
     Torchtune,
     /// A LLaMA-Factory training YAML.
     LlamaFactory,
+    /// A torchtitan job config TOML.
+    Torchtitan,
+    /// A litgpt finetune config YAML.
+    Litgpt,
 }
 
 impl Format {
@@ -59,6 +65,8 @@ impl Format {
             Format::Axolotl => "axolotl",
             Format::Torchtune => "torchtune",
             Format::LlamaFactory => "LLaMA-Factory",
+            Format::Torchtitan => "torchtitan",
+            Format::Litgpt => "litgpt",
         }
     }
 
@@ -71,6 +79,8 @@ impl Format {
             Format::Axolotl => axolotl::KEYS,
             Format::Torchtune => torchtune::KEYS,
             Format::LlamaFactory => llama_factory::KEYS,
+            Format::Torchtitan => torchtitan::KEYS,
+            Format::Litgpt => litgpt::KEYS,
         }
     }
 
@@ -81,6 +91,8 @@ impl Format {
             Format::TrainingArguments => training_arguments::DEFAULTS,
             Format::Axolotl => axolotl::DEFAULTS,
             Format::LlamaFactory => llama_factory::DEFAULTS,
+            Format::Torchtitan => torchtitan::DEFAULTS,
+            Format::Litgpt => litgpt::DEFAULTS,
             Format::DeepSpeed | Format::Accelerate | Format::Torchtune => &[],
         }
     }
@@ -94,6 +106,8 @@ impl Format {
             Format::Axolotl => axolotl::spell(change),
             Format::Torchtune => torchtune::spell(change),
             Format::LlamaFactory => llama_factory::spell(change),
+            Format::Torchtitan => torchtitan::spell(change),
+            Format::Litgpt => litgpt::spell(change),
         }
     }
 
@@ -105,8 +119,26 @@ impl Format {
                 .get(key)
                 .is_some_and(|v| v.get("_component_").is_some())
         };
+        let section_has = |section: &str, keys: &[&str]| {
+            document
+                .get(section)
+                .and_then(Value::as_object)
+                .is_some_and(|s| keys.iter().any(|k| s.contains_key(*k)))
+        };
         if component("model") || component("tokenizer") || component("checkpointer") {
             Some(Format::Torchtune)
+        } else if section_has("training", &["local_batch_size", "seq_len", "batch_size"])
+            || section_has(
+                "parallelism",
+                &["data_parallel_shard_degree", "tensor_parallel_degree"],
+            )
+            || section_has("model", &["flavor"])
+        {
+            Some(Format::Torchtitan)
+        } else if has("checkpoint_dir")
+            && (has("train") || has("precision") || has("lora_r") || has("devices"))
+        {
+            Some(Format::Litgpt)
         } else if has("model_name_or_path")
             && (has("finetuning_type") || has("stage") || has("cutoff_len") || has("template"))
         {
@@ -139,7 +171,9 @@ impl Format {
             Format::TrainingArguments
             | Format::Axolotl
             | Format::Torchtune
-            | Format::LlamaFactory => 0,
+            | Format::LlamaFactory
+            | Format::Torchtitan
+            | Format::Litgpt => 0,
             Format::Accelerate => 1,
             Format::DeepSpeed => 2,
         }
@@ -391,7 +425,7 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
             None => {
                 return Err(Error::File {
                     path: label,
-                    problem: "not a launch config trainmem reads: expected HF TrainingArguments / TRL SFTConfig (per_device_train_batch_size, optim, ...), a DeepSpeed config (zero_optimization, train_micro_batch_size_per_gpu), an accelerate config (distributed_type), an axolotl config (base_model, micro_batch_size, sequence_len), a torchtune recipe config (model._component_) or a LLaMA-Factory YAML (model_name_or_path with finetuning_type)".to_string(),
+                    problem: "not a launch config trainmem reads: expected HF TrainingArguments / TRL SFTConfig (per_device_train_batch_size, optim, ...), a DeepSpeed config (zero_optimization, train_micro_batch_size_per_gpu), an accelerate config (distributed_type), an axolotl config (base_model, micro_batch_size, sequence_len), a torchtune recipe config (model._component_), a LLaMA-Factory YAML (model_name_or_path with finetuning_type), a torchtitan job config TOML ([training] seq_len, [parallelism]) or a litgpt finetune YAML (checkpoint_dir with train)".to_string(),
                 });
             }
         };
@@ -411,6 +445,7 @@ pub fn read(paths: &[PathBuf]) -> Result<Launch> {
                 order: &parsed.order,
                 base: base.as_deref(),
                 named_by: named_by.as_ref(),
+                given: paths,
             },
             &mut queue,
         )?;
@@ -510,6 +545,8 @@ struct Reading<'a> {
     order: &'a [String],
     base: Option<&'a Path>,
     named_by: Option<&'a NamedBy>,
+    /// The files given on the command line, which satisfy a reference by name.
+    given: &'a [PathBuf],
 }
 
 /// Records every key of one document and returns the settings it makes.
@@ -527,6 +564,7 @@ fn read_document(
         order,
         base,
         named_by,
+        given,
     } = *reading;
     let mut found = Vec::new();
     walk(format.keys(), "", document, &mut found);
@@ -597,7 +635,15 @@ fn read_document(
             }
             Effect::Include => match value {
                 Value::String(name) => {
-                    let companion = companion(name, base);
+                    let Some((companion, place)) = companion(name, base, given) else {
+                        return Err(Error::File {
+                            path: label.to_string(),
+                            problem: format!(
+                                "key `{path}` = `{}`: no such file in the current folder, nor in the config's folder or the {MAX_PARENT_FOLDERS} folders above it; accepted: the path from the current folder or from the repository root, or the file itself given on the command line",
+                                shown.unwrap_or_default()
+                            ),
+                        });
+                    };
                     let said = cut(&companion.display().to_string(), MAX_PATH_CHARS).into_owned();
                     queue.push((
                         Source::Companion {
@@ -609,7 +655,10 @@ fn read_document(
                         },
                         Some(Format::DeepSpeed),
                     ));
-                    (format!("reads {said} as a DeepSpeed config"), KeyKind::Sets)
+                    (
+                        format!("reads {said} as a DeepSpeed config ({place})"),
+                        KeyKind::Sets,
+                    )
                 }
                 Value::Object(_) => {
                     let inner = format!("{label}#{path}");
@@ -701,17 +750,57 @@ fn in_document_order<T>(found: &mut [(String, &Value, T)], order: &[String]) -> 
     hashed
 }
 
-/// A companion file named in a config: as given when it exists (the
-/// launchers resolve it from the working folder), else beside the config.
-fn companion(name: &str, base: Option<&Path>) -> PathBuf {
+/// The most folders above a config's own that are searched for a file it
+/// names: a repository root is a few levels up (LLaMA-Factory's configs sit
+/// two below it, `examples/train_full/`), and the walk stops at the root
+/// of the file system before this bound in practice.
+pub const MAX_PARENT_FOLDERS: usize = 16;
+
+/// The file a config names as `name`, found as the launcher finds it, and
+/// where it was found, in words. In order: an absolute path as it is; the
+/// path from the current folder (where the launchers resolve it: they run
+/// from the repository root); a file given on the command line whose path
+/// ends with `name`, or failing that has its file name; the path from the
+/// config's own folder, then from each folder above it, up to
+/// [`MAX_PARENT_FOLDERS`] (a checkout's root, when `check` runs elsewhere).
+/// `None` when no place has it.
+fn companion(name: &str, base: Option<&Path>, given: &[PathBuf]) -> Option<(PathBuf, String)> {
     let path = PathBuf::from(name);
-    if path.is_absolute() || path.exists() {
-        return path;
+    if path.is_absolute() {
+        return Some((path, "an absolute path".to_string()));
     }
-    match base {
-        Some(base) => base.join(path),
-        None => path,
+    if path.exists() {
+        return Some((path, "from the current folder".to_string()));
     }
+    let wanted: Vec<_> = path.components().collect();
+    let ends_with = |file: &&PathBuf| {
+        let components: Vec<_> = file.components().collect();
+        components.ends_with(&wanted)
+    };
+    let same_name =
+        |file: &&PathBuf| path.file_name().is_some() && file.file_name() == path.file_name();
+    if let Some(file) = given
+        .iter()
+        .find(ends_with)
+        .or_else(|| given.iter().find(same_name))
+    {
+        return Some((file.clone(), "given on the command line".to_string()));
+    }
+    let mut folder = base;
+    for above in 0..=MAX_PARENT_FOLDERS {
+        let here = folder?;
+        let candidate = here.join(&path);
+        if candidate.exists() {
+            let place = match above {
+                0 => "beside the config".to_string(),
+                1 => "from the folder above the config".to_string(),
+                n => format!("from {n} folders above the config"),
+            };
+            return Some((candidate, place));
+        }
+        folder = here.parent();
+    }
+    None
 }
 
 /// Every key of `map` under `prefix`, paired with its table entry: a key in
@@ -771,13 +860,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const FORMATS: [Format; 6] = [
+    const FORMATS: [Format; 8] = [
         Format::TrainingArguments,
         Format::DeepSpeed,
         Format::Accelerate,
         Format::Axolotl,
         Format::Torchtune,
         Format::LlamaFactory,
+        Format::Torchtitan,
+        Format::Litgpt,
     ];
 
     /// Values of every JSON kind, and the edge cases of each.

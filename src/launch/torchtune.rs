@@ -396,11 +396,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "dataset.packed",
-        rule: Rule::Read(|_, _| {
-            Ok(Effect::Nothing(
-                "priced at max_seq_len tokens per sequence, which packing fills".to_string(),
-            ))
-        }),
+        rule: Rule::Read(|v, d| super::key::packing(v, d, &[], "max_seq_len tokens per sequence")),
     },
     Key {
         name: "dataset.*",
@@ -408,14 +404,16 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "tokenizer.max_seq_len",
-        rule: Rule::Read(|v, _| match v {
+        rule: Rule::Read(|v, _| {
+            match v {
             Value::Null => Ok(Effect::Nothing(
-                "null: each batch as long as its longest sample; give --seq-len".to_string(),
+                "null: each batch as long as its longest sample; check answers with the longest that fits".to_string(),
             )),
             _ => Ok(Effect::Set(vec![Setting {
                 flag: "--seq-len",
                 value: Some(count(v)?.ok_or("expected a whole number")?.to_string()),
             }])),
+        }
         }),
     },
     Key {

@@ -321,9 +321,6 @@ pub const FSDP_VERSION: &[(&str, Choice)] = &[
     ("2", Choice::Set(&[("--framework", "fsdp2")])),
 ];
 
-/// What a value that trainmem prices at its full length does with packing.
-const PACKED: &str = "priced at the full sequence length, which packing fills";
-
 /// The keys, each with the flags it sets.
 pub const KEYS: &[Key] = &[
     Key {
@@ -382,11 +379,15 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "packing",
-        rule: Rule::Read(|_, _| Ok(Effect::Nothing(PACKED.to_string()))),
+        rule: Rule::Read(|v, d| {
+            super::key::packing(v, d, &["attn_implementation"], "the full sequence length")
+        }),
     },
     Key {
         name: "padding_free",
-        rule: Rule::Read(|_, _| Ok(Effect::Nothing(PACKED.to_string()))),
+        rule: Rule::Read(|v, d| {
+            super::key::packing(v, d, &["attn_implementation"], "the full sequence length")
+        }),
     },
     Key {
         name: "deepspeed",

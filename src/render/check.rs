@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{Format, escape};
 use crate::estimate::Estimate;
-use crate::units::{Bytes, UnitSystem};
+use crate::units::{Bytes, Count, UnitSystem};
 
 /// Whether the run fits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -15,6 +15,9 @@ pub enum Verdict {
     DoesNotFit,
     /// A key changes memory in a way trainmem does not model.
     Unknown,
+    /// No file names the sequence length (the data decides it): it fits
+    /// for sequences up to [`Longest::seq_len`].
+    FitsUpTo,
 }
 
 impl Verdict {
@@ -23,6 +26,7 @@ impl Verdict {
             Verdict::Fits => "fits",
             Verdict::DoesNotFit => "does not fit",
             Verdict::Unknown => "unknown",
+            Verdict::FitsUpTo => "fits up to a length",
         }
     }
 }
@@ -67,6 +71,18 @@ pub struct CheckReport<'a> {
     pub command: String,
     /// Lines said under the keys (values resolved from the model, overrides).
     pub notes: Vec<String>,
+    /// When no file names the sequence length: the longest that fits.
+    pub longest: Option<Longest>,
+}
+
+/// The longest sequence per sample that fits, searched when the data
+/// decides the length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Longest {
+    /// The longest sequence, in tokens; `None` when not even one token fits.
+    pub seq_len: Option<u64>,
+    /// The micro-batch it is for.
+    pub micro_batch: u64,
 }
 
 /// The check report in `format` (table or json; markdown and csv are refused earlier).
@@ -84,6 +100,9 @@ fn json(report: &CheckReport) -> String {
         object.insert("verdict".into(), serde_json::json!(report.verdict));
         object.insert("keys".into(), serde_json::json!(report.keys));
         object.insert("suggestions".into(), serde_json::json!(report.suggestions));
+        if let Some(longest) = report.longest {
+            object.insert("max_seq_len".into(), serde_json::json!(longest.seq_len));
+        }
     }
     super::json(&value)
 }
@@ -190,11 +209,28 @@ fn table(report: &CheckReport, units: UnitSystem) -> String {
         .as_ref()
         .map(|c| format!(" on {}", escape(&c.label)))
         .unwrap_or_default();
-    out += &format!(
-        "verdict: {}: peak {}{capacity}\n",
-        report.verdict.name(),
-        peak.display(units)
-    );
+    match (report.verdict, report.longest) {
+        (
+            Verdict::FitsUpTo,
+            Some(Longest {
+                seq_len: Some(tokens),
+                micro_batch,
+            }),
+        ) => {
+            out += &format!(
+                "verdict: fits for sequences up to {} tokens at batch {micro_batch}; your data's longest sample decides: peak {}{capacity}\n",
+                Count(tokens).grouped(),
+                peak.display(units)
+            );
+        }
+        _ => {
+            out += &format!(
+                "verdict: {}: peak {}{capacity}\n",
+                report.verdict.name(),
+                peak.display(units)
+            );
+        }
+    }
     if report.verdict == Verdict::Unknown {
         let count = report
             .keys

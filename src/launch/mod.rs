@@ -1006,6 +1006,20 @@ mod tests {
         fn any_text_is_parsed_or_refused_without_panicking(text in "\\PC{0,200}") {
             let _ = document::parse(&text, Path::new("a.yaml"));
             let _ = document::parse(&text, Path::new("a.json"));
+            let _ = document::parse(&text, Path::new("a.toml"));
+        }
+
+        #[test]
+        fn toml_like_text_is_parsed_or_refused(text in "(\\[{1,2}[a-z_.]{1,8}\\]{1,2}\n|[a-z_]{1,8} ?= ?(\\[|\\{|\"x\"|-?[0-9]{1,3}|true|[a-z]{1,3} ?=|\\]|\\}|, )*\n){0,12}") {
+            if let Ok(Value::Object(map)) = document::parse(&text, Path::new("a.toml")).map(|p| p.value) {
+                let mut found = Vec::new();
+                walk(Format::Torchtitan.keys(), "", &map, &mut found);
+                for (_, value, key) in found {
+                    if let Some(key) = key {
+                        let _ = key.rule.read(value, &map);
+                    }
+                }
+            }
         }
 
         #[test]

@@ -132,8 +132,8 @@ pub enum Command {
     /// Whether the run of your launch configs fits: exit 0 fits, 1 does not.
     ///
     /// Read launch configs (HF TrainingArguments, DeepSpeed, accelerate, axolotl,
-    /// torchtune, LLaMA-Factory) and say whether the run fits: exit 0 fits, 1 does
-    /// not fit, 2 bad input.
+    /// torchtune, LLaMA-Factory, torchtitan, litgpt) and say whether the run fits:
+    /// exit 0 fits, 1 does not fit, 2 bad input.
     ///
     /// The LoRA flags need --lora-rank from the command line or from a file:
     /// the assembled `estimate` command line checks that, not this one.
@@ -311,13 +311,19 @@ pub struct TechniquesArgs {
 const CHECK_HELP: &str = "\
 Formats, detected from their keys: HF TrainingArguments / TRL SFTConfig (JSON or YAML),
 DeepSpeed JSON (`\"auto\"` filled from the TrainingArguments as the HF integration does),
-accelerate config YAML, axolotl YAML, torchtune recipe configs and LLaMA-Factory YAML.
+accelerate config YAML, axolotl YAML, torchtune recipe configs, LLaMA-Factory YAML,
+torchtitan job config TOML and litgpt finetune YAML.
 A DeepSpeed config named by another file is read too, as DeepSpeed reads it (JSON, whatever
 its name); of it only what it set is shown, never its values or its other keys (counted).
+It is looked for from the current folder, then among the files given, then from the
+config's folder and each folder above it (a repository root).
+When no file names the sequence length (torchtune's `max_seq_len: null`), the answer is the
+longest sequence that fits at the config's batch: verdict `fits-up-to` (exit 0).
 Every key is listed with what it set; a key that changes memory in a way trainmem does not
 model makes the verdict `unknown`. Flags given here complete or override the files.
 
-Exit status: 0 fits, 1 does not fit (or unknown with --strict), 2 bad input.
+Exit status: 0 fits (or fits up to a length), 1 does not fit (or unknown with --strict),
+2 bad input.
 
 When it does not fit, the single changes that make it fit are listed, cheapest first:
 cheapest means what costs the run least, in this order: a smaller micro-batch with more
@@ -337,7 +343,7 @@ Examples:
 #[derive(Debug, Args, Clone)]
 pub struct CheckArgs {
     /// Launch configs: TrainingArguments/SFTConfig, DeepSpeed, accelerate, axolotl,
-    /// torchtune or LLaMA-Factory files.
+    /// torchtune, LLaMA-Factory, torchtitan or litgpt files.
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
 

@@ -188,6 +188,23 @@ fn llama_factory_zero3_finds_its_deepspeed_file_from_the_repository_root() {
         stdout.contains("reads examples/deepspeed/ds_z3_config.json as a DeepSpeed config (from the current folder)"),
         "{stdout}"
     );
+    // From the config's own folder, named without a folder.
+    let inside = [
+        "check",
+        "llama3_full_sft.yaml",
+        "--model",
+        "llama-3.1-8b",
+        "--gpus",
+        "8",
+        "--device",
+        "a100-80gb",
+    ];
+    let (code, stdout, stderr) = run_in(&checkout.path().join("examples/train_full"), &inside);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("as a DeepSpeed config (from 2 folders above the config)"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -786,13 +786,26 @@ fn companion(name: &str, base: Option<&Path>, given: &[PathBuf]) -> Option<(Path
     {
         return Some((file.clone(), "given on the command line".to_string()));
     }
-    let mut folder = base;
-    for above in 0..=MAX_PARENT_FOLDERS {
+    let base = base?;
+    let beside = base.join(&path);
+    if beside.exists() {
+        return Some((beside, "beside the config".to_string()));
+    }
+    // The folders above, from the config's absolute folder (without
+    // resolving links), so that a config named from inside its checkout
+    // (`check llama3_full_sft.yaml`) still reaches the root.
+    let absolute = if base.as_os_str().is_empty() {
+        std::env::current_dir().ok()
+    } else {
+        std::path::absolute(base).ok()
+    }
+    .unwrap_or_else(|| base.to_path_buf());
+    let mut folder = absolute.parent();
+    for above in 1..=MAX_PARENT_FOLDERS {
         let here = folder?;
         let candidate = here.join(&path);
         if candidate.exists() {
             let place = match above {
-                0 => "beside the config".to_string(),
                 1 => "from the folder above the config".to_string(),
                 n => format!("from {n} folders above the config"),
             };

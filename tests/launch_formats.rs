@@ -109,6 +109,14 @@ fn a_sequence_length_on_the_command_line_still_wins() {
     assert!(report.get("max_seq_len").is_none());
 }
 
+#[test]
+fn without_an_architecture_the_length_must_be_given() {
+    let file = fixture("ds-zero2-offload.json");
+    let (code, stdout, stderr) = run(&["check", &file, "--params", "7B", "--device", "h100"]);
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stderr.contains("give --seq-len"), "{stderr}");
+}
+
 // Item 3: a companion found as the launcher finds it.
 
 /// A copy of LLaMA-Factory's layout: the repository root holds

@@ -329,6 +329,17 @@ fn longest_fitting(flags: &Flags, shortest: u64) -> Result<Option<u64>> {
         .with(&[("--seq-len", &shortest.to_string())])
         .parse()?;
     let (model, setup, _, _) = estimate_request(&args)?;
+    if model.dimensions.is_none() {
+        // Without the architecture no activation is priced: every length
+        // would "fit".
+        return Err(Error::Missing {
+            what: "workload",
+            accepted: format!(
+                "no file names the sequence length, and the architecture of {} is unknown, so the longest that fits cannot be searched: give --seq-len, or --model with a config.json or preset",
+                model.name
+            ),
+        });
+    }
     match setup.capacity.as_ref().map(|c| c.bytes) {
         Some(capacity) => Ok(crate::estimate::max_seq_len(&model, &setup, capacity)?
             .filter(|longest| *longest >= shortest)),

@@ -25,6 +25,7 @@ pub mod dtype;
 pub mod error;
 pub mod estimate;
 pub mod finetune;
+pub mod format;
 pub mod input;
 pub mod launch;
 pub mod model;

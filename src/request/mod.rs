@@ -35,11 +35,11 @@ use serde_json::{Map, Value};
 use crate::catalogue::{self, closest_spelling};
 use crate::error::{Error, Result};
 use crate::estimate::Setup;
+use crate::format::Format;
 use crate::input::{
     PRESETS, load_model_os, pasted_model, preset_model, with_image_size, with_task,
 };
 use crate::model::Model;
-use crate::render::Format;
 use crate::units::UnitSystem;
 
 /// Where the model of a request comes from.

@@ -19,6 +19,7 @@ pub mod activation;
 pub mod architecture;
 pub mod catalogue;
 pub mod checkpoint;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod device;
 pub mod dtype;
@@ -35,6 +36,7 @@ pub mod plan;
 pub mod precision;
 pub mod render;
 pub mod request;
+#[cfg(feature = "serve")]
 pub mod serve;
 pub mod step_time;
 pub mod timeline;

@@ -18,6 +18,7 @@
 
 pub mod flags;
 pub mod resolve;
+pub mod run;
 pub mod techniques;
 
 pub use flags::{
@@ -269,7 +270,7 @@ impl EstimateRequest {
     pub fn resolve(&self) -> Result<(Model, Setup, Format, UnitSystem)> {
         let flags = &self.flags;
         // The model first: without one nothing else matters.
-        let mut model = model_of(self.params.as_deref(), self.model.as_ref(), &flags.workload)?;
+        let model = model_of(self.params.as_deref(), self.model.as_ref(), &flags.workload)?;
         let (format, units) = resolve::report(&flags.report, flags.capacity.capacity.as_deref())?;
         let parallelism = resolve::parallelism(&flags.parallel)?;
         let mut setup = resolve::setup(
@@ -277,18 +278,20 @@ impl EstimateRequest {
             resolve::capacity(&flags.capacity)?,
             parallelism,
         )?;
-        let (workload, images) = resolve::image_workload(&flags.workload, &model)?;
-        model.notes.extend(images);
-        let mut model = resolve::with_images(model, &flags.workload);
-        resolve::apply_workload(&mut setup, &workload, &flags.parallel)?;
+        let (models, _) = run::resolve_run(
+            vec![model],
+            &mut setup,
+            &flags.workload,
+            &flags.parallel,
+            Some(&flags.finetune),
+            &run::Steps::ESTIMATE,
+        )?;
         setup.speed = resolve::speed(&flags.speed, &flags.capacity, &parallelism)?;
         setup.step.virtual_stages = flags.speed.virtual_stages;
-        if let Some(dimensions) = resolve::dimensions(&workload)? {
-            model.dimensions = Some(dimensions);
-        }
-        let finetune = resolve::finetune(&flags.finetune)?;
-        resolve::apply_lora_dropout(&mut setup, &finetune);
-        let model = finetune.apply(model)?;
+        let model = models.into_iter().next().ok_or_else(|| Error::Missing {
+            what: "model",
+            accepted: "internal error: the resolution lost the model".to_string(),
+        })?;
         Ok((model, setup, format, units))
     }
 }

@@ -19,12 +19,14 @@ pub mod activation;
 pub mod architecture;
 pub mod catalogue;
 pub mod checkpoint;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod estimate;
 pub mod finetune;
+pub mod format;
 pub mod input;
 pub mod launch;
 pub mod model;
@@ -34,6 +36,7 @@ pub mod plan;
 pub mod precision;
 pub mod render;
 pub mod request;
+#[cfg(feature = "serve")]
 pub mod serve;
 pub mod step_time;
 pub mod timeline;

@@ -2,13 +2,10 @@
 //! numbered layers (embeddings), the layers, and some after (final norm,
 //! output head). Turning it into tensors is where the work is bounded.
 
-use std::collections::BTreeSet;
-
-use serde::Serialize;
-
 use super::params::{Param, Params};
 use crate::error::{Error, Result};
 use crate::model::Tensor;
+pub use crate::model::dimensions::Placement;
 
 /// The most tensors one config.json may describe. The largest real configs
 /// describe about two thousand (StableLM 2 12B, with a norm module per
@@ -50,54 +47,6 @@ pub struct Layers {
     pub regular: Params,
     /// A second kind of layer (mixture of experts) and where it is used.
     pub alternative: Option<(Params, Placement)>,
-}
-
-/// Which layers use the alternative template (the mixture-of-experts layers).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Placement {
-    /// Layers `first..` (DeepSeek's `first_k_dense_replace`; 0 for every layer).
-    From(u64),
-    /// Layers whose `(index + 1)` is a multiple of `step`, except those
-    /// listed (Qwen MoE's `decoder_sparse_step` and `mlp_only_layers`).
-    Every { step: u64, except: BTreeSet<u64> },
-}
-
-impl Placement {
-    /// How many of the layers `0..count` it claims, counted in closed form
-    /// so that a hostile layer count is never walked.
-    pub fn count_below(&self, count: u64) -> u64 {
-        match self {
-            Placement::From(first) => count.saturating_sub(*first),
-            Placement::Every { step, except } => match count.checked_div(*step) {
-                None => 0,
-                Some(multiples) => {
-                    let excepted = except
-                        .iter()
-                        .filter(|&&index| index < count && closes_step(index, *step))
-                        .count() as u64;
-                    multiples.saturating_sub(excepted)
-                }
-            },
-        }
-    }
-
-    /// Whether layer `index` uses the alternative template.
-    pub fn claims(&self, index: u64) -> bool {
-        match self {
-            Placement::From(first) => index >= *first,
-            Placement::Every { step, except } => {
-                !except.contains(&index) && closes_step(index, *step)
-            }
-        }
-    }
-}
-
-/// Whether `index + 1` is a multiple of `step` (never for a zero step).
-fn closes_step(index: u64, step: u64) -> bool {
-    index
-        .checked_add(1)
-        .is_some_and(|n| n.checked_rem(step) == Some(0))
 }
 
 impl Layers {
@@ -181,6 +130,8 @@ impl Decoder {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use crate::model::Role;
 

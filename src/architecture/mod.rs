@@ -32,7 +32,6 @@ mod encoder;
 mod encoder_decoder;
 mod feed_forward;
 mod params;
-mod task;
 mod tower;
 mod vision_language;
 
@@ -89,8 +88,10 @@ pub use dimensions::{
 
 pub use self::config::MAX_EXPERTS;
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
-pub use self::task::{MAX_LABELS, TASKS_ACCEPTED, Task};
+// The task is the model layer's; `super::task` still names it here.
 pub use self::vision_language::{PARTS, part_prefixes};
+use crate::model::task;
+pub use crate::model::task::{MAX_LABELS, TASKS_ACCEPTED, Task};
 
 use serde_json::Value;
 

@@ -1,10 +1,11 @@
 //! `trainmem check`: launch configs in, the estimate and a verdict out.
 //!
 //! The files' settings ([`crate::launch`]) and the flags given on the
-//! command line are assembled into one `estimate` command line, which the
-//! `estimate` parser reads: the estimate of a config is, by construction,
-//! `trainmem estimate` with the flags the report prints. Only flags the user
-//! typed override the files; clap's defaults never do.
+//! command line are merged into one typed request, read as the web API
+//! reads its JSON (no command line is built or parsed again): the estimate
+//! of a config is, by construction, `trainmem estimate` with the flags the
+//! report prints. Only flags the user typed (clap's value source) override
+//! the files; clap's defaults never do.
 
 use std::ffi::OsString;
 
@@ -12,12 +13,12 @@ use clap::ArgMatches;
 
 use super::args::CheckArgs;
 use super::flags::{Flags, explicit};
-use super::{estimate_request, model_of};
 use crate::error::{Error, Result, shown};
 use crate::estimate::{Estimate, estimate};
 use crate::launch::{self, Change, Deferred, Engine, KeyKind, Launch};
 use crate::render::check::{CheckReport, KeyRow, Longest, Suggestion, Verdict};
 use crate::render::{self, Format};
+use crate::request::model_of;
 use crate::units::Count;
 
 /// The report, the warnings for stderr and the exit status.
@@ -78,9 +79,9 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         );
     }
     let parsed = flags
-        .parse()
+        .request()
         .map_err(|error| blame(error, &launch, &typed))?;
-    if parsed.capacity.capacity.is_none() && parsed.capacity.device.is_none() {
+    if parsed.flags.capacity.capacity.is_none() && parsed.flags.capacity.device.is_none() {
         return Err(Error::Missing {
             what: "accelerator",
             accepted: "launch configs do not say which GPU runs them: give --device NAME (such as h100-80gb; `trainmem devices` lists them) or --capacity SIZE".to_string(),
@@ -127,7 +128,10 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
                 .unwrap_or(1),
         })
     };
-    let (_, units) = super::resolve::report(&parsed.report, parsed.capacity.capacity.as_deref())?;
+    let (_, units) = super::resolve::report(
+        &parsed.flags.report,
+        parsed.flags.capacity.capacity.as_deref(),
+    )?;
     let first = price(&flags).map_err(|error| blame(error, &launch, &typed))?;
     let unknown = launch.unknown();
     let data_decides = longest.is_some_and(|l| l.seq_len.is_some());
@@ -282,11 +286,11 @@ fn resolve_deferred(
                 for (f, v) in typed {
                     probe.set(f, v.clone());
                 }
-                let args = probe.parse()?;
+                let request = probe.request()?;
                 let hidden = model_of(
-                    args.params.as_deref(),
-                    args.model.as_deref(),
-                    &args.workload,
+                    request.params.as_deref(),
+                    request.model.as_ref(),
+                    &request.flags.workload,
                 )
                 .ok()
                 .and_then(|m| m.dimensions.map(|d| d.hidden));
@@ -325,10 +329,10 @@ fn shortest_sequence(flags: &Flags) -> u64 {
 /// search: doubling, then bisection, up to 2^20 tokens); `None` when not
 /// even `shortest` fits.
 fn longest_fitting(flags: &Flags, shortest: u64) -> Result<Option<u64>> {
-    let args = flags
+    let (model, setup, _, _) = flags
         .with(&[("--seq-len", &shortest.to_string())])
-        .parse()?;
-    let (model, setup, _, _) = estimate_request(&args)?;
+        .request()?
+        .resolve()?;
     if model.dimensions.is_none() {
         // Without the architecture no activation is priced: every length
         // would "fit".
@@ -349,8 +353,7 @@ fn longest_fitting(flags: &Flags, shortest: u64) -> Result<Option<u64>> {
 
 /// The estimate `flags` spell.
 fn price(flags: &Flags) -> Result<Estimate> {
-    let args = flags.parse()?;
-    let (model, setup, _, _) = estimate_request(&args)?;
+    let (model, setup, _, _) = flags.request()?.resolve()?;
     estimate(&model, &setup)
 }
 

@@ -29,6 +29,7 @@ use crate::input::{PRESETS, load_model_os, preset_model, with_image_size, with_t
 use crate::model::Model;
 use crate::precision::Precision;
 use crate::render::{self, Format, ModelListing};
+use crate::request::run::{Steps, resolve_run};
 use crate::request::{EstimateRequest, MODEL_ACCEPTED, ModelSource, RunFlags, resolve};
 use crate::units::Count;
 
@@ -165,27 +166,30 @@ fn fit(args: &FitArgs) -> Result<String> {
         args.model.as_deref(),
         &args.workload,
     )?;
-    let model = resolve::with_images(model, &args.workload);
     // The quantity searched gets a placeholder of 1 in the workload.
-    let workload = &resolve::image_workload(&args.workload, &model)?.0;
+    let filled = |workload: &WorkloadArgs| WorkloadArgs {
+        micro_batch: workload.micro_batch.or(workload.seq_len.map(|_| 1)),
+        seq_len: workload.seq_len.or(workload.micro_batch.map(|_| 1)),
+        ..workload.clone()
+    };
+    let steps = Steps {
+        searched: &filled,
+        ..Steps::ESTIMATE
+    };
+    let (models, workload) = resolve_run(
+        vec![model],
+        &mut setup,
+        &args.workload,
+        &args.parallel,
+        Some(&args.finetune),
+        &steps,
+    )?;
     let question = match (workload.micro_batch, workload.seq_len) {
         (None, Some(_)) => Question::MicroBatch,
         (Some(_), None) => Question::SeqLen,
         _ => Question::Gpus,
     };
-    let filled = WorkloadArgs {
-        micro_batch: workload.micro_batch.or(workload.seq_len.map(|_| 1)),
-        seq_len: workload.seq_len.or(workload.micro_batch.map(|_| 1)),
-        ..workload.clone()
-    };
-    resolve::apply_workload(&mut setup, &filled, &args.parallel)?;
-    let mut model = model;
-    if let Some(dimensions) = resolve::dimensions(workload)? {
-        model.dimensions = Some(dimensions);
-    }
-    let finetune = resolve::finetune(&args.finetune)?;
-    resolve::apply_lora_dropout(&mut setup, &finetune);
-    let model = finetune.apply(model)?;
+    let model = one(models)?;
     if question != Question::Gpus && model.dimensions.is_none() {
         return Err(Error::Missing {
             what: "architecture",
@@ -200,6 +204,14 @@ fn fit(args: &FitArgs) -> Result<String> {
         format,
         units,
     ))
+}
+
+/// The one model of a one-model resolution.
+fn one(models: Vec<Model>) -> Result<Model> {
+    models.into_iter().next().ok_or_else(|| Error::Missing {
+        what: "model",
+        accepted: "internal error: the resolution lost the model".to_string(),
+    })
 }
 
 fn params(args: &ParamsArgs) -> Result<String> {
@@ -276,20 +288,18 @@ fn textbook_request(args: &CompareArgs) -> Result<TextbookRequest> {
     let mut base = Setup::new(optimizers.first().copied().unwrap_or(from), precision)
         .with_capacity(resolve::capacity_of(capacity_text, args.device.as_deref())?);
     base.parallelism = parallelism;
-    let workload = match models.as_slice() {
-        [model] => resolve::image_workload(&args.workload, model)?.0,
-        _ => args.workload.clone(),
+    let steps = Steps {
+        dimensions_for: |model| !model.shapes_known,
+        ..Steps::ESTIMATE
     };
-    resolve::apply_workload(&mut base, &workload, &args.parallel)?;
-    let mut models: Vec<Model> = models
-        .into_iter()
-        .map(|model| resolve::with_images(model, &args.workload))
-        .collect();
-    if let Some(dimensions) = resolve::dimensions(&workload)? {
-        for model in models.iter_mut().filter(|m| !m.shapes_known) {
-            model.dimensions = Some(dimensions.clone());
-        }
-    }
+    let (models, _) = resolve_run(
+        models,
+        &mut base,
+        &args.workload,
+        &args.parallel,
+        None,
+        &steps,
+    )?;
     Ok(TextbookRequest {
         optimizers,
         models,

@@ -7,7 +7,6 @@ use std::ffi::OsString;
 use clap::ArgMatches;
 
 use super::args::PlanArgs;
-use super::estimate_request;
 use super::flags::{Flags, explicit};
 use crate::activation::{Loss, Recompute};
 use crate::error::{Error, Result};
@@ -165,7 +164,7 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
     let mut model: Option<Model> = None;
     for framework in &frameworks {
         let flags = base.with(&[("--framework", framework.name()), ("--micro-batch", "1")]);
-        let (m, setup, _, _) = estimate_request(&flags.parse()?)?;
+        let (m, setup, _, _) = flags.request()?.resolve()?;
         if model.is_none() {
             model = Some(m);
         }
@@ -375,7 +374,7 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
         headroom_basis_points: headroom,
         usable,
         base_flags: base
-            .arguments()
+            .words()
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),

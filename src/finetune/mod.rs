@@ -9,12 +9,11 @@ mod experts;
 mod freeze;
 mod linear;
 mod lora;
-mod quantization;
 
+pub use crate::model::Quantization;
 pub use freeze::freeze;
 pub use linear::{Linear, linears};
 pub use lora::{ADAPTER_DTYPES, Bias, Lora, Targets, adapter_dtype};
-pub use quantization::Quantization;
 
 use crate::error::{Error, Result};
 use crate::model::Model;

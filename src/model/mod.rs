@@ -4,15 +4,22 @@
 //! safetensors header) becomes the same list of named tensors with shapes and
 //! roles. Optimizers, precision and sharding all read this one inventory.
 
+pub mod activation_trace;
+pub mod dimensions;
+mod quantization;
 mod shape;
+pub mod task;
 mod tensor;
 
+pub use activation_trace::{ActivationTrace, TracedBlock};
+pub use dimensions::Dimensions;
+pub use quantization::Quantization;
 pub use shape::Shape;
+pub use task::Task;
 pub use tensor::{Role, Tensor};
 
 use serde::Serialize;
 
-use crate::architecture::{Dimensions, Task};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::units::{Bytes, Count};
@@ -45,7 +52,7 @@ pub struct Model {
     /// What a trace of the module saw autograd save, when its inventory
     /// carries one (`trainmem.trace_activations`): its activations.
     #[serde(skip)]
-    pub traced: Option<crate::activation::ActivationTrace>,
+    pub traced: Option<ActivationTrace>,
 }
 
 /// How many tensors and parameters play one role.

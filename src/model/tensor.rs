@@ -4,9 +4,9 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::Quantization;
 use super::Shape;
 use crate::dtype::DType;
-use crate::finetune::Quantization;
 
 /// What part of the network a tensor belongs to; reports group by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -18,6 +18,7 @@
 
 pub mod flags;
 pub mod resolve;
+pub mod run;
 pub mod techniques;
 
 pub use flags::{
@@ -35,11 +36,11 @@ use serde_json::{Map, Value};
 use crate::catalogue::{self, closest_spelling};
 use crate::error::{Error, Result};
 use crate::estimate::Setup;
+use crate::format::Format;
 use crate::input::{
     PRESETS, load_model_os, pasted_model, preset_model, with_image_size, with_task,
 };
 use crate::model::Model;
-use crate::render::Format;
 use crate::units::UnitSystem;
 
 /// Where the model of a request comes from.
@@ -54,6 +55,38 @@ pub enum ModelSource {
     /// What `--model` names on the command line: a file, a folder, a preset
     /// or a hub id. The command line only: JSON cannot give it.
     Path(OsString),
+}
+
+/// The front door a request came through: how a message spells its fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// The web API's JSON body: `micro-batch`.
+    Json,
+    /// The command line, and `check`'s launch configs merged under it:
+    /// `--micro-batch` (`check` adds the config's own key to a message
+    /// about a value a file set).
+    CommandLine,
+}
+
+impl Door {
+    /// The field `long` (a flag's long name, a JSON key) as this door
+    /// spells it: `micro-batch` or `--micro-batch`.
+    pub fn spell(self, long: &'static str) -> &'static str {
+        match self {
+            Door::Json => long,
+            Door::CommandLine => dashed()
+                .iter()
+                .find(|(key, _)| *key == long)
+                .map_or(long, |(_, flag)| flag.as_str()),
+        }
+    }
+}
+
+/// Each key with its command-line spelling (`micro-batch`,
+/// `--micro-batch`), built once.
+fn dashed() -> &'static [(&'static str, String)] {
+    static DASHED: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+    DASHED.get_or_init(|| keys().into_iter().map(|k| (k, format!("--{k}"))).collect())
 }
 
 /// Every flag of a priced run except the model's, in their groups.
@@ -114,16 +147,23 @@ impl EstimateRequest {
     /// is resolved, exactly as the command line's are, and the flags the
     /// command line refuses together are refused together.
     pub fn from_json(object: &Map<String, Value>) -> Result<EstimateRequest> {
+        EstimateRequest::from_door(object, Door::Json)
+    }
+
+    /// The request a JSON object asks for, its fields spelled in messages
+    /// as `door` spells them. From [`Door::CommandLine`], `model` is what
+    /// `--model` names (a path, a preset or a hub id), not a preset alone.
+    pub fn from_door(object: &Map<String, Value>, door: Door) -> Result<EstimateRequest> {
         let mut merged = defaults()?.clone();
         let mut given: Vec<&'static str> = Vec::new();
         // The keys with a value (`null` is "not given").
         let mut set: Vec<&'static str> = Vec::new();
-        let (mut preset, mut config, mut params) = (None, None, None);
+        let (mut named, mut config, mut params) = (None, None, None);
         for (key, value) in object {
             let long = key_named(key)?;
             if given.contains(&long) {
                 return Err(invalid(
-                    long,
+                    door.spell(long),
                     key,
                     "the key is given twice (kebab-case and snake_case spell the same key); give it once",
                 ));
@@ -134,19 +174,27 @@ impl EstimateRequest {
             }
             set.push(long);
             match long {
-                MODEL => preset = Some(preset_name(value)?),
+                MODEL if door == Door::CommandLine => {
+                    let spec = scalar(door.spell(MODEL), value)?;
+                    named = Some(ModelSource::Path(OsString::from(spec)));
+                }
+                MODEL => named = Some(ModelSource::Preset(preset_name(value)?)),
                 CONFIG => config = Some(config_object(value)?),
                 PARAMS if value.is_array() => {
-                    return Err(invalid(PARAMS, value, "takes one value, not a list"));
+                    return Err(invalid(
+                        door.spell(PARAMS),
+                        value,
+                        "takes one value, not a list",
+                    ));
                 }
-                PARAMS => params = Some(scalar(PARAMS, value)?),
+                PARAMS => params = Some(scalar(door.spell(PARAMS), value)?),
                 _ => {
-                    let typed = flag_value(long, value, &merged)?;
+                    let typed = flag_value(long, value, &merged, door)?;
                     merged.insert(long.to_string(), typed);
                 }
             }
         }
-        refuse_together(&set)?;
+        refuse_together(&set, door)?;
         let flags: RunFlags =
             serde_json::from_value(Value::Object(merged)).map_err(|e| Error::InvalidValue {
                 what: "request",
@@ -158,14 +206,20 @@ impl EstimateRequest {
                 .iter()
                 .find(|k| k.starts_with("lora-") && **k != "lora-rank")
         {
+            let example = match door {
+                Door::Json => "{\"lora-rank\": 16}",
+                Door::CommandLine => "--lora-rank 16",
+            };
             return Err(Error::Missing {
-                what: "lora-rank",
+                what: door.spell("lora-rank"),
                 accepted: format!(
-                    "`{lora}` sets up LoRA adapters: give `lora-rank` too, such as {{\"lora-rank\": 16}}"
+                    "`{}` sets up LoRA adapters: give `{}` too, such as {example}",
+                    door.spell(lora),
+                    door.spell("lora-rank"),
                 ),
             });
         }
-        let model = match (preset, config) {
+        let model = match (named, config) {
             (Some(_), Some(_)) => {
                 return Err(Error::InvalidValue {
                     what: "model",
@@ -173,7 +227,7 @@ impl EstimateRequest {
                     reason: "give one model: a preset name as `model`, or a pasted config.json as `config`".to_string(),
                 });
             }
-            (Some(name), None) => Some(ModelSource::Preset(name)),
+            (Some(named), None) => Some(named),
             (None, Some(config)) => Some(ModelSource::Config(config)),
             (None, None) => None,
         };
@@ -216,7 +270,7 @@ impl EstimateRequest {
     pub fn resolve(&self) -> Result<(Model, Setup, Format, UnitSystem)> {
         let flags = &self.flags;
         // The model first: without one nothing else matters.
-        let mut model = model_of(self.params.as_deref(), self.model.as_ref(), &flags.workload)?;
+        let model = model_of(self.params.as_deref(), self.model.as_ref(), &flags.workload)?;
         let (format, units) = resolve::report(&flags.report, flags.capacity.capacity.as_deref())?;
         let parallelism = resolve::parallelism(&flags.parallel)?;
         let mut setup = resolve::setup(
@@ -224,18 +278,20 @@ impl EstimateRequest {
             resolve::capacity(&flags.capacity)?,
             parallelism,
         )?;
-        let (workload, images) = resolve::image_workload(&flags.workload, &model)?;
-        model.notes.extend(images);
-        let mut model = resolve::with_images(model, &flags.workload);
-        resolve::apply_workload(&mut setup, &workload, &flags.parallel)?;
+        let (models, _) = run::resolve_run(
+            vec![model],
+            &mut setup,
+            &flags.workload,
+            &flags.parallel,
+            Some(&flags.finetune),
+            &run::Steps::ESTIMATE,
+        )?;
         setup.speed = resolve::speed(&flags.speed, &flags.capacity, &parallelism)?;
         setup.step.virtual_stages = flags.speed.virtual_stages;
-        if let Some(dimensions) = resolve::dimensions(&workload)? {
-            model.dimensions = Some(dimensions);
-        }
-        let finetune = resolve::finetune(&flags.finetune)?;
-        resolve::apply_lora_dropout(&mut setup, &finetune);
-        let model = finetune.apply(model)?;
+        let model = models.into_iter().next().ok_or_else(|| Error::Missing {
+            what: "model",
+            accepted: "internal error: the resolution lost the model".to_string(),
+        })?;
         Ok((model, setup, format, units))
     }
 }
@@ -470,16 +526,22 @@ const BARE_ON: &str = "on";
 /// boolean, a repeatable flag a list of strings, a numeric field a whole
 /// number of at least 1 (the rule of the command line's numeric parser,
 /// `at_least_one`), any other a string.
-fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) -> Result<Value> {
+fn flag_value(
+    long: &'static str,
+    value: &Value,
+    merged: &Map<String, Value>,
+    door: Door,
+) -> Result<Value> {
     let command = command();
+    let what = door.spell(long);
     let Some(arg) = command.get_arguments().find(|a| a.get_long() == Some(long)) else {
-        return Err(invalid(long, value, "not a flag of a run"));
+        return Err(invalid(what, value, "not a flag of a run"));
     };
     let takes_values = arg.get_action().takes_values();
     if !takes_values {
         return match value {
             Value::Bool(_) => Ok(value.clone()),
-            other => Err(invalid(long, other, "a switch: give true or false")),
+            other => Err(invalid(what, other, "a switch: give true or false")),
         };
     }
     if matches!(arg.get_action(), ArgAction::Append) {
@@ -489,7 +551,7 @@ fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) ->
         };
         let texts = items
             .iter()
-            .map(|item| scalar(long, item))
+            .map(|item| scalar(what, item))
             .collect::<Result<Vec<_>>>()?;
         return Ok(Value::Array(texts.into_iter().map(Value::String).collect()));
     }
@@ -503,9 +565,9 @@ fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) ->
             BARE_ON.to_string()
         }
         Value::Array(_) => {
-            return Err(invalid(long, value, "takes one value, not a list"));
+            return Err(invalid(what, value, "takes one value, not a list"));
         }
-        other => scalar(long, other)?,
+        other => scalar(what, other)?,
     };
     // The field holds a string or a number: whichever its group takes.
     let mut trial = merged.clone();
@@ -518,13 +580,13 @@ fn flag_value(long: &'static str, value: &Value, merged: &Map<String, Value>) ->
     // `virtual-stages`, is refused here with the same reason).
     match at_least_one(&text) {
         Ok(number) => Ok(Value::from(number)),
-        Err(reason) => Err(invalid(long, &text, reason)),
+        Err(reason) => Err(invalid(what, &text, reason)),
     }
 }
 
 /// Refuses flags the command line refuses together (`capacity` with
 /// `device`, `zero` with `fsdp`), as clap declares them.
-fn refuse_together(set: &[&'static str]) -> Result<()> {
+fn refuse_together(set: &[&'static str], door: Door) -> Result<()> {
     let command = command();
     for arg in command.get_arguments() {
         let Some(long) = arg.get_long() else { continue };
@@ -535,6 +597,7 @@ fn refuse_together(set: &[&'static str]) -> Result<()> {
             if let Some(other_long) = other.get_long()
                 && set.contains(&other_long)
             {
+                let (long, other_long) = (door.spell(long), door.spell(other_long));
                 return Err(Error::InvalidValue {
                     what: "request",
                     value: format!("`{long}` with `{other_long}`"),

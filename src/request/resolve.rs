@@ -11,13 +11,13 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::estimate::{Capacity, Setup, StepOptions};
 use crate::finetune::{Bias, FineTune, Lora, Quantization, Targets};
+use crate::format::Format;
 use crate::model::Model;
 use crate::optimizer::{OPTIMIZERS, Optimizer, Options};
 use crate::parallel::{
     Framework, FsdpMixedPrecision, Init, Offload, Parallelism, ZeroStage, check_sequence_parallel,
 };
 use crate::precision::Precision;
-use crate::render::Format;
 use crate::step_time::{Rates, Speed};
 use crate::timeline::AllocatorOptions;
 use crate::units::{Bytes, Count, UnitSystem, split_unit};

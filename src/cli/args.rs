@@ -106,6 +106,11 @@ pub struct Cli {
     /// [`super::usage::usage_error`]).
     #[command(subcommand)]
     pub command: Option<Command>,
+
+    /// Never use the network: a hub id is read from the local hugging face
+    /// cache or a preset only, as with HF_HUB_OFFLINE=1.
+    #[arg(long, global = true)]
+    pub offline: bool,
 }
 
 /// The commands.

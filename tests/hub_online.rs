@@ -748,3 +748,63 @@ fn hostile_hubs_are_bounded_in_bytes_and_time() {
     };
     assert!(written.iter().all(|f| !f.contains("refs")), "{written:?}");
 }
+
+/// `trainmem serve`: `POST /api/estimate` with a hub id as `model`, from a
+/// client on the same machine, is resolved as `--model` resolves it (here
+/// fetched from the fake hub), with the same parameters.
+#[test]
+fn the_server_resolves_a_hub_id_for_a_loopback_client() {
+    use std::io::Read;
+    let home = TempDir::new().unwrap();
+    let hub = hub();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainmem"))
+        .args(["serve", "--port", "0"])
+        .env_remove("HF_HUB_CACHE")
+        .env_remove("HF_HUB_OFFLINE")
+        .env("HF_HOME", home.path())
+        .env("HF_ENDPOINT", &hub.endpoint)
+        .env("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .to_string();
+    let post = |body: &str| {
+        let mut stream = TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        write!(
+            stream,
+            "POST /api/estimate HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let answer = post(r#"{"model": "meta-llama/Llama-3.1-8B"}"#);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(int(&body["parameters"]["total"]), LLAMA_3_1_8B_PARAMETERS);
+    assert!(
+        body["model"]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("hub cache: models--meta-llama--Llama-3.1-8B"),
+        "{body}"
+    );
+    assert_eq!(hub.seen.whole_file_requests.load(Ordering::Relaxed), 0);
+}

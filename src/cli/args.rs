@@ -109,7 +109,7 @@ pub struct Cli {
 
     /// Never use the network: a hub id is read from the local hugging face
     /// cache or a preset only, as with HF_HUB_OFFLINE=1.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = MODEL)]
     pub offline: bool,
 }
 
@@ -266,7 +266,8 @@ pub struct EstimateArgs {
 
     /// The model: a preset name (list: `trainmem models`), a config.json, a
     /// model folder, a .safetensors file, a model.safetensors.index.json or a
-    /// hub id read from the local hugging face cache (`meta-llama/Llama-3.1-8B`).
+    /// hub id (`meta-llama/Llama-3.1-8B`): the local hugging face cache, else
+    /// the hub's config.json and safetensors headers (never the weights).
     #[arg(long, value_name = "MODEL", help_heading = MODEL)]
     pub model: Option<OsString>,
 

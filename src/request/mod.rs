@@ -54,6 +54,10 @@ pub enum ModelSource {
     /// What `--model` names on the command line: a file, a folder, a preset
     /// or a hub id. The command line only: JSON cannot give it.
     Path(OsString),
+    /// A hub id (`meta-llama/Llama-3.1-8B`), resolved as `--model` resolves
+    /// one (the local cache, the hub, a preset) and never as a path: the
+    /// server's `model` key for a client on the same machine.
+    Hub(String),
 }
 
 /// Every flag of a priced run except the model's, in their groups.
@@ -134,7 +138,7 @@ impl EstimateRequest {
             }
             set.push(long);
             match long {
-                MODEL => preset = Some(preset_name(value)?),
+                MODEL => preset = Some(model_name(value)?),
                 CONFIG => config = Some(config_object(value)?),
                 PARAMS if value.is_array() => {
                     return Err(invalid(PARAMS, value, "takes one value, not a list"));
@@ -173,7 +177,7 @@ impl EstimateRequest {
                     reason: "give one model: a preset name as `model`, or a pasted config.json as `config`".to_string(),
                 });
             }
-            (Some(name), None) => Some(ModelSource::Preset(name)),
+            (Some(model), None) => Some(model),
             (None, Some(config)) => Some(ModelSource::Config(config)),
             (None, None) => None,
         };
@@ -257,6 +261,7 @@ pub fn model_of(
             preset_model(catalogue::find(MODEL, name, PRESETS)?)?
         }
         (_, Some(ModelSource::Config(config))) => pasted_model(config)?,
+        (_, Some(ModelSource::Hub(id))) => crate::input::resolve_hub_id(id)?.load()?,
         (Some(count), None) => Model::flat(count.parse()?),
         (None, None) => {
             return Err(Error::Missing {
@@ -424,6 +429,15 @@ fn scalar(long: &'static str, value: &Value) -> Result<String> {
             other,
             "takes a string or a number, such as \"7B\"",
         )),
+    }
+}
+
+/// A hub id (`owner/name`, never read as a path), else a preset by its
+/// canonical name.
+fn model_name(value: &Value) -> Result<ModelSource> {
+    match value.as_str().map(str::trim) {
+        Some(text) if crate::input::is_hub_id(text) => Ok(ModelSource::Hub(text.to_string())),
+        _ => preset_name(value).map(ModelSource::Preset),
     }
 }
 

@@ -454,6 +454,27 @@ mod tests {
         parse_header(&bytes, bytes.len() as u64 + data)
     }
 
+    /// A header-only copy parses as the whole file's header does; a copy
+    /// with bytes past its header, or a length of 2^63, is refused.
+    #[test]
+    fn a_header_only_copy_is_checked_but_for_the_data() {
+        let json = r#"{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}"#;
+        let copy = file(json);
+        assert_eq!(parse_header_prefix(&copy), parse(json, 16));
+        let mut longer = copy.clone();
+        longer.push(b' ');
+        assert!(
+            parse_header_prefix(&longer)
+                .unwrap_err()
+                .contains("exactly")
+        );
+        let mut huge = copy;
+        huge[..8].copy_from_slice(&(1u64 << 63).to_le_bytes());
+        assert!(parse_header_prefix(&huge).unwrap_err().contains("limit"));
+        let gap = r#"{"a": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}"#;
+        assert!(parse_header_prefix(&file(gap)).is_err());
+    }
+
     #[test]
     fn every_listed_dtype_is_known() {
         for name in SAFETENSORS_DTYPES {

@@ -83,7 +83,7 @@ MODEL is any of:
   a .safetensors file    trainmem params model.safetensors      (header only, never the data)
   a sharded index        trainmem params model.safetensors.index.json
   a hub id               trainmem params meta-llama/Llama-3.1-8B  (the local hugging face
-                         cache, else the preset published from it; nothing is downloaded)
+                         cache, else the hub's config.json and headers, never the weights)
 
 A config.json is counted as transformers builds AutoModelForCausalLM for its model_type:
 sum(p.numel() for p in model.parameters()), tied weights once. A checkpoint is counted

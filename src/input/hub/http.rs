@@ -7,6 +7,8 @@
 //! are never decompressed, so the caps count the bytes sent.
 
 use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ureq::Agent;
@@ -115,9 +117,35 @@ impl Client {
         range: Option<(u64, u64)>,
         cap: u64,
     ) -> Result<Answer, Failure> {
-        if self.started.elapsed() >= PROGRESS_AFTER {
-            eprintln!("fetching {what} from the hub (metadata only) ...");
+        // Progress once the lookup has taken a second: now, or from a
+        // watchdog if this request is the one that takes it there.
+        let progress = format!("fetching {what} from the hub (metadata only) ...");
+        let elapsed = self.started.elapsed();
+        let done = Arc::new(AtomicBool::new(false));
+        if elapsed >= PROGRESS_AFTER {
+            eprintln!("{progress}");
+        } else {
+            let done = Arc::clone(&done);
+            let wait = PROGRESS_AFTER - elapsed;
+            std::thread::spawn(move || {
+                std::thread::sleep(wait);
+                if !done.load(Ordering::Relaxed) {
+                    eprintln!("{progress}");
+                }
+            });
         }
+        let answered = self.answer(url, what, range, cap);
+        done.store(true, Ordering::Relaxed);
+        answered
+    }
+
+    fn answer(
+        &mut self,
+        url: &str,
+        what: &str,
+        range: Option<(u64, u64)>,
+        cap: u64,
+    ) -> Result<Answer, Failure> {
         let mut request = self.agent.get(url);
         if let Some(token) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));

@@ -74,6 +74,11 @@ pub enum Error {
         "{what} overflows 64-bit arithmetic (more than 18.4 exabytes or elements); no real training run is that large"
     )]
     Overflow { what: String },
+
+    /// A hub id that the Hugging Face hub did not answer for (gated, not
+    /// found, timed out, unreachable, or an answer refused as hostile).
+    #[error("hub id `{}`: {problem}", shown(.id))]
+    Hub { id: String, problem: String },
 }
 
 /// The library's result type.

@@ -722,6 +722,7 @@ fn run_without_cache(args: &[&str]) -> (i32, String, String) {
         .unwrap()
         .env("HF_HUB_CACHE", cache.path())
         .env("HF_HOME", cache.path())
+        .env("HF_HUB_OFFLINE", "1")
         .args(args)
         .output()
         .unwrap();
@@ -885,6 +886,7 @@ fn the_report_reads_as_reviewed() {
         let output = assert_cmd::Command::cargo_bin("trainmem")
             .unwrap()
             .current_dir(FIXTURES)
+            .env("HF_HUB_OFFLINE", "1")
             .args(&args)
             .output()
             .unwrap();

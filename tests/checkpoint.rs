@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use trainmem::checkpoint::{
     Checkpoint, MAX_CHECKPOINT_TENSORS, MAX_HEADER_BYTES, MAX_INDEX_BYTES, parse_header,
-    parse_index, read_header, read_index, read_safetensors,
+    parse_header_prefix, parse_index, read_header, read_index, read_safetensors,
 };
 use trainmem::{Bytes, DType, Error, Result};
 
@@ -917,6 +917,7 @@ proptest! {
     fn parse_header_never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..256), extra in any::<u64>()) {
         let _ = parse_header(&bytes, bytes.len() as u64);
         let _ = parse_header(&bytes, extra);
+        let _ = parse_header_prefix(&bytes);
     }
 
     #[test]
@@ -925,6 +926,7 @@ proptest! {
         bytes.extend_from_slice(&header);
         let file_length = if huge { u64::MAX } else { bytes.len() as u64 + data };
         let _ = parse_header(&bytes, file_length);
+        let _ = parse_header_prefix(&bytes);
     }
 
     #[test]

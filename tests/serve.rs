@@ -145,6 +145,7 @@ fn post(body: &str) -> Answer {
 fn cli(args: &[&str]) -> (i32, String, String) {
     let output = Command::cargo_bin("trainmem")
         .unwrap()
+        .env("HF_HUB_OFFLINE", "1")
         .args(args)
         .output()
         .unwrap();

@@ -72,7 +72,28 @@ pub fn parse_header(bytes: &[u8], file_length: u64) -> Result<Header, String> {
                 bytes.len().saturating_sub(8)
             )
         })?;
-    parse_json(json, file_length)
+    parse_json(json, Some(file_length))
+}
+
+/// Parses a header prefix kept without its tensor data: `bytes` is exactly
+/// the 8-byte length and the header, as the hub cache's header-only copy of
+/// a shard holds them (see `input::hub`). Every check of [`parse_header`]
+/// applies except the one that needs the file: that the data ends it (made
+/// when the prefix was fetched, against the server's total length).
+pub fn parse_header_prefix(bytes: &[u8]) -> Result<Header, String> {
+    let prefix = bytes
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .ok_or_else(|| file_too_short(bytes.len() as u64))?;
+    let header_length = header_length(prefix, bytes.len() as u64)?;
+    // Cannot overflow: header_length <= MAX_HEADER_BYTES.
+    if LENGTH_PREFIX_BYTES + header_length != bytes.len() as u64 {
+        return Err(format!(
+            "a header-only copy must hold exactly the 8-byte length and the {header_length}-byte header it names; it holds {} bytes",
+            bytes.len()
+        ));
+    }
+    parse_json(bytes.get(8..).unwrap_or_default(), None)
 }
 
 /// Reads the header from `reader`, positioned at the start of a file of
@@ -94,7 +115,7 @@ pub fn read_header<R: Read>(mut reader: R, file_length: u64) -> Result<Header, S
     reader
         .read_exact(&mut json)
         .map_err(|e| read_problem("the header", &e))?;
-    parse_json(&json, file_length)
+    parse_json(&json, Some(file_length))
 }
 
 /// The header length from the first 8 bytes, checked against the cap and the
@@ -131,8 +152,9 @@ fn read_problem(what: &str, error: &io::Error) -> String {
     }
 }
 
-/// Parses and validates the JSON text of a header, in a file of `file_length` bytes.
-fn parse_json(json: &[u8], file_length: u64) -> Result<Header, String> {
+/// Parses and validates the JSON text of a header, in a file of `file_length`
+/// bytes (`None`: a header-only copy, whose data region is what it declares).
+fn parse_json(json: &[u8], file_length: Option<u64>) -> Result<Header, String> {
     let text = std::str::from_utf8(json).map_err(|e| {
         format!(
             "the header is not valid utf-8 (bad byte at offset {} of the header); expected json text",
@@ -164,7 +186,11 @@ struct Entry {
 
 /// Checks a parsed header as the safetensors crate's `Metadata::validate`
 /// and `read_metadata` do.
-fn validate(raw: RawHeader, header_length: u64, file_length: u64) -> Result<Header, String> {
+fn validate(
+    raw: RawHeader,
+    header_length: u64,
+    file_length: Option<u64>,
+) -> Result<Header, String> {
     if raw.too_many {
         return Err(format!(
             "the header names more than {MAX_CHECKPOINT_TENSORS} tensors; accepted: at most {MAX_CHECKPOINT_TENSORS} (the largest released checkpoints hold about 140,000)"
@@ -201,6 +227,12 @@ fn validate(raw: RawHeader, header_length: u64, file_length: u64) -> Result<Head
         previous = Some(&entry.name);
     }
 
+    // A header-only copy: the data region is the one the header declares.
+    let file_length = file_length.unwrap_or_else(|| {
+        LENGTH_PREFIX_BYTES
+            .saturating_add(header_length)
+            .saturating_add(data_end)
+    });
     let data_region = file_length
         .checked_sub(LENGTH_PREFIX_BYTES)
         .and_then(|rest| rest.checked_sub(header_length))
@@ -420,6 +452,27 @@ mod tests {
     fn parse(json: &str, data: u64) -> Result<Header, String> {
         let bytes = file(json);
         parse_header(&bytes, bytes.len() as u64 + data)
+    }
+
+    /// A header-only copy parses as the whole file's header does; a copy
+    /// with bytes past its header, or a length of 2^63, is refused.
+    #[test]
+    fn a_header_only_copy_is_checked_but_for_the_data() {
+        let json = r#"{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}"#;
+        let copy = file(json);
+        assert_eq!(parse_header_prefix(&copy), parse(json, 16));
+        let mut longer = copy.clone();
+        longer.push(b' ');
+        assert!(
+            parse_header_prefix(&longer)
+                .unwrap_err()
+                .contains("exactly")
+        );
+        let mut huge = copy;
+        huge[..8].copy_from_slice(&(1u64 << 63).to_le_bytes());
+        assert!(parse_header_prefix(&huge).unwrap_err().contains("limit"));
+        let gap = r#"{"a": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}"#;
+        assert!(parse_header_prefix(&file(gap)).is_err());
     }
 
     #[test]

@@ -17,7 +17,8 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 pub use header::{
-    Header, LENGTH_PREFIX_BYTES, MAX_HEADER_BYTES, SAFETENSORS_DTYPES, parse_header, read_header,
+    Header, LENGTH_PREFIX_BYTES, MAX_HEADER_BYTES, SAFETENSORS_DTYPES, parse_header,
+    parse_header_prefix, read_header,
 };
 pub use index::{Index, MAX_INDEX_BYTES, MAX_SHARDS, is_plain_file_name, parse_index};
 pub(crate) use regular_file::{kind as file_kind, open_regular_file};
@@ -80,6 +81,13 @@ pub fn read_safetensors(path: &Path) -> Result<Checkpoint> {
 /// names (shard file names sorted), checking that each tensor of
 /// `weight_map` is in its shard and no tensor is in two shards.
 pub fn read_index(path: &Path) -> Result<Checkpoint> {
+    read_index_with_copies(path, None)
+}
+
+/// [`read_index`], where a shard absent from the index's folder is read from
+/// its header-only copy `{shard}.header` in `copies` when one is given (the
+/// hub cache keeps fetched headers so: see `input::hub`).
+pub(crate) fn read_index_with_copies(path: &Path, copies: Option<&Path>) -> Result<Checkpoint> {
     let index_error = |problem: String| file_error(path, problem);
     let (file, length) = open_regular_file(path).map_err(&index_error)?;
     if length > MAX_INDEX_BYTES {
@@ -110,14 +118,23 @@ pub fn read_index(path: &Path) -> Result<Checkpoint> {
                 "shard `{shard}` named in `weight_map` is a link to a file outside the index's folder; expected the shard file itself in the folder (links are followed only within it)"
             )));
         }
-        let (file, length) = open_regular_file(&shard_path).map_err(|problem| {
-            index_error(format!(
-                "shard `{shard}` named in `weight_map` cannot be read at `{}`: {problem}",
-                shard_path.display()
-            ))
-        })?;
-        let header =
-            read_header(&file, length).map_err(|problem| file_error(&shard_path, problem))?;
+        let copy = copies
+            .filter(|_| std::fs::symlink_metadata(&shard_path).is_err())
+            .map(|copies| copies.join(format!("{shard_name}{HEADER_COPY_SUFFIX}")));
+        let (header, shard_path) = match copy {
+            Some(copy) => (read_header_copy(&copy)?, copy),
+            None => {
+                let (file, length) = open_regular_file(&shard_path).map_err(|problem| {
+                    index_error(format!(
+                        "shard `{shard}` named in `weight_map` cannot be read at `{}`: {problem}",
+                        shard_path.display()
+                    ))
+                })?;
+                let header = read_header(&file, length)
+                    .map_err(|problem| file_error(&shard_path, problem))?;
+                (header, shard_path)
+            }
+        };
         let present: HashSet<&str> = header.tensors.iter().map(|t| t.name.as_str()).collect();
         if let Some(absent) = names.iter().find(|name| !present.contains(name.as_str())) {
             let absent = abbreviated(absent);
@@ -152,6 +169,35 @@ pub fn read_index(path: &Path) -> Result<Checkpoint> {
         checkpoint.files.push(shard_path);
     }
     Ok(checkpoint)
+}
+
+/// The ending of a header-only copy of a shard: `model.safetensors.header`
+/// holds the first bytes of `model.safetensors`, its length and header.
+pub const HEADER_COPY_SUFFIX: &str = ".header";
+
+/// Reads a header-only copy (see [`parse_header_prefix`]): a regular file,
+/// not a link, of at most the length prefix and [`MAX_HEADER_BYTES`].
+pub fn read_header_copy(path: &Path) -> Result<Header> {
+    let error = |problem: String| file_error(path, problem);
+    let link = std::fs::symlink_metadata(path).map_err(|e| error(io_problem(&e)))?;
+    if !link.is_file() {
+        return Err(error(format!(
+            "not a regular file ({}); expected the header-only copy trainmem writes",
+            file_kind(&link.file_type())
+        )));
+    }
+    let (file, length) = open_regular_file(path).map_err(&error)?;
+    let cap = LENGTH_PREFIX_BYTES + MAX_HEADER_BYTES;
+    if length > cap {
+        return Err(error(format!(
+            "{length} bytes, over the {cap}-byte limit of a header-only copy (the 8-byte length and a header of at most {MAX_HEADER_BYTES} bytes)"
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| error(format!("cannot read: {}", io_problem(&e))))?;
+    parse_header_prefix(&bytes).map_err(error)
 }
 
 /// The folders a file named by the index at `index` (in `folder`) may

@@ -83,7 +83,7 @@ MODEL is any of:
   a .safetensors file    trainmem params model.safetensors      (header only, never the data)
   a sharded index        trainmem params model.safetensors.index.json
   a hub id               trainmem params meta-llama/Llama-3.1-8B  (the local hugging face
-                         cache, else the preset published from it; nothing is downloaded)
+                         cache, else the hub's config.json and headers, never the weights)
 
 A config.json is counted as transformers builds AutoModelForCausalLM for its model_type:
 sum(p.numel() for p in model.parameters()), tied weights once. A checkpoint is counted
@@ -106,6 +106,11 @@ pub struct Cli {
     /// [`super::usage::usage_error`]).
     #[command(subcommand)]
     pub command: Option<Command>,
+
+    /// Never use the network: a hub id is read from the local hugging face
+    /// cache or a preset only, as with HF_HUB_OFFLINE=1.
+    #[arg(long, global = true, help_heading = MODEL)]
+    pub offline: bool,
 }
 
 /// The commands.
@@ -261,7 +266,8 @@ pub struct EstimateArgs {
 
     /// The model: a preset name (list: `trainmem models`), a config.json, a
     /// model folder, a .safetensors file, a model.safetensors.index.json or a
-    /// hub id read from the local hugging face cache (`meta-llama/Llama-3.1-8B`).
+    /// hub id (`meta-llama/Llama-3.1-8B`): the local hugging face cache, else
+    /// the hub's config.json and safetensors headers (never the weights).
     #[arg(long, value_name = "MODEL", help_heading = MODEL)]
     pub model: Option<OsString>,
 

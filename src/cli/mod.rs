@@ -36,6 +36,9 @@ use crate::units::Count;
 /// Runs a command line with its clap matches: the report, the warnings for
 /// stderr and the exit status (`check` says 1 when the run does not fit).
 pub fn respond(cli: Cli, matches: &clap::ArgMatches) -> Result<Checked> {
+    if cli.offline {
+        crate::input::set_offline();
+    }
     match (&cli.command, matches.subcommand()) {
         (Some(Command::Check(args)), Some(("check", check_matches))) => {
             check::run(args, check_matches)

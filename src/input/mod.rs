@@ -9,8 +9,8 @@ mod inventory;
 mod preset;
 
 pub use hub::{
-    HubSource, Snapshot, hub_cache_dir, hub_cache_dir_from, is_hub_id, resolve_hub_id,
-    resolve_hub_id_in,
+    HubSettings, HubSource, Snapshot, hub_cache_dir, hub_cache_dir_from, is_hub_id, resolve_hub_id,
+    resolve_hub_id_in, resolve_hub_id_with, set_offline,
 };
 pub use inventory::{MAX_INVENTORY_BYTES, parse_inventory, read_inventory};
 pub use preset::{PRESETS, Preset, preset_with_hub_id};
@@ -152,6 +152,15 @@ fn file(path: &Path) -> Result<Model> {
 /// A model folder: its config.json when transformers' architecture is known,
 /// with the checkpoint's stored size beside it; else the checkpoint alone.
 fn folder(path: &Path) -> Result<Model> {
+    folder_reading(path, folder_checkpoint)
+}
+
+/// [`folder`], with the folder's checkpoint read by `checkpoint` (the hub
+/// cache's snapshots read trainmem's header-only copies too).
+fn folder_reading(
+    path: &Path,
+    checkpoint: impl FnOnce(&Path) -> Result<Option<Checkpoint>>,
+) -> Result<Model> {
     let config_path = path.join("config.json");
     let config_metadata = match std::fs::metadata(&config_path) {
         Ok(metadata) => Some(metadata),
@@ -172,7 +181,7 @@ fn folder(path: &Path) -> Result<Model> {
     if let Some(metadata) = config_metadata.as_ref().filter(|m| !m.is_file()) {
         return Err(not_regular(&config_path, metadata));
     }
-    let checkpoint = folder_checkpoint(path)?;
+    let checkpoint = checkpoint(path)?;
     if config_metadata.is_some() {
         match (config_file(&config_path), checkpoint) {
             (Ok(mut model), Some(checkpoint)) => {

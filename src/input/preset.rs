@@ -155,10 +155,28 @@ fn version_distance(wanted: Option<&str>, have: Option<&str>) -> u8 {
 /// The preset published as hub repository `id`, matched without regard to
 /// case as the hub does (`meta-llama/llama-3.1-8b` is `meta-llama/Llama-3.1-8B`).
 pub fn preset_with_hub_id(id: &str) -> Option<&'static Preset> {
+    let id = FORMER_HUB_IDS
+        .iter()
+        .find(|(former, _)| former.eq_ignore_ascii_case(id))
+        .map_or(id, |(_, current)| current);
     PRESETS
         .iter()
         .find(|preset| preset.hub_id.eq_ignore_ascii_case(id))
 }
+
+/// Hub repositories renamed after their config was published, as
+/// `(former id, current id)`: the hub redirects the former to the current,
+/// and users, launch configs and tutorials still write the former. Meta
+/// renamed its Llama 3.1 repositories when Llama 3.2 came out
+/// (`meta-llama/Meta-Llama-3.1-8B` -> `meta-llama/Llama-3.1-8B`).
+pub const FORMER_HUB_IDS: &[(&str, &str)] = &[
+    ("meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.1-8B"),
+    ("meta-llama/Meta-Llama-3.1-70B", "meta-llama/Llama-3.1-70B"),
+    (
+        "meta-llama/Meta-Llama-3.1-405B",
+        "meta-llama/Llama-3.1-405B",
+    ),
+];
 
 macro_rules! preset {
     ($name:literal, $hub_id:literal) => {
@@ -377,6 +395,20 @@ mod tests {
             Some("llama-3.1-8b")
         );
         assert_eq!(preset_with_hub_id("meta-llama/Llama-3.1-8B-Instruct"), None);
+    }
+
+    /// A former name of a preset's repository is that preset; each names a
+    /// repository a preset has.
+    #[test]
+    fn former_hub_ids_are_their_presets() {
+        for (former, current) in FORMER_HUB_IDS {
+            let preset = preset_with_hub_id(current).expect(current);
+            assert_eq!(preset_with_hub_id(former), Some(preset), "{former}");
+        }
+        assert_eq!(
+            preset_with_hub_id("META-LLAMA/meta-llama-3.1-8b").map(|p| p.name),
+            Some("llama-3.1-8b")
+        );
     }
 
     /// Every file in presets/ is listed, and every listed name has a file.

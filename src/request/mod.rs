@@ -55,6 +55,10 @@ pub enum ModelSource {
     /// What `--model` names on the command line: a file, a folder, a preset
     /// or a hub id. The command line only: JSON cannot give it.
     Path(OsString),
+    /// A hub id (`meta-llama/Llama-3.1-8B`), resolved as `--model` resolves
+    /// one (the local cache, the hub, a preset) and never as a path: the
+    /// server's `model` key for a client on the same machine.
+    Hub(String),
 }
 
 /// The front door a request came through: how a message spells its fields.
@@ -178,7 +182,7 @@ impl EstimateRequest {
                     let spec = scalar(door.spell(MODEL), value)?;
                     named = Some(ModelSource::Path(OsString::from(spec)));
                 }
-                MODEL => named = Some(ModelSource::Preset(preset_name(value)?)),
+                MODEL => named = Some(model_name(value)?),
                 CONFIG => config = Some(config_object(value)?),
                 PARAMS if value.is_array() => {
                     return Err(invalid(
@@ -313,6 +317,7 @@ pub fn model_of(
             preset_model(catalogue::find(MODEL, name, PRESETS)?)?
         }
         (_, Some(ModelSource::Config(config))) => pasted_model(config)?,
+        (_, Some(ModelSource::Hub(id))) => crate::input::resolve_hub_id(id)?.load()?,
         (Some(count), None) => Model::flat(count.parse()?),
         (None, None) => {
             return Err(Error::Missing {
@@ -480,6 +485,15 @@ fn scalar(long: &'static str, value: &Value) -> Result<String> {
             other,
             "takes a string or a number, such as \"7B\"",
         )),
+    }
+}
+
+/// A hub id (`owner/name`, never read as a path), else a preset by its
+/// canonical name.
+fn model_name(value: &Value) -> Result<ModelSource> {
+    match value.as_str().map(str::trim) {
+        Some(text) if crate::input::is_hub_id(text) => Ok(ModelSource::Hub(text.to_string())),
+        _ => preset_name(value).map(ModelSource::Preset),
     }
 }
 

@@ -8,12 +8,15 @@
 //! the same estimate, the same renderer. A bad request gets the one line
 //! the command would print.
 //!
-//! A web request must not read local files: `model` accepts preset names
-//! only. A pasted config.json comes as `config` (an object, or its text),
-//! and combines with every other key.
+//! A web request must not read local files: `model` accepts preset names,
+//! and hub ids (`meta-llama/Llama-3.1-8B`, looked up as `--model` looks them
+//! up: the local hub cache, then the hub) from a client on the same machine
+//! only; never a path. A pasted config.json comes as `config` (an object,
+//! or its text), and combines with every other key.
 
 use std::sync::{Arc, OnceLock};
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -21,6 +24,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::connections::ClientAddress;
 use super::failure::Failure;
 use super::json::{self, Refusal as JsonRefusal};
 use super::pool::{Admitted, Cancel, Pool, Refusal, Weight};
@@ -98,17 +102,18 @@ fn refused(pool: &Pool, refusal: Refusal) -> Response {
 /// `POST /api/estimate`.
 pub async fn estimate(
     State(pool): State<Arc<Pool>>,
+    client: Option<Extension<ClientAddress>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let request = match accept(&headers, body) {
+    let request = match accept(&headers, body).and_then(|r| hub_model(r, client)) {
         Ok(request) => request,
         Err(failure) => return failure.into_response(),
     };
     // Flags price a preset or a flat count, bounded work; a pasted config
     // can ask for any number of layers.
     let weight = match request.model {
-        Some(ModelSource::Config(_)) => Weight::Heavy,
+        Some(ModelSource::Config(_) | ModelSource::Hub(_)) => Weight::Heavy,
         _ => Weight::Light,
     };
     isolated(&pool, weight, move |_| answer(&request)).await
@@ -121,6 +126,7 @@ pub async fn estimate(
 /// is answered at its deadline.
 pub async fn techniques(
     State(pool): State<Arc<Pool>>,
+    client: Option<Extension<ClientAddress>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -130,7 +136,7 @@ pub async fn techniques(
         Ok(admitted) => admitted,
         Err(refusal) => return refused(&pool, refusal),
     };
-    let request = match accept(&headers, body) {
+    let request = match accept(&headers, body).and_then(|r| hub_model(r, client)) {
         Ok(request) => request,
         Err(failure) => return failure.into_response(),
     };
@@ -145,6 +151,26 @@ pub async fn techniques(
         Ok(render::techniques(&ladder, Format::Json, units))
     })
     .await
+}
+
+/// `model` as a hub id (`meta-llama/Llama-3.1-8B`, no preset has that
+/// name): resolved as `--model` resolves it, through the local cache and
+/// the hub, only for a client on this machine (the hub is reached, and the
+/// cache written, on its behalf); refused for any other client.
+fn hub_model(
+    request: EstimateRequest,
+    client: Option<Extension<ClientAddress>>,
+) -> Result<EstimateRequest, Failure> {
+    let Some(ModelSource::Hub(id)) = &request.model else {
+        return Ok(request);
+    };
+    if client.is_some_and(|Extension(client)| client.is_loopback()) {
+        return Ok(request);
+    }
+    Err(Failure::bad(format!(
+        "error: invalid model `{}`: a hub id is looked up only for a client on the server's own machine; give a preset name, or paste its config.json as `config`",
+        crate::checkpoint::abbreviated(id)
+    )))
 }
 
 /// The request of a JSON body sent as JSON, read whole within its limits.
@@ -351,6 +377,24 @@ const ROUTES: &str = "the server answers GET /, GET /favicon.ico, POST /api/esti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hub id is looked up for a client on this machine only; a preset
+    /// goes through for anyone.
+    #[test]
+    fn hub_ids_only_for_loopback_clients() {
+        let hub = || {
+            EstimateRequest::from_json(json!({"model": "acme/tiny"}).as_object().unwrap()).unwrap()
+        };
+        assert_eq!(hub().model, Some(ModelSource::Hub("acme/tiny".to_string())));
+        let client = |address: &str| Some(Extension(ClientAddress(address.parse().unwrap())));
+        assert!(hub_model(hub(), client("127.0.0.1:5000")).is_ok());
+        assert!(hub_model(hub(), client("[::1]:5000")).is_ok());
+        assert!(hub_model(hub(), client("10.0.0.7:5000")).is_err());
+        assert!(hub_model(hub(), None).is_err());
+        let preset =
+            EstimateRequest::from_json(json!({"model": "gpt2"}).as_object().unwrap()).unwrap();
+        assert!(hub_model(preset, client("10.0.0.7:5000")).is_ok());
+    }
 
     #[test]
     fn paths_are_refused_in_every_value() {

@@ -61,8 +61,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut stop => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(_) => {
                 // Out of files or memory, or a connection reset before it
                 // was accepted: pause rather than spin, and go on.
@@ -76,6 +76,7 @@ pub async fn serve(
         };
         tokio::spawn(connection(
             stream,
+            ClientAddress(peer),
             app.clone(),
             limits.clone(),
             entry,
@@ -87,9 +88,27 @@ pub async fn serve(
     let _ = tokio::time::timeout(limits.shutdown_grace + FLUSH_GRACE, open.all_closed()).await;
 }
 
+/// The address of the client of a request, put in its extensions: a hub id
+/// is looked up on the hub only for a client on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::SocketAddr);
+
+impl ClientAddress {
+    /// Whether the client is on this machine (127.0.0.0/8 or ::1).
+    pub fn is_loopback(&self) -> bool {
+        match self.0.ip() {
+            std::net::IpAddr::V4(ip) => ip.is_loopback(),
+            std::net::IpAddr::V6(ip) => {
+                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|ip| ip.is_loopback())
+            }
+        }
+    }
+}
+
 /// One connection, from its opening to its end.
 async fn connection(
     stream: TcpStream,
+    client: ClientAddress,
     app: Router,
     limits: Limits,
     entry: Entry,
@@ -97,7 +116,8 @@ async fn connection(
 ) {
     let _ = stream.set_nodelay(true);
     let state = Arc::clone(&entry.state);
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(client);
         let answering = Answering::start(Arc::clone(&state));
         let answer = app.clone().oneshot(request);
         async move {

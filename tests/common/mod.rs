@@ -36,6 +36,9 @@ pub fn run_with_env(
 ) -> (i32, String, String) {
     let mut command = Command::cargo_bin("trainmem").unwrap();
     command.args(args);
+    // No test reaches the real hub: hub ids answer offline unless `env`
+    // says otherwise (tests/hub_online.rs points HF_ENDPOINT at its own).
+    command.env("HF_HUB_OFFLINE", "1");
     for (name, value) in env {
         match value {
             Some(value) => command.env(name, value),
@@ -87,6 +90,7 @@ pub fn run_within_env(
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainmem"))
         .args(args)
         .env("HF_HUB_CACHE", no_hub_cache())
+        .env("HF_HUB_OFFLINE", "1")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

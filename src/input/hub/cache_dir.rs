@@ -38,6 +38,13 @@ pub fn hub_cache_dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<Path
     if let Some(cache) = set("HF_HUB_CACHE").or_else(|| set("HUGGINGFACE_HUB_CACHE")) {
         return Some(expand(cache));
     }
+    Some(hf_home_from(&var)?.join("hub"))
+}
+
+/// `HF_HOME` as huggingface_hub finds it (see the module documentation):
+/// the folder that holds `hub/` and the `token` file.
+pub fn hf_home_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let set = |name: &str| var(name).filter(|value| !value.is_empty());
     let hf_home = match set("HF_HOME") {
         Some(home) => home,
         None => {
@@ -48,7 +55,14 @@ pub fn hub_cache_dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<Path
             cache.join("huggingface").into_os_string()
         }
     };
-    Some(expand(hf_home).join("hub"))
+    Some(expand(hf_home, &set))
+}
+
+/// A path from the variable `name` as huggingface_hub expands it, `None`
+/// when unset or empty.
+pub fn path_variable(var: impl Fn(&str) -> Option<OsString>, name: &str) -> Option<PathBuf> {
+    let set = |name: &str| var(name).filter(|value| !value.is_empty());
+    set(name).map(|value| expand(value, &set))
 }
 
 /// The home folder, as `os.path.expanduser("~")` finds it: `HOME`, or on

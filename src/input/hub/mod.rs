@@ -1,22 +1,36 @@
 //! `--model meta-llama/Llama-3.1-8B`: a Hugging Face hub id where a path or
-//! a preset was expected. trainmem reads only local files, so an id resolves,
-//! in this order, to
+//! a preset was expected. An id resolves, in this order, to
 //! 1. the repository's snapshot in the local hub cache ([`hub_cache_dir`]),
 //!    read as a model folder: config.json and the safetensors headers,
-//!    through the cache's links into `blobs/`;
-//! 2. the preset whose config.json was published in that repository;
-//! 3. an error that names the command which fetches the config.json, and the
-//!    preset with the same architecture when there is one.
+//!    through the cache's links into `blobs/` (and trainmem's header-only
+//!    copies of shards, see [`cache_write`]);
+//! 2. the hub itself, metadata only ([`online`]): the config.json and the
+//!    safetensors headers through range requests, written into the cache so
+//!    that the next lookup is 1 — unless `HF_HUB_OFFLINE` or `--offline`;
+//! 3. the preset whose config.json was published in that repository (also
+//!    when the hub cannot be reached or asks for a token: the answer is the
+//!    same config, and a note says why the hub was not used);
+//! 4. an error in one line: what the hub answered (gated, not found, timed
+//!    out, unreachable), or offline the command which fetches the
+//!    config.json; and the preset with the same architecture when there is one.
 
 mod cache_dir;
+mod cache_write;
+mod http;
+mod online;
+mod settings;
 mod snapshot;
 
 use std::path::Path;
 
 pub use cache_dir::{hub_cache_dir, hub_cache_dir_from};
+pub use settings::{HubSettings, set_offline};
 pub use snapshot::Snapshot;
 
-use super::{PRESET_NOTE, PRESETS, Preset, folder, preset::preset_with_hub_id, preset_model};
+use super::{
+    PRESET_NOTE, PRESETS, Preset, folder_checkpoint, folder_reading, preset::preset_with_hub_id,
+    preset_model,
+};
 use crate::error::{Error, Result};
 use crate::model::Model;
 
@@ -32,6 +46,8 @@ pub enum HubSource {
         id: String,
         /// The snapshot.
         snapshot: Snapshot,
+        /// The endpoint it was fetched from just now, if it was.
+        fetched_from: Option<String>,
     },
     /// Not in the cache: the preset whose config.json that repository published.
     Preset {
@@ -39,6 +55,8 @@ pub enum HubSource {
         id: String,
         /// The preset.
         preset: &'static Preset,
+        /// Why the hub was not asked or did not answer, when it was tried.
+        hub_failure: Option<String>,
     },
 }
 
@@ -47,9 +65,24 @@ impl HubSource {
     /// preset; either way `source` and the notes say where it came from.
     pub fn load(&self) -> Result<Model> {
         match self {
-            HubSource::Cached { id, snapshot } => {
+            HubSource::Cached {
+                id,
+                snapshot,
+                fetched_from,
+            } => {
                 refuse_outside_links(&snapshot.folder)?;
-                let mut model = folder(&snapshot.folder).map_err(|error| match error {
+                let copies = cache_write::header_copies(
+                    snapshot
+                        .folder
+                        .parent()
+                        .and_then(Path::parent)
+                        .unwrap_or(Path::new("")),
+                    &snapshot.revision,
+                );
+                let mut model = folder_reading(&snapshot.folder, |path| {
+                    snapshot_checkpoint(path, &copies)
+                })
+                .map_err(|error| match error {
                     // A snapshot with neither file: say how to fetch the config.
                     Error::File { path, problem }
                         if Path::new(&path) == snapshot.folder.as_path() =>
@@ -67,19 +100,31 @@ impl HubSource {
                 model.name = id.clone();
                 let short: String = snapshot.revision.chars().take(SHORT_REVISION).collect();
                 model.source = format!("hub cache: {} snapshot {short}", snapshot.repository);
+                if let Some(endpoint) = fetched_from {
+                    model.notes.push(format!(
+                        "fetched from {endpoint} (config.json and safetensors headers only) into the local cache"
+                    ));
+                }
                 model.notes.push(format!(
                     "read from the local hugging face cache: {}",
                     snapshot.folder.display()
                 ));
                 Ok(model)
             }
-            HubSource::Preset { id, preset } => {
+            HubSource::Preset {
+                id,
+                preset,
+                hub_failure,
+            } => {
                 let mut model = preset_model(preset)?;
                 let from = format!("preset {}, the published config of {id}", preset.name);
                 model.notes.retain(|note| note != PRESET_NOTE);
                 model.notes.push(format!(
                     "{from} (not in the local cache), embedded in trainmem"
                 ));
+                if let Some(failure) = hub_failure {
+                    model.notes.push(format!("the hub was not used: {failure}"));
+                }
                 model.source = from;
                 Ok(model)
             }
@@ -123,11 +168,25 @@ pub fn is_hub_id(spec: &str) -> bool {
 /// branch, tag or commit hash) is found: the local cache that the
 /// environment names ([`hub_cache_dir`]), else a preset; an error otherwise.
 pub fn resolve_hub_id(id: &str) -> Result<HubSource> {
-    resolve_hub_id_in(id, hub_cache_dir().as_deref())
+    resolve_hub_id_with(id, hub_cache_dir().as_deref(), &HubSettings::from_env())
 }
 
-/// [`resolve_hub_id`] with the cache folder given (`None`: no cache).
+/// [`resolve_hub_id`] with the cache folder given (`None`: no cache),
+/// without the network.
 pub fn resolve_hub_id_in(id: &str, cache: Option<&Path>) -> Result<HubSource> {
+    let offline = HubSettings {
+        offline: true,
+        ..HubSettings::from_vars(|_| None)
+    };
+    resolve_hub_id_with(id, cache, &offline)
+}
+
+/// [`resolve_hub_id`] with the cache folder and the hub's settings given.
+pub fn resolve_hub_id_with(
+    id: &str,
+    cache: Option<&Path>,
+    settings: &HubSettings,
+) -> Result<HubSource> {
     let invalid = |reason: String| Error::InvalidValue {
         what: "model",
         value: id.to_string(),
@@ -150,17 +209,103 @@ pub fn resolve_hub_id_in(id: &str, cache: Option<&Path>) -> Result<HubSource> {
         return Ok(HubSource::Cached {
             id: repository,
             snapshot,
+            fetched_from: None,
         });
     }
-    if revision.is_none()
-        && let Some(preset) = preset_with_hub_id(&repository)
-    {
+    let preset = preset_with_hub_id(&repository).filter(|_| revision.is_none());
+    let hub_failure = match cache.filter(|_| !settings.offline) {
+        None => None,
+        Some(cache) => match online::fetch(settings, owner, name, revision, cache) {
+            Ok(snapshot) => {
+                return Ok(HubSource::Cached {
+                    id: repository,
+                    snapshot,
+                    fetched_from: Some(settings.endpoint.clone()),
+                });
+            }
+            Err(error) if preset.is_none() => {
+                return Err(match (error, matching_preset(name)) {
+                    (Error::Hub { id, problem }, Some(nearest)) => Error::Hub {
+                        id,
+                        problem: format!("{problem}{}", nearest_preset(nearest)),
+                    },
+                    (error, _) => error,
+                });
+            }
+            Err(Error::Hub { problem, .. }) => Some(problem),
+            Err(other) => Some(other.to_string()),
+        },
+    };
+    if let Some(preset) = preset {
         return Ok(HubSource::Preset {
             id: preset.hub_id.to_string(),
             preset,
+            hub_failure,
         });
     }
     Err(invalid(not_downloaded(&repository, name, revision, cache)))
+}
+
+/// The note naming the preset with the architecture of a hub name.
+fn nearest_preset(preset: &str) -> String {
+    format!(
+        "; or the preset `{preset}` has that architecture, from its published config.json (`--model {preset}`)"
+    )
+}
+
+/// The checkpoint of a snapshot folder: as any model folder's, except that
+/// a shard fetched by trainmem is read from its header-only copy in
+/// `copies` (see [`cache_write`]) when the snapshot does not hold it.
+fn snapshot_checkpoint(
+    path: &Path,
+    copies: &Path,
+) -> Result<Option<crate::checkpoint::Checkpoint>> {
+    let index = path.join("model.safetensors.index.json");
+    if std::fs::symlink_metadata(&index).is_ok() {
+        let copies = Some(copies).filter(|copies| copies.is_dir());
+        return crate::checkpoint::read_index_with_copies(&index, copies).map(Some);
+    }
+    if let Some(checkpoint) = folder_checkpoint(path)? {
+        return Ok(Some(checkpoint));
+    }
+    let Ok(entries) = std::fs::read_dir(copies) else {
+        return Ok(None);
+    };
+    let mut names: Vec<std::path::PathBuf> = entries
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.path())
+        .filter(|copy| {
+            copy.to_str().is_some_and(|text| {
+                text.ends_with(&format!(
+                    ".safetensors{}",
+                    crate::checkpoint::HEADER_COPY_SUFFIX
+                ))
+            })
+        })
+        .take(crate::checkpoint::MAX_SHARDS + 1)
+        .collect();
+    names.sort();
+    let mut merged: Option<crate::checkpoint::Checkpoint> = None;
+    for copy in names {
+        let header = crate::checkpoint::read_header_copy(&copy)?;
+        let all = merged.get_or_insert_with(|| crate::checkpoint::Checkpoint {
+            tensors: Vec::new(),
+            files: Vec::new(),
+            data_bytes: crate::units::Bytes::ZERO,
+        });
+        all.data_bytes = all
+            .data_bytes
+            .add(header.data_bytes, "the checkpoint size")?;
+        all.tensors.extend(header.tensors);
+        if all.tensors.len() > crate::checkpoint::MAX_CHECKPOINT_TENSORS {
+            return Err(Error::File {
+                path: copies.display().to_string(),
+                problem: crate::checkpoint::too_many_tensors(),
+            });
+        }
+        all.files.push(copy);
+    }
+    Ok(merged)
 }
 
 /// Why `owner/name` is not found, and the one command that fetches it.
@@ -190,14 +335,11 @@ fn not_downloaded(
             String::new(),
         ),
     };
-    let nearest = match matching_preset(name) {
-        Some(preset) => format!(
-            "; or the preset `{preset}` has that architecture, from its published config.json (`--model {preset}`)"
-        ),
-        None => String::new(),
-    };
+    let nearest = matching_preset(name)
+        .map(nearest_preset)
+        .unwrap_or_default();
     format!(
-        "{not_found}; trainmem does not download anything: `huggingface-cli download {repository} config.json{at}` fetches its config.json into the cache{nearest}"
+        "{not_found}; offline (HF_HUB_OFFLINE or --offline, or no cache to write into) trainmem does not download anything: `huggingface-cli download {repository} config.json{at}` fetches its config.json into the cache{nearest}"
     )
 }
 
@@ -296,7 +438,7 @@ mod tests {
     #[test]
     fn without_a_cache_only_presets_resolve() {
         match resolve_hub_id_in("meta-llama/llama-3.1-8b", None) {
-            Ok(HubSource::Preset { id, preset }) => {
+            Ok(HubSource::Preset { id, preset, .. }) => {
                 assert_eq!(id, "meta-llama/Llama-3.1-8B");
                 assert_eq!(preset.name, "llama-3.1-8b");
             }

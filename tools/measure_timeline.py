@@ -488,6 +488,7 @@ def specs() -> list[dict]:
     s.extend(specs_optimizer_in_backward())
     s.extend(specs_lora())
     s.extend(loss_and_recompute_specs())
+    s.extend(keep_outputs_specs())
     # --offload-activations: torchtune's OffloadActivations rule, packed to numpy memory
     for dtype in ("fp32", "bf16"):
         for recompute in ("none", "full"):
@@ -693,6 +694,23 @@ def loss_and_recompute_specs() -> list[dict]:
                             ("llama-v512", "bf16", 3)):
         s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
                            ["--recompute-every", str(n)], every=n))
+    return s
+
+
+def keep_outputs_specs() -> list[dict]:
+    """``--keep-outputs`` (issue 24, mechanism 1): accelerate's example loop
+    (``examples/nlp_example.py``: ``outputs = model(**batch); loss =
+    outputs.loss; accelerator.backward(loss); optimizer.step();
+    optimizer.zero_grad()``) run as one ``training_step`` function, so
+    ``outputs``, the logits with it, stay referenced through backward and
+    the optimizer step and die when the function returns."""
+    s = []
+    for model, dtype, recompute, B, S in (
+            ("llama", "fp32", "none", 2, 128), ("llama", "bf16", "none", 2, 128),
+            ("llama", "fp32", "full", 1, 512), ("llama", "bf16", "full", 1, 512),
+            ("qwen2", "bf16", "none", 2, 128)):
+        s.append(technique(spec(model, dtype, "adamw", recompute=recompute, B=B, S=S),
+                           "keep-outputs", ["--keep-outputs"], keep_outputs=True))
     return s
 
 
@@ -1102,7 +1120,8 @@ def worker(sid: str) -> dict:
             else:
                 outputs = model(input_ids=ids, labels=labels)
             loss = outputs.loss
-            del outputs
+            if not sp.get("keep_outputs"):
+                del outputs
         phase_end()
         phase_begin("backward")
         loss.backward()
@@ -1120,6 +1139,9 @@ def worker(sid: str) -> dict:
         optimizer.zero_grad(set_to_none=True)
         phase_end()
         state["phase"] = None
+        # --keep-outputs: the loop body of accelerate's examples (a
+        # `training_step` function) holds `outputs` until it returns.
+        outputs = None  # noqa: F841
         return grads
 
     for warm in range(2):
@@ -1234,6 +1256,9 @@ def worker(sid: str) -> dict:
     if sp.get("shift_copy"):
         notes.append("transformers 4.48.1's ForCausalLMLoss (ported): fp32 upcast, then the shifted logits "
                      "copied (logits[..., :-1, :].contiguous())")
+    if sp.get("keep_outputs"):
+        notes.append("accelerate-style loop: outputs (the logits) referenced until the step returns, "
+                     "through backward, optimizer.step() and zero_grad()")
     if sp.get("every"):
         notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
     if sp["recompute"] == "op":

@@ -447,6 +447,15 @@ pub struct WorkloadArgs {
     /// Vocabulary size of a bare --params model.
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub vocab: Option<u64>,
+
+    /// The training loop keeps the model's outputs referenced through
+    /// backward: `outputs = model(**batch); loss = outputs.loss;
+    /// accelerator.backward(loss)` (accelerate's examples, litgpt, most
+    /// hand-written loops), so the logits in the compute dtype stay alive
+    /// until the step returns. Off by default: HF Trainer's compute_loss and
+    /// torchtune drop them before backward.
+    #[arg(long, help_heading = TRAINING)]
+    pub keep_outputs: bool,
 }
 
 /// What the step-time model prices a step at, beyond `--device`'s datasheet.

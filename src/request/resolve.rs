@@ -574,6 +574,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         quantized_inputs_kept,
         offload_activations: args.offload_activations,
         target_len: args.target_len,
+        keep_outputs: args.keep_outputs,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.

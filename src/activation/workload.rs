@@ -252,6 +252,9 @@ pub struct Workload {
     /// example scripts, litgpt, most hand-written loops); off: they die before
     /// backward (HF Trainer's `compute_loss`, torchtune).
     pub keep_outputs: bool,
+    /// Whose model code runs (`--implementation`): the saved tensors of its
+    /// modules and its loss (see `implementation/`).
+    pub implementation: crate::architecture::Implementation,
 }
 
 impl Workload {
@@ -287,6 +290,7 @@ impl Workload {
             context_parallel: 1,
             fp8: None,
             keep_outputs: false,
+            implementation: crate::architecture::Implementation::Transformers,
         }
     }
 }

@@ -31,6 +31,7 @@ mod dimensions;
 mod encoder;
 mod encoder_decoder;
 mod feed_forward;
+mod implementation;
 mod params;
 mod task;
 mod tower;
@@ -89,6 +90,7 @@ pub use dimensions::{
 
 pub use self::config::MAX_EXPERTS;
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
+pub use self::implementation::Implementation;
 pub use self::task::{MAX_LABELS, TASKS_ACCEPTED, Task};
 pub use self::vision_language::{PARTS, part_prefixes};
 

@@ -148,8 +148,8 @@ pub struct ParallelArgs {
     /// The training framework whose memory layout is followed: deepspeed
     /// (default), megatron (fp32 gradient buffers), fsdp2 (sharded parameters
     /// in their original dtype; default with --fsdp) or fsdp1 (flat
-    /// parameters; moves the whole model to each GPU before sharding unless
-    /// --init says otherwise).
+    /// parameters; moves, flattens and shards one wrapped unit at a time
+    /// unless --init says otherwise).
     #[arg(long, value_name = "NAME", help_heading = PARALLELISM)]
     pub framework: Option<String>,
 
@@ -161,9 +161,13 @@ pub struct ParallelArgs {
     pub fsdp_mixed_precision: String,
 
     /// How each rank first gets the weights: meta (only its shard: meta
-    /// device, zero.Init), rank0 (rank 0 broadcasts module by module) or
-    /// every-rank (the whole model on every GPU before sharding). Default:
-    /// what the framework does (every-rank for fsdp1, meta otherwise).
+    /// device, zero.Init), rank0 (rank 0 broadcasts module by module),
+    /// every-rank (the whole model on every GPU before sharding: a model
+    /// moved to the GPU before FSDP1 wraps it) or per-unit (FSDP1 with
+    /// device_id around a model in host memory: each wrapped unit moved,
+    /// flattened and sharded in turn). Default: what the framework does
+    /// (per-unit for fsdp1 with --implementation transformers, meta
+    /// otherwise).
     #[arg(long, value_name = "MODE", help_heading = PARALLELISM)]
     pub init: Option<String>,
 
@@ -456,6 +460,15 @@ pub struct WorkloadArgs {
     /// torchtune drop them before backward.
     #[arg(long, help_heading = TRAINING)]
     pub keep_outputs: bool,
+
+    /// Whose model code runs the architecture: transformers (default; HF
+    /// Trainer, accelerate, peft, TRL), litgpt, torchtune or torchtitan.
+    /// Each saves its own tensors for backward (litgpt's Phi: one tanh-GELU
+    /// input instead of NewGELU's four; its chunked bf16 cross-entropy), and
+    /// it sets FSDP1's --init default: per-unit for transformers, meta for
+    /// the others.
+    #[arg(long, value_name = "NAME", help_heading = TRAINING)]
+    pub implementation: Option<String>,
 }
 
 /// What the step-time model prices a step at, beyond `--device`'s datasheet.

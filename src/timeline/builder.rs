@@ -342,6 +342,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             "a module broadcast whole from rank 0",
             plan.load.broadcast_module,
         )?;
+        b.transient(
+            Kind::Weights,
+            "a wrapped unit moved whole to the device and flattened (FSDP1 device_id)",
+            plan.load.unit_flattened,
+        )?;
     }
     b.alloc(
         Kind::MasterWeights,

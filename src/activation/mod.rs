@@ -28,6 +28,7 @@ mod encoder_head;
 mod experts;
 mod fp8;
 mod fused_loss;
+mod implementation;
 mod keep_outputs;
 mod kernels;
 mod layer;
@@ -209,6 +210,7 @@ fn stages_with(
     workload: &Workload,
     kernels: &Kernels,
 ) -> Result<Vec<Activations>> {
+    let dims = &*implementation::dimensions(dims, workload.implementation);
     let mut stages = if let Some(model) = &dims.encoder_decoder {
         vec![seq2seq::activations(dims, model, workload, kernels)?]
     } else if let Some(mixer) = dims.state_space {
@@ -226,6 +228,9 @@ fn stages_with(
     };
     for stage in &mut stages {
         keep_outputs::apply(workload, stage);
+        stage
+            .notes
+            .extend(implementation::notes(workload.implementation));
     }
     Ok(stages)
 }

@@ -251,7 +251,9 @@ pub struct FineTuneArgs {
     pub freeze: Vec<String>,
 
     /// Store the frozen base's linear weights quantized as bitsandbytes does:
-    /// nf4, fp4 (QLoRA) or int8; needs --lora-rank.
+    /// nf4, fp4 (QLoRA) or int8; or nf4-torchao (torchao's NF4Tensor, as
+    /// torchtune's QLoRA: int8 scalers per 64 values, one factor per 256
+    /// scalers). Needs --lora-rank.
     #[arg(long, value_name = "KIND", help_heading = FINE_TUNING)]
     pub quantize: Option<String>,
 

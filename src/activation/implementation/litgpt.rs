@@ -133,3 +133,19 @@ pub fn chunked_head_loss(rank: &Rank) -> Result<LossPhase> {
 pub fn notes() -> Vec<String> {
     vec!["implementation litgpt (litgpt/model.py 0.5.13): F.gelu(approximate) saves one T x f tensor, RMSNorm saves its fp32 normalized tensor; loss chunked_cross_entropy in the logits' dtype, no fp32 upcast: 128-row chunks of the whole logits (finetune/full.py), or, with a frozen base, the output head itself in chunks of 128 positions (finetune/lora.py lm_head_chunk_size=128)".to_string()]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn litgpt_saves_one_gelu_input_and_the_fp32_normalized_tensor() {
+        let mut dims = Dimensions::generic(4, 256, 8, 8, 1024, 4096).unwrap();
+        dims.mlp = MlpKind::NewGelu;
+        let litgpt = dimensions(&dims);
+        assert_eq!(litgpt.mlp, MlpKind::Gelu);
+        assert_eq!(litgpt.norm, NormKind::Olmo2RmsNorm);
+        dims.mlp = MlpKind::Gated;
+        assert_eq!(dimensions(&dims).mlp, MlpKind::Gated);
+    }
+}

@@ -116,7 +116,9 @@ impl Quantization {
                 double_quant: false,
             } => "fp4".to_string(),
             Quantization::Int8 => "int8 (LLM.int8)".to_string(),
-            Quantization::Nf4Torchao => "nf4 (torchao NF4Tensor)".to_string(),
+            Quantization::Nf4Torchao => {
+                "nf4 in an NF4Tensor (int8 scalers per 64 values)".to_string()
+            }
         }
     }
 }

@@ -10,9 +10,12 @@ the loop keeps its logits), and ``config`` a transformers config.json of the
 same architecture, which is what trainmem reads.
 
 Pinned (the venv of the measurement): torch 2.15.0 (CPU), transformers
-5.24.0, litgpt 0.5.13, torchtune 0.6.1, torchao 0.18.0. torchtitan is not
-measured: it is not published on PyPI as an installable package that runs
-its model on CPU without a distributed launch (see the report of issue 24).
+5.24.0, litgpt 0.5.13, torchtune 0.6.1, torchao 0.18.0 (torchtune 0.6.1
+imports ``torchao.dtypes.nf4tensor``, which torchao 0.18 moved to
+``torchao.quantization.quantize_.workflows.nf4.nf4_tensor``: aliased in
+``measure_timeline.apply_nf4_torchao``). torchtitan is not measured:
+torchtitan 0.3.0 installs from PyPI, but ``torchtitan.models.llama3``
+imports ``spmd_types``, which is not on the index it came from.
 
 litgpt (``lit-*`` ids): ``litgpt.GPT(Config(...))`` (``litgpt/model.py``),
 ``.to(dtype)``, the step of ``litgpt/finetune/full.py`` ``fit``::

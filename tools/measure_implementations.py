@@ -15,7 +15,7 @@ imports ``torchao.dtypes.nf4tensor``, which torchao 0.18 moved to
 ``torchao.quantization.quantize_.workflows.nf4.nf4_tensor``: aliased in
 ``measure_timeline.apply_nf4_torchao``). torchtitan is not measured:
 torchtitan 0.3.0 installs from PyPI, but ``torchtitan.models.llama3``
-imports ``spmd_types``, which is not on the index it came from.
+imports ``spmd_types``, a dependency not installed here (not pursued in time).
 
 litgpt (``lit-*`` ids): ``litgpt.GPT(Config(...))`` (``litgpt/model.py``),
 ``.to(dtype)``, the step of ``litgpt/finetune/full.py`` ``fit``::

@@ -238,9 +238,9 @@ const CASES: &[Case] = &[
     Case {
         files: &["torchtune-llama3_1-8b-lora.yaml"],
         extra: "--device rtx-4090-24gb",
-        flags: "--device rtx-4090-24gb --model llama-3.1-8b --lora-rank 8 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --precision bf16 --micro-batch 2 --grad-accumulation 8 --recompute full --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 2048",
+        flags: "--device rtx-4090-24gb --model llama-3.1-8b --implementation torchtune --lora-rank 8 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --precision bf16 --micro-batch 2 --grad-accumulation 8 --recompute full --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 2048",
         lines: &[
-            "model._component_ = torchtune.models.llama3_1.lora_llama3_1_8b -> --model llama-3.1-8b --lora-rank 8 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16",
+            "model._component_ = torchtune.models.llama3_1.lora_llama3_1_8b -> --model llama-3.1-8b --implementation torchtune --lora-rank 8 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16",
             "loss._component_ = torchtune.modules.loss.CEWithChunkedOutputLoss -> --loss chunked:8",
             "enable_activation_checkpointing = true -> --recompute full",
             "enable_activation_offloading = false -> off",
@@ -254,21 +254,21 @@ const CASES: &[Case] = &[
     Case {
         files: &["torchtune-llama3_1-8b-full-low-memory.yaml"],
         extra: "--seq-len 2048 --device rtx-4090-24gb",
-        flags: "--seq-len 2048 --device rtx-4090-24gb --model llama-3.1-8b --precision bf16 --micro-batch 2 --grad-accumulation 1 --recompute full --loss chunked:8 --optimizer paged-adamw-8bit --optimizer-in-backward",
+        flags: "--seq-len 2048 --device rtx-4090-24gb --model llama-3.1-8b --implementation torchtune --precision bf16 --micro-batch 2 --grad-accumulation 1 --recompute full --loss chunked:8 --optimizer paged-adamw-8bit --optimizer-in-backward",
         lines: &[
             "optimizer_in_bwd = true -> --optimizer-in-backward",
             "optimizer._component_ = bitsandbytes.optim.PagedAdamW8bit -> --optimizer paged-adamw-8bit",
             "tokenizer.max_seq_len = null -> null: each batch as long as its longest sample; check answers with the longest that fits",
-            "model._component_ = torchtune.models.llama3_1.llama3_1_8b -> --model llama-3.1-8b",
+            "model._component_ = torchtune.models.llama3_1.llama3_1_8b -> --model llama-3.1-8b --implementation torchtune",
         ],
         verdict: "fits",
     },
     Case {
         files: &["torchtune-llama3_2-3b-qlora.yaml"],
         extra: "--device rtx-4090-24gb",
-        flags: "--device rtx-4090-24gb --model llama-3.2-3b --lora-rank 64 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --quantize nf4 --double-quant on --precision bf16 --micro-batch 4 --grad-accumulation 4 --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 4096 --attention flash",
+        flags: "--device rtx-4090-24gb --model llama-3.2-3b --implementation torchtune --lora-rank 64 --lora-targets q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj --lora-dtype bf16 --quantize nf4-torchao --precision bf16 --micro-batch 4 --grad-accumulation 4 --loss chunked:8 --optimizer adamw --optimizer-option fused=true --seq-len 4096 --attention flash",
         lines: &[
-            "model._component_ = torchtune.models.llama3_2.qlora_llama3_2_3b -> --model llama-3.2-3b --lora-rank 64",
+            "model._component_ = torchtune.models.llama3_2.qlora_llama3_2_3b -> --model llama-3.2-3b --implementation torchtune --lora-rank 64",
             "dataset.packed = true -> --attention flash",
             "enable_activation_checkpointing = false -> off",
         ],

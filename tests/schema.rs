@@ -176,7 +176,7 @@ fn keywords_used(schema: &Value, used: &mut BTreeSet<String>) {
 /// with a quantized base, ZeRO-3 on 8 GPUs, pipeline and tensor parallel,
 /// experts, FSDP with offload, a shape-aware optimizer, a safetensors file.
 fn outputs() -> Vec<Value> {
-    let setups: [&[&str]; 16] = [
+    let setups: [&[&str]; 18] = [
         &["--params", "7B"],
         &[
             "--params",
@@ -366,6 +366,35 @@ fn outputs() -> Vec<Value> {
             "--seq-len",
             "1024",
             "--offload-activations",
+        ],
+        // Issue 24: the loop's kept outputs, litgpt's modules, torchao's NF4
+        // and FSDP1's per-unit init.
+        &[
+            "--model",
+            "llama-3.2-1b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "1024",
+            "--keep-outputs",
+            "--implementation",
+            "litgpt",
+            "--lora-rank",
+            "8",
+            "--quantize",
+            "nf4-torchao",
+        ],
+        &[
+            "--model",
+            "llama-3.2-1b",
+            "--gpus",
+            "2",
+            "--fsdp",
+            "full-shard",
+            "--framework",
+            "fsdp1",
+            "--init",
+            "per-unit",
         ],
         &[
             "--model",

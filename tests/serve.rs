@@ -598,6 +598,8 @@ fn the_catalogues_feed_the_menus() {
         "capacity",
         "device",
         "optimizer-option",
+        "keep-outputs",
+        "implementation",
     ] {
         assert!(flags.contains(&flag.to_string()), "{flag} in {flags:?}");
     }

@@ -145,8 +145,9 @@ fn host_counters_are_one_figure() {
     assert!(stdout.contains("`step` counters (32 B)"), "{stdout}");
 }
 
-/// `--init every-rank` (FSDP1's default): each rank holds the whole model
-/// before sharding it, and that is the peak of a small step.
+/// `--init every-rank` (a model moved to the GPU before FSDP1 wraps it):
+/// each rank holds the whole model before sharding it, and that is the
+/// peak of a small step.
 #[test]
 fn every_rank_init_can_run_out_of_memory_before_training() {
     let meta = estimate(&["--gpus", "8", "--fsdp", "full-shard", "--init", "meta"]);
@@ -157,12 +158,67 @@ fn every_rank_init_can_run_out_of_memory_before_training() {
         "full-shard",
         "--framework",
         "fsdp1",
+        "--init",
+        "every-rank",
     ]);
     assert_eq!(every["timeline"]["peak"]["phase"], "load");
     // The whole model in fp32 (FSDP keeps fp32 parameters) before sharding.
     assert!(int(&every["timeline"]["load_peak"]) > 32_000_000_000);
     assert!(
         int(&every["timeline"]["load_peak"]) > int(&meta["timeline"]["load_peak"]) + 20_000_000_000
+    );
+}
+
+/// FSDP1's default init follows the model code (issue 24): transformers'
+/// loops (HF Trainer, accelerate) leave the model in host memory and pass
+/// `device_id`, so one wrapped unit at a time is whole on the device, with
+/// its flat copy (`torch/distributed/fsdp/_init_utils.py`
+/// `_move_module_to_device`); litgpt builds it on the meta device.
+#[test]
+fn fsdp1_init_defaults_follow_the_implementation() {
+    let fsdp1 = |extra: &[&str]| {
+        let mut args = vec!["timeline"];
+        args.extend(LLAMA_8B);
+        args.extend([
+            "--gpus",
+            "8",
+            "--fsdp",
+            "full-shard",
+            "--framework",
+            "fsdp1",
+        ]);
+        args.extend(extra);
+        args.extend(["--format", "json"]);
+        json_of(&args)
+    };
+    // The transient of the per-unit init, in bytes (0: none).
+    let unit = |t: &serde_json::Value| -> u64 {
+        t["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                e["tensor"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("a wrapped unit moved whole")
+            })
+            .map(|e| e["bytes"].as_i64().unwrap().max(0) as u64)
+            .sum()
+    };
+    let transformers = fsdp1(&[]);
+    let litgpt = fsdp1(&["--implementation", "litgpt"]);
+    let every = fsdp1(&["--init", "every-rank"]);
+    // The largest unit is the embedding, 128256 x 4096 fp32, with its flat copy.
+    assert_eq!(unit(&transformers), 2 * 128_256 * 4096 * 4);
+    assert_eq!(unit(&litgpt), 0);
+    assert_eq!(unit(&fsdp1(&["--init", "per-unit"])), unit(&transformers));
+    assert!(int(&every["load_peak"]) > int(&transformers["load_peak"]));
+    let (code, _, stderr) = common::run(&["estimate", "--params", "7B", "--implementation", "hf"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("`hf`") && stderr.contains("transformers"),
+        "{stderr}"
     );
 }
 

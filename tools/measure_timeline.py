@@ -488,6 +488,8 @@ def specs() -> list[dict]:
     s.extend(specs_optimizer_in_backward())
     s.extend(specs_lora())
     s.extend(loss_and_recompute_specs())
+    s.extend(keep_outputs_specs())
+    s.extend(nf4_torchao_specs())
     # --offload-activations: torchtune's OffloadActivations rule, packed to numpy memory
     for dtype in ("fp32", "bf16"):
         for recompute in ("none", "full"):
@@ -694,6 +696,77 @@ def loss_and_recompute_specs() -> list[dict]:
         s.append(technique(spec(model, dtype, "adamw", recompute="full", B=1, S=512), f"every{n}",
                            ["--recompute-every", str(n)], every=n))
     return s
+
+
+def keep_outputs_specs() -> list[dict]:
+    """``--keep-outputs`` (issue 24, mechanism 1): accelerate's example loop
+    (``examples/nlp_example.py``: ``outputs = model(**batch); loss =
+    outputs.loss; accelerator.backward(loss); optimizer.step();
+    optimizer.zero_grad()``) run as one ``training_step`` function, so
+    ``outputs``, the logits with it, stay referenced through backward and
+    the optimizer step and die when the function returns."""
+    s = []
+    for model, dtype, recompute, B, S in (
+            ("llama", "fp32", "none", 2, 128), ("llama", "bf16", "none", 2, 128),
+            ("llama", "fp32", "full", 1, 512), ("llama", "bf16", "full", 1, 512),
+            ("qwen2", "bf16", "none", 2, 128)):
+        s.append(technique(spec(model, dtype, "adamw", recompute=recompute, B=B, S=S),
+                           "keep-outputs", ["--keep-outputs"], keep_outputs=True))
+    return s
+
+
+def nf4_torchao_specs() -> list[dict]:
+    """``--quantize nf4-torchao`` (issue 24, mechanism 3): torchtune's QLoRA
+    modules on the HF model (``__nf4-torchao-qv-r8`` ids): every decoder
+    linear replaced by torchtune 0.6.1's ``LoRALinear(quantize_base=True)``
+    (q_proj, v_proj; rank 8, alpha 16, no dropout, adapters in the base dtype)
+    or ``FrozenNF4Linear`` (the others), their weights ``to_nf4`` (torchao
+    0.18 ``NF4Tensor``, block 64, scaler block 256) of the HF weights; the
+    embeddings, norms and lm_head frozen in the base dtype, as torchtune's
+    ``lora_llama3`` with ``quantize_base=True`` builds them. Needs the
+    measurement venv with torchtune and torchao (``/work/venv-peaks``)."""
+    s = []
+    for model, dtype, recompute, B, S in (
+            ("llama", "bf16", "none", 2, 128), ("llama", "bf16", "full", 2, 128),
+            ("llama-v512", "bf16", "none", 1, 512), ("llama-v512", "bf16", "full", 1, 512),
+            ("llama", "fp32", "none", 2, 128)):
+        s.append(technique(spec(model, dtype, "adamw", recompute=recompute, B=B, S=S),
+                           "nf4-torchao-qv-r8",
+                           ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout",
+                            "0", "--lora-dtype", dtype, "--quantize", "nf4-torchao"],
+                           nf4_torchao=True))
+    return s
+
+
+def apply_nf4_torchao(torch, model, layers) -> None:
+    """torchtune's QLoRA linears in place of the decoder layers' nn.Linear
+    (see ``nf4_torchao_specs``); everything else frozen."""
+    import importlib
+    nf4 = importlib.import_module("torchao.quantization.quantize_.workflows.nf4.nf4_tensor")
+    # torchtune 0.6.1 imports torchao.dtypes.nf4tensor, which torchao 0.18 moved.
+    sys.modules.setdefault("torchao.dtypes.nf4tensor", nf4)
+    from torchtune.modules.low_precision import FrozenNF4Linear
+    from torchtune.modules.peft import LoRALinear
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for layer in layers:
+        for parent in (layer.self_attn, layer.mlp):
+            for name, child in list(parent.named_children()):
+                if not isinstance(child, torch.nn.Linear):
+                    continue
+                w = child.weight.detach()
+                if name in ("q_proj", "v_proj"):
+                    new = LoRALinear(child.in_features, child.out_features, rank=8, alpha=16,
+                                     dropout=0.0, use_bias=False, quantize_base=True)
+                    new.lora_a.to(w.dtype)
+                    new.lora_b.to(w.dtype)
+                else:
+                    new = FrozenNF4Linear(child.in_features, child.out_features, bias=False,
+                                          dtype=w.dtype)
+                new.weight = torch.nn.Parameter(nf4.to_nf4(w), requires_grad=False)
+                setattr(parent, name, new)
+    trainable = {p.dtype for p in model.parameters() if p.requires_grad}
+    assert len(trainable) == 1, trainable
 
 
 def for_causal_lm_loss_448(torch):
@@ -918,6 +991,12 @@ def live_tensor_storages(torch) -> dict[int, int]:
 def storage_bytes(tensors) -> dict[int, int]:
     out = {}
     for t in tensors:
+        inner = getattr(t, "__tensor_flatten__", None)
+        if inner is not None and type(t).__name__ == "NF4Tensor":
+            # a wrapper subclass: its bytes are its inner tensors'
+            names, _ = inner()
+            out.update(storage_bytes(getattr(t, n) for n in names))
+            continue
         st = t.untyped_storage()
         out[st.data_ptr()] = st.nbytes()
     return out
@@ -959,6 +1038,8 @@ def worker(sid: str) -> dict:
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
     hf = model
+    if sp.get("nf4_torchao"):
+        apply_nf4_torchao(torch, model, list(hf.model.layers))
     if sp.get("lora"):
         model = apply_lora(model, sp["lora"], torch)
     if hasattr(hf, "model") and hasattr(hf.model, "layers"):
@@ -1102,7 +1183,8 @@ def worker(sid: str) -> dict:
             else:
                 outputs = model(input_ids=ids, labels=labels)
             loss = outputs.loss
-            del outputs
+            if not sp.get("keep_outputs"):
+                del outputs
         phase_end()
         phase_begin("backward")
         loss.backward()
@@ -1120,6 +1202,9 @@ def worker(sid: str) -> dict:
         optimizer.zero_grad(set_to_none=True)
         phase_end()
         state["phase"] = None
+        # --keep-outputs: the loop body of accelerate's examples (a
+        # `training_step` function) holds `outputs` until it returns.
+        outputs = None  # noqa: F841
         return grads
 
     for warm in range(2):
@@ -1234,6 +1319,13 @@ def worker(sid: str) -> dict:
     if sp.get("shift_copy"):
         notes.append("transformers 4.48.1's ForCausalLMLoss (ported): fp32 upcast, then the shifted logits "
                      "copied (logits[..., :-1, :].contiguous())")
+    if sp.get("keep_outputs"):
+        notes.append("accelerate-style loop: outputs (the logits) referenced until the step returns, "
+                     "through backward, optimizer.step() and zero_grad()")
+    if sp.get("nf4_torchao"):
+        notes.append("torchtune 0.6.1 LoRALinear(quantize_base=True) on q_proj/v_proj (r 8, alpha 16), "
+                     "FrozenNF4Linear elsewhere in the layers; torchao 0.18 NF4Tensor weights (linear_nf4: "
+                     "weight.to(dtype) in forward and backward)")
     if sp.get("every"):
         notes.append(f"checkpointing only layers whose 1-based index is a multiple of {sp['every']}")
     if sp["recompute"] == "op":

@@ -28,6 +28,8 @@ mod encoder_head;
 mod experts;
 mod fp8;
 mod fused_loss;
+mod implementation;
+mod keep_outputs;
 mod kernels;
 mod layer;
 mod lora;
@@ -166,6 +168,9 @@ pub struct Schedule {
     /// The largest single activation tensor of a layer, P·T·w for its widest
     /// intermediate w.
     pub widest_tensor: Bytes,
+    /// Whether the loop keeps the logits until the step ends
+    /// (`Workload::keep_outputs`) instead of dropping them before backward.
+    pub logits_kept: bool,
 }
 
 /// One layer's activations on one rank.
@@ -205,21 +210,29 @@ fn stages_with(
     workload: &Workload,
     kernels: &Kernels,
 ) -> Result<Vec<Activations>> {
-    if let Some(model) = &dims.encoder_decoder {
-        return Ok(vec![seq2seq::activations(dims, model, workload, kernels)?]);
+    let dims = &*implementation::dimensions(dims, workload.implementation);
+    let mut stages = if let Some(model) = &dims.encoder_decoder {
+        vec![seq2seq::activations(dims, model, workload, kernels)?]
+    } else if let Some(mixer) = dims.state_space {
+        vec![mamba::activations(dims, mixer, workload)?]
+    } else {
+        let step = Step::new(dims, workload, kernels)?;
+        candidate_stages(dims.layers, workload.pipeline, workload.micro_batches)
+            .into_iter()
+            .map(|stage| {
+                let mut activations = step.stage(stage)?;
+                activations.notes.extend(step.notes());
+                Ok(activations)
+            })
+            .collect::<Result<Vec<_>>>()?
+    };
+    for stage in &mut stages {
+        keep_outputs::apply(workload, stage);
+        stage
+            .notes
+            .extend(implementation::notes(workload.implementation));
     }
-    if let Some(mixer) = dims.state_space {
-        return Ok(vec![mamba::activations(dims, mixer, workload)?]);
-    }
-    let step = Step::new(dims, workload, kernels)?;
-    candidate_stages(dims.layers, workload.pipeline, workload.micro_batches)
-        .into_iter()
-        .map(|stage| {
-            let mut activations = step.stage(stage)?;
-            activations.notes.extend(step.notes());
-            Ok(activations)
-        })
-        .collect()
+    Ok(stages)
 }
 
 /// The activation memory of `dims` under `workload`, on the most loaded

@@ -3,6 +3,7 @@
 //! [`Activations`] and its [`Schedule`] for the step timeline.
 
 use super::attention::Kernel;
+use super::implementation;
 use super::lora::Training;
 use super::offload::{MIN_OFFLOAD_SIZE, Offloaded};
 use super::parallel::{Rank, Stage};
@@ -588,7 +589,16 @@ impl<'a> Step<'a> {
                 }
             } else {
                 match self.workload.loss {
-                    Loss::Standard => loss::standard(&self.rank)?,
+                    Loss::Standard => {
+                        match implementation::standard_loss(
+                            &self.rank,
+                            self.workload.implementation,
+                            self.workload.frozen_base,
+                        )? {
+                            Some(phase) => phase,
+                            None => loss::standard(&self.rank)?,
+                        }
+                    }
                     Loss::ShiftCopy => loss::shift_copy(&self.rank)?,
                     Loss::Chunked(chunks) => chunked_loss::phase(&self.rank, chunks)?,
                     Loss::Fused => match self.workload.platform {

@@ -247,6 +247,14 @@ pub struct Workload {
     pub context_parallel: u64,
     /// The fp8 matmul recipe of the precision, if any (see `fp8.rs`).
     pub fp8: Option<crate::precision::Fp8>,
+    /// The training loop keeps the model's outputs (the logits) referenced
+    /// through backward and the optimizer step (`--keep-outputs`: accelerate's
+    /// example scripts, litgpt, most hand-written loops); off: they die before
+    /// backward (HF Trainer's `compute_loss`, torchtune).
+    pub keep_outputs: bool,
+    /// Whose model code runs (`--implementation`): the saved tensors of its
+    /// modules and its loss (see `implementation/`).
+    pub implementation: crate::architecture::Implementation,
 }
 
 impl Workload {
@@ -281,6 +289,8 @@ impl Workload {
             offload_activations: false,
             context_parallel: 1,
             fp8: None,
+            keep_outputs: false,
+            implementation: crate::architecture::Implementation::Transformers,
         }
     }
 }

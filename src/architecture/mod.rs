@@ -31,6 +31,7 @@ mod dimensions;
 mod encoder;
 mod encoder_decoder;
 mod feed_forward;
+mod implementation;
 mod params;
 mod tower;
 mod vision_language;
@@ -89,6 +90,7 @@ pub use dimensions::{
 pub use self::config::MAX_EXPERTS;
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
 // The task is the model layer's; `super::task` still names it here.
+pub use self::implementation::Implementation;
 pub use self::vision_language::{PARTS, part_prefixes};
 use crate::model::task;
 pub use crate::model::task::{MAX_LABELS, TASKS_ACCEPTED, Task};

@@ -697,6 +697,8 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
                     "rank 0 loads the model in host memory and broadcasts it module by module",
                 crate::parallel::Init::EveryRank =>
                     "every rank holds the whole model before sharding it (the load phase)",
+                crate::parallel::Init::PerUnit =>
+                    "FSDP1 with device_id moves, flattens and shards one wrapped unit at a time from host memory (the largest unit and its flat copy, once)",
             }
         ));
     }

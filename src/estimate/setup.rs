@@ -62,6 +62,8 @@ pub struct StepOptions {
     /// interleaved schedule); 0 reads as 1. The layers must divide by
     /// pp x v (see `crate::parallel::check_virtual_stages`).
     pub virtual_stages: u64,
+    /// Whose model code runs (`--implementation`): the FSDP1 init default.
+    pub implementation: crate::architecture::Implementation,
 }
 
 /// The memory of one accelerator, and what the user called it.

@@ -41,12 +41,15 @@ const DEEPSPEED_SUB_GROUP: u64 = 1_000_000_000;
 
 const WHAT: &str = "the step plan";
 
+/// FSDP1's per-unit initialization holds a unit's moved parameters and
+/// their flat concatenation at once (`FlatParamHandle`'s `torch.cat`).
+const FLATTENED_COPIES: u64 = 2;
+
 /// The init mode the step uses: the one given, or the framework's default.
 pub fn init_mode(setup: &Setup) -> Init {
-    setup
-        .step
-        .init
-        .unwrap_or_else(|| Init::default_for(setup.parallelism.framework))
+    setup.step.init.unwrap_or_else(|| {
+        Init::default_for(setup.parallelism.framework, setup.step.implementation)
+    })
 }
 
 /// The plan of `device`'s step under `setup`, with `activations` when a
@@ -65,11 +68,18 @@ pub fn plan<'a>(
     let load = match (init_mode(setup), zero.shards_weights()) {
         (Init::EveryRank, true) => Load {
             whole_model: device.unsharded_weights,
-            broadcast_module: Bytes::ZERO,
+            ..Load::default()
         },
         (Init::Rank0, true) => Load {
             whole_model: Bytes::ZERO,
             broadcast_module: device.largest_module_weights,
+            ..Load::default()
+        },
+        (Init::PerUnit, true) => Load {
+            unit_flattened: device
+                .largest_module_weights
+                .times(FLATTENED_COPIES, WHAT)?,
+            ..Load::default()
         },
         _ => Load::default(),
     };

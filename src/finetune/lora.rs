@@ -300,8 +300,12 @@ impl Lora {
             ));
         }
         if let Some(quantization) = quantize {
+            let library = match quantization {
+                Quantization::Nf4Torchao => "torchao",
+                _ => "bitsandbytes",
+            };
             model.notes.push(format!(
-                "base linear weights stored as bitsandbytes stores {}; the output head, embeddings and norms stay in the compute dtype",
+                "base linear weights stored as {library} stores {}; the output head, embeddings and norms stay in the compute dtype",
                 quantization.describe()
             ));
         }

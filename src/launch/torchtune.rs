@@ -3,8 +3,9 @@
 //! `model._component_` (`torchtune.models.llama3_1.lora_llama3_1_8b`), named
 //! here as the preset of the same architecture; torchtune builds it in
 //! `dtype` and keeps LoRA adapters in that dtype too. `qlora_` builders
-//! quantize the base to NF4 (torchao's, priced as bitsandbytes' nf4 with
-//! double quantization: the same 4 bits and one scale per 64 values).
+//! quantize the base to torchao's NF4 (`--quantize nf4-torchao`: int8
+//! scalers per 64 values, one factor per 256 scalers). Every builder is
+//! torchtune's own model code (`--implementation torchtune`).
 
 use serde_json::{Map, Value};
 
@@ -76,10 +77,16 @@ fn model(value: &Value, document: &Map<String, Value>) -> Result<Effect, String>
             "the builder `{builder}` has no preset here; give --model with its config.json"
         )));
     };
-    let mut flags = vec![Setting {
-        flag: "--model",
-        value: Some(preset.to_string()),
-    }];
+    let mut flags = vec![
+        Setting {
+            flag: "--model",
+            value: Some(preset.to_string()),
+        },
+        Setting {
+            flag: "--implementation",
+            value: Some("torchtune".to_string()),
+        },
+    ];
     if kind == "full" {
         return Ok(Effect::Set(flags));
     }
@@ -148,11 +155,7 @@ fn model(value: &Value, document: &Map<String, Value>) -> Result<Effect, String>
     if quantize {
         flags.push(Setting {
             flag: "--quantize",
-            value: Some("nf4".to_string()),
-        });
-        flags.push(Setting {
-            flag: "--double-quant",
-            value: Some("on".to_string()),
+            value: Some("nf4-torchao".to_string()),
         });
     }
     if let Some(p) = get("lora_dropout")

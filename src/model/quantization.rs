@@ -24,6 +24,14 @@ pub const CODE_4BIT: u64 = 16;
 pub const CODE_8BIT: u64 = 256;
 /// Bytes of an fp32 value.
 const FP32: u64 = 4;
+/// torchao `NF4Tensor`'s values per int8 scaler (`to_nf4` `block_size=64`).
+pub const TORCHAO_BLOCK: u64 = 64;
+/// torchao `NF4Tensor`'s scalers per quantization factor
+/// (`to_nf4` `scaler_block_size=256`).
+pub const TORCHAO_SCALER_BLOCK: u64 = 256;
+/// Bytes of the dtype of `NF4Tensor`'s small tables: the dtype of the
+/// weight it replaced, bf16 in torchtune's QLoRA recipes (`dtype: bf16`).
+const TORCHAO_TABLE_ELEMENT: u64 = 2;
 
 /// How a frozen weight is quantized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,20 +43,25 @@ pub enum Quantization {
     Fp4 { double_quant: bool },
     /// LLM.int8(): int8 weights with an fp32 scale per output row.
     Int8,
+    /// torchao's `NF4Tensor` (torchtune's QLoRA, `to_nf4`): see
+    /// [`Quantization::bytes`].
+    #[serde(rename = "nf4-torchao")]
+    Nf4Torchao,
 }
 
 impl Quantization {
-    /// Reads `nf4`, `fp4` or `int8`.
+    /// Reads `nf4`, `fp4`, `int8` or `nf4-torchao`.
     pub fn parse(name: &str, double_quant: bool) -> Result<Quantization> {
         match name.trim().to_ascii_lowercase().as_str() {
             "nf4" => Ok(Quantization::Nf4 { double_quant }),
             "fp4" => Ok(Quantization::Fp4 { double_quant }),
             "int8" | "8bit" => Ok(Quantization::Int8),
+            "nf4-torchao" | "torchao-nf4" => Ok(Quantization::Nf4Torchao),
             _ => Err(Error::UnknownName {
                 kind: "quantization",
                 name: name.to_string(),
                 suggestion: None,
-                accepted: "nf4, fp4, int8".to_string(),
+                accepted: "nf4, fp4, int8, nf4-torchao".to_string(),
             }),
         }
     }
@@ -73,6 +86,20 @@ impl Quantization {
             Quantization::Int8 => rows
                 .checked_mul(FP32)
                 .and_then(|scales| n.checked_add(scales)),
+            // torchao `nf4_tensor.py` `NF4Tensor.from_tensor`: `quantized_data`
+            // uint8, two values a byte; `quantized_scalers` int8, one per block
+            // of 64; `quantization_factor`, one per 256 scalers, `scaler_mean`
+            // and the 16-entry `nf4` table, in the weight's dtype.
+            Quantization::Nf4Torchao => {
+                let element = TORCHAO_TABLE_ELEMENT;
+                let scalers = n.div_ceil(TORCHAO_BLOCK);
+                let factors = scalers.div_ceil(TORCHAO_SCALER_BLOCK);
+                factors
+                    .checked_add(1 + CODE_4BIT)
+                    .and_then(|small| small.checked_mul(element))
+                    .and_then(|small| small.checked_add(scalers))
+                    .and_then(|b| b.checked_add(n.div_ceil(2)))
+            }
         };
         total.map(Bytes).ok_or_else(overflow)
     }
@@ -89,6 +116,9 @@ impl Quantization {
                 double_quant: false,
             } => "fp4".to_string(),
             Quantization::Int8 => "int8 (LLM.int8)".to_string(),
+            Quantization::Nf4Torchao => {
+                "nf4 in an NF4Tensor (int8 scalers per 64 values)".to_string()
+            }
         }
     }
 }
@@ -103,6 +133,17 @@ mod tests {
         let nf4 = Quantization::Nf4 { double_quant: true };
         assert_eq!(nf4.bytes(Count(65_536), 256).unwrap(), Bytes(34_900));
         assert_eq!(nf4.bytes(Count(16_384), 64).unwrap(), Bytes(9_544));
+    }
+
+    /// torchao 0.18 `to_nf4` of a bf16 [256, 256] weight: 32768 data bytes,
+    /// 1024 int8 scalers, 4 bf16 factors, the bf16 mean and 16-entry table.
+    #[test]
+    fn torchao_nf4_stores_int8_scalers_and_small_tables_in_the_weight_dtype() {
+        let nf4 = Quantization::Nf4Torchao;
+        assert_eq!(
+            nf4.bytes(Count(65_536), 256).unwrap(),
+            Bytes(32_768 + 1_024 + 2 * (4 + 1 + 16))
+        );
     }
 
     #[test]

@@ -148,8 +148,8 @@ pub struct ParallelArgs {
     /// The training framework whose memory layout is followed: deepspeed
     /// (default), megatron (fp32 gradient buffers), fsdp2 (sharded parameters
     /// in their original dtype; default with --fsdp) or fsdp1 (flat
-    /// parameters; moves the whole model to each GPU before sharding unless
-    /// --init says otherwise).
+    /// parameters; moves, flattens and shards one wrapped unit at a time
+    /// unless --init says otherwise).
     #[arg(long, value_name = "NAME", help_heading = PARALLELISM)]
     pub framework: Option<String>,
 
@@ -161,9 +161,13 @@ pub struct ParallelArgs {
     pub fsdp_mixed_precision: String,
 
     /// How each rank first gets the weights: meta (only its shard: meta
-    /// device, zero.Init), rank0 (rank 0 broadcasts module by module) or
-    /// every-rank (the whole model on every GPU before sharding). Default:
-    /// what the framework does (every-rank for fsdp1, meta otherwise).
+    /// device, zero.Init), rank0 (rank 0 broadcasts module by module),
+    /// every-rank (the whole model on every GPU before sharding: a model
+    /// moved to the GPU before FSDP1 wraps it) or per-unit (FSDP1 with
+    /// device_id around a model in host memory: each wrapped unit moved,
+    /// flattened and sharded in turn). Default: what the framework does
+    /// (per-unit for fsdp1 with --implementation transformers, meta
+    /// otherwise).
     #[arg(long, value_name = "MODE", help_heading = PARALLELISM)]
     pub init: Option<String>,
 
@@ -247,7 +251,9 @@ pub struct FineTuneArgs {
     pub freeze: Vec<String>,
 
     /// Store the frozen base's linear weights quantized as bitsandbytes does:
-    /// nf4, fp4 (QLoRA) or int8; needs --lora-rank.
+    /// nf4, fp4 (QLoRA) or int8; or nf4-torchao (torchao's NF4Tensor, as
+    /// torchtune's QLoRA: int8 scalers per 64 values, one factor per 256
+    /// scalers). Needs --lora-rank.
     #[arg(long, value_name = "KIND", help_heading = FINE_TUNING)]
     pub quantize: Option<String>,
 
@@ -447,6 +453,24 @@ pub struct WorkloadArgs {
     /// Vocabulary size of a bare --params model.
     #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true, help_heading = MODEL)]
     pub vocab: Option<u64>,
+
+    /// The training loop keeps the model's outputs referenced through
+    /// backward: `outputs = model(**batch); loss = outputs.loss;
+    /// accelerator.backward(loss)` (accelerate's examples, litgpt, most
+    /// hand-written loops), so the logits in the compute dtype stay alive
+    /// until the step returns. Off by default: HF Trainer's compute_loss and
+    /// torchtune drop them before backward.
+    #[arg(long, help_heading = TRAINING)]
+    pub keep_outputs: bool,
+
+    /// Whose model code runs the architecture: transformers (default; HF
+    /// Trainer, accelerate, peft, TRL), litgpt, torchtune or torchtitan.
+    /// Each saves its own tensors for backward (litgpt's Phi: one tanh-GELU
+    /// input instead of NewGELU's four; its chunked bf16 cross-entropy), and
+    /// it sets FSDP1's --init default: per-unit for transformers, meta for
+    /// the others.
+    #[arg(long, value_name = "NAME", help_heading = TRAINING)]
+    pub implementation: Option<String>,
 }
 
 /// What the step-time model prices a step at, beyond `--device`'s datasheet.

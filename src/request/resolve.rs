@@ -5,7 +5,7 @@ use super::flags::{
     WorkloadArgs,
 };
 use crate::activation::{Attention, LoraDropout, Loss, Platform, Recompute, Workload};
-use crate::architecture::{self, Dimensions, Task};
+use crate::architecture::{self, Dimensions, Implementation, Task};
 use crate::device::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -230,6 +230,7 @@ pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions>
         optimizer_in_backward: args.optimizer_in_backward,
         // `--virtual-stages` is a speed flag; `resolve` copies it here.
         virtual_stages: 1,
+        implementation: implementation(args)?,
     })
 }
 
@@ -574,6 +575,8 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         quantized_inputs_kept,
         offload_activations: args.offload_activations,
         target_len: args.target_len,
+        keep_outputs: args.keep_outputs,
+        implementation: implementation(args)?,
         ..Workload::new(micro_batch, seq_len)
     };
     // No CUDA context on the CPU.
@@ -583,6 +586,15 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
     };
     let overhead = overhead(args.overhead.as_deref().unwrap_or(default_overhead))?;
     Ok((Some(workload), overhead))
+}
+
+/// `--implementation`, transformers when not given.
+fn implementation(args: &WorkloadArgs) -> Result<Implementation> {
+    args.implementation
+        .as_deref()
+        .map(Implementation::parse)
+        .transpose()
+        .map(Option::unwrap_or_default)
 }
 
 /// `--compile` is refused: what torch.compile saves is decided per traced

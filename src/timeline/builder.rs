@@ -342,6 +342,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             "a module broadcast whole from rank 0",
             plan.load.broadcast_module,
         )?;
+        b.transient(
+            Kind::Weights,
+            "a wrapped unit moved whole to the device and flattened (FSDP1 device_id)",
+            plan.load.unit_flattened,
+        )?;
     }
     b.alloc(
         Kind::MasterWeights,
@@ -455,6 +460,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     // The loss.
     b.enter(Phase::Loss);
     let mut loss = None;
+    let mut kept_outputs = None;
     if let (true, Some(a)) = (has_head, activations) {
         let upcast = b.alloc(
             Kind::Temporaries,
@@ -464,8 +470,13 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         loss = b.alloc(Kind::Activations, "log-softmax and targets (saved)", a.loss)?;
         b.free(upcast)?;
         // The Trainer's compute_loss returns the loss alone: the model's
-        // outputs, the logits with them, are dropped before backward.
-        b.free(logits)?;
+        // outputs, the logits with them, are dropped before backward; a
+        // loop that keeps them (`--keep-outputs`) holds them to the end.
+        if a.logits_kept {
+            kept_outputs = logits.take();
+        } else {
+            b.free(logits)?;
+        }
     }
 
     // Backward.
@@ -596,6 +607,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             b.free(block)?;
         }
     }
+    // `--keep-outputs`: the loop's `outputs` dies when its step returns.
+    b.at(None);
+    b.free(kept_outputs)?;
     Ok(b.finish())
 }
 
@@ -606,7 +620,12 @@ fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<B
         "final norm and output head (saved)",
         a.head,
     )?;
-    let logits = b.alloc(Kind::Activations, "logits", a.logits)?;
+    let name = if a.logits_kept {
+        "logits (kept by the loop through backward)"
+    } else {
+        "logits"
+    };
+    let logits = b.alloc(Kind::Activations, name, a.logits)?;
     Ok((head, logits))
 }
 

@@ -268,6 +268,9 @@ pub struct Load {
     pub whole_model: Bytes,
     /// A module received whole before its shard is kept (`rank0`'s broadcast).
     pub broadcast_module: Bytes,
+    /// FSDP1's `per-unit` init: the largest wrapped unit moved whole to the
+    /// device with its flat concatenation, before its shard is kept.
+    pub unit_flattened: Bytes,
 }
 
 /// How gradients come and go.

@@ -1,0 +1,151 @@
+//! litgpt's model code (`litgpt/model.py` at 0.5.13) and the loss of its
+//! training scripts (`litgpt/utils.py` `chunked_cross_entropy`).
+//!
+//! * MLP: `GptNeoxMLP` (Phi, GPT-NeoX, Falcon) runs
+//!   `torch.nn.functional.gelu(x, approximate=config.gelu_approximate)`,
+//!   one aten op that saves its input (`GeluBackward0.self`), where
+//!   transformers' Phi (`NewGELUActivation`, Python pointwise ops) saves
+//!   four `T x f` tensors: priced as [`MlpKind::Gelu`]. `LLaMAMLP`
+//!   (`fc_2(silu(fc_1(x)) * fc_2(x))`) saves what `LlamaMLP` saves.
+//! * RMSNorm: `litgpt.model.RMSNorm.forward` computes
+//!   `(x.float() * rsqrt(mean(x²) + eps) * weight.float()).to(dtype)`: the
+//!   product with the weight saves the fp32 normalized tensor, as
+//!   `Olmo2RMSNorm` does (transformers' `LlamaRMSNorm` saves it cast back):
+//!   priced as [`NormKind::Olmo2RmsNorm`]. `add_unit_offset` (Gemma) is
+//!   `(1 + weight)` before the same product: Gemma's kind already saves the
+//!   fp32 tensor.
+//! * Loss (`finetune/full.py`, `pretrain.py`: `chunked_cross_entropy(
+//!   logits[..., :-1, :], targets[..., 1:])`, chunk_size 128): see [`loss`];
+//!   with a frozen base (`finetune/lora.py`, `adapter.py`: `model(input_ids,
+//!   lm_head_chunk_size=128)`, then `chunked_cross_entropy(logits, ...)` on
+//!   the list of chunks): see [`chunked_head_loss`].
+
+use crate::activation::loss::LossPhase;
+use crate::activation::parallel::Rank;
+use crate::activation::tally::Tally;
+use crate::architecture::{Dimensions, MlpKind, NormKind};
+use crate::error::Result;
+use crate::units::Bytes;
+
+/// `chunked_cross_entropy`'s rows per chunk (its `chunk_size` default).
+pub const CHUNK_ROWS: u64 = 128;
+
+/// Bytes of an int64 target.
+const INT64: u64 = 8;
+
+/// The architecture with litgpt's module kinds.
+pub fn dimensions(dims: &Dimensions) -> Dimensions {
+    let mut dims = dims.clone();
+    if dims.mlp == MlpKind::NewGelu {
+        dims.mlp = MlpKind::Gelu;
+    }
+    if dims.norm == NormKind::RmsNorm {
+        dims.norm = NormKind::Olmo2RmsNorm;
+    }
+    dims
+}
+
+/// litgpt's loss on the whole logits, P·B·S·V in the compute dtype:
+/// `logits[..., :-1, :].reshape(-1, V)` copies the shifted rows, R =
+/// B·(S − 1), when B > 1 (the slice is not contiguous; a view when B = 1),
+/// alive until the function returns; `split(128)` and one `cross_entropy`
+/// per chunk in the logits' dtype (no fp32 upcast) saves every chunk's
+/// log-softmax, P·R·V together, the targets (an int64 copy of the shifted
+/// labels when B > 1) and an fp32 `total_weight` per chunk.
+///
+/// Backward: each chunk's `nll_loss_backward` and `_log_softmax_backward_data`
+/// gradients, 2·P·128·V at once; `SplitBackward0` concatenates the chunks'
+/// gradients into one P·R·V tensor and `SliceBackward0` scatters it into a
+/// zeroed [B, S, V] one (P·B·S·V): both alive while the output head starts
+/// its backward.
+pub fn loss(rank: &Rank) -> Result<LossPhase> {
+    let sized = |factors: &[u64]| -> Result<Bytes> {
+        let mut tally = Tally::new();
+        tally.tensor(factors)?;
+        Ok(tally.bytes())
+    };
+    let rows = rank.batch.saturating_mul(rank.seq.saturating_sub(1));
+    let copied = rank.batch > 1;
+    let chunks = rows.div_ceil(CHUNK_ROWS).max(1);
+    let mut saved = Tally::new();
+    saved.tensor(&[rank.element, rows, rank.vocab])?;
+    saved.tensor_if(copied, &[INT64, rows])?;
+    saved.tensor(&[crate::activation::norms::FP32, chunks])?;
+    let mut gradient = Tally::new();
+    gradient.tensor(&[rank.element, rows, rank.vocab])?;
+    gradient.tensor(&[rank.element, rank.tokens, rank.vocab])?;
+    Ok(LossPhase {
+        logits: sized(&[rank.element, rank.tokens, rank.vocab])?,
+        upcast: if copied {
+            sized(&[rank.element, rows, rank.vocab])?
+        } else {
+            Bytes::ZERO
+        },
+        saved: saved.bytes(),
+        backward: sized(&[2, rank.element, CHUNK_ROWS.min(rows), rank.vocab])?,
+        logits_gradient: gradient.bytes(),
+    })
+}
+
+/// litgpt's loss when the output head runs in chunks of 128 positions
+/// (`GPT.forward(lm_head_chunk_size=128)`: `[self.lm_head(x_i) for x_i in
+/// x.split(128, dim=1)]`, the fine-tuning scripts of a frozen base): all
+/// chunks' logits exist, P·B·S·V; one `cross_entropy` per chunk in the
+/// logits' dtype saves each chunk's log-softmax (P·B·S·V together, the last
+/// chunk shifted by one) and its targets; in backward every chunk's loss
+/// gradient runs first (the loss nodes are the newest), leaving all chunks'
+/// logits gradients, P·B·S·V; the frozen output head then runs its backward
+/// chunk by chunk and makes no weight gradient (the scripts that chunk the
+/// head freeze it; with a trained head torchtune's chunked loss sums them,
+/// see `chunked_loss.rs`). The last chunk's slice `[..., :-1, :]` is copied
+/// when B > 1.
+pub fn chunked_head_loss(rank: &Rank) -> Result<LossPhase> {
+    let sized = |factors: &[u64]| -> Result<Bytes> {
+        let mut tally = Tally::new();
+        tally.tensor(factors)?;
+        Ok(tally.bytes())
+    };
+    let rows = rank.batch.saturating_mul(rank.seq.saturating_sub(1));
+    let copied = rank.batch > 1;
+    let count = rank.seq.div_ceil(CHUNK_ROWS).max(1);
+    let chunk = rank.batch.saturating_mul(CHUNK_ROWS.min(rank.seq));
+    let last = rank
+        .batch
+        .saturating_mul((rank.seq - (count - 1) * CHUNK_ROWS.min(rank.seq)).saturating_sub(1));
+    let mut saved = Tally::new();
+    saved.tensor(&[rank.element, rows, rank.vocab])?;
+    saved.tensor_if(copied, &[INT64, rows])?;
+    saved.tensor(&[crate::activation::norms::FP32, count])?;
+    Ok(LossPhase {
+        logits: sized(&[rank.element, rank.tokens, rank.vocab])?,
+        upcast: if copied {
+            sized(&[rank.element, last, rank.vocab])?
+        } else {
+            Bytes::ZERO
+        },
+        saved: saved.bytes(),
+        backward: sized(&[2, rank.element, chunk, rank.vocab])?,
+        logits_gradient: sized(&[rank.element, rank.tokens, rank.vocab])?,
+    })
+}
+
+/// What the rules assume.
+pub fn notes() -> Vec<String> {
+    vec!["implementation litgpt (litgpt/model.py 0.5.13): F.gelu(approximate) saves one T x f tensor, RMSNorm saves its fp32 normalized tensor; loss chunked_cross_entropy in the logits' dtype, no fp32 upcast: 128-row chunks of the whole logits (finetune/full.py), or, with a frozen base, the output head itself in chunks of 128 positions (finetune/lora.py lm_head_chunk_size=128)".to_string()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn litgpt_saves_one_gelu_input_and_the_fp32_normalized_tensor() {
+        let mut dims = Dimensions::generic(4, 256, 8, 8, 1024, 4096).unwrap();
+        dims.mlp = MlpKind::NewGelu;
+        let litgpt = dimensions(&dims);
+        assert_eq!(litgpt.mlp, MlpKind::Gelu);
+        assert_eq!(litgpt.norm, NormKind::Olmo2RmsNorm);
+        dims.mlp = MlpKind::Gated;
+        assert_eq!(dimensions(&dims).mlp, MlpKind::Gated);
+    }
+}

@@ -1,0 +1,56 @@
+//! The saved tensors of model code other than transformers
+//! (`--implementation`, issue 24), one file per implementation whose rules
+//! differ, each citing its source.
+//!
+//! An implementation's modules are priced as the transformers modules whose
+//! autograd saves the same tensors: its rules rewrite the architecture's
+//! kinds (the MLP's activation, the norm) and replace the loss where its
+//! training loop computes the loss differently. What an implementation ships
+//! no different rule for is priced as transformers' module.
+
+mod litgpt;
+
+use std::borrow::Cow;
+
+use super::loss::LossPhase;
+use super::parallel::Rank;
+use crate::architecture::{Dimensions, Implementation};
+use crate::error::Result;
+
+/// The architecture as `implementation`'s modules save it.
+pub fn dimensions(dims: &Dimensions, implementation: Implementation) -> Cow<'_, Dimensions> {
+    match implementation {
+        Implementation::Litgpt => Cow::Owned(litgpt::dimensions(dims)),
+        Implementation::Transformers | Implementation::Torchtune | Implementation::Torchtitan => {
+            Cow::Borrowed(dims)
+        }
+    }
+}
+
+/// The loss of `implementation`'s training loop in place of transformers'
+/// `ForCausalLMLoss`, when it has its own.
+pub fn standard_loss(
+    rank: &Rank,
+    implementation: Implementation,
+    frozen_base: bool,
+) -> Result<Option<LossPhase>> {
+    match implementation {
+        Implementation::Litgpt if frozen_base => litgpt::chunked_head_loss(rank).map(Some),
+        Implementation::Litgpt => litgpt::loss(rank).map(Some),
+        Implementation::Transformers | Implementation::Torchtune | Implementation::Torchtitan => {
+            Ok(None)
+        }
+    }
+}
+
+/// The notes of `implementation`'s rules.
+pub fn notes(implementation: Implementation) -> Vec<String> {
+    match implementation {
+        Implementation::Litgpt => litgpt::notes(),
+        Implementation::Transformers => Vec::new(),
+        Implementation::Torchtune | Implementation::Torchtitan => vec![format!(
+            "implementation {}: priced as transformers' modules (no rule of its own measured yet)",
+            implementation.name()
+        )],
+    }
+}

@@ -1,0 +1,33 @@
+//! A training loop that keeps the model's outputs through backward
+//! (`--keep-outputs`).
+//!
+//! HF Trainer's `compute_loss` returns the loss alone and torchtune deletes
+//! its logits before backward, so the logits die when the loss is computed.
+//! accelerate's example scripts (`examples/nlp_example.py`: `outputs =
+//! model(**batch); loss = outputs.loss; accelerator.backward(loss);
+//! optimizer.step(); optimizer.zero_grad()`), litgpt's `finetune/lora.py`
+//! (`logits = model(input_ids); loss = chunked_cross_entropy(...);
+//! fabric.backward(loss)`) and most hand-written loops hold `outputs` (or
+//! `logits`) in a local variable until the step returns: one more P·T·V
+//! tensor in the compute dtype is alive through backward and the optimizer
+//! step. Measured on CPU by `tools/measure_timeline.py`
+//! (`keep_outputs_specs`, fixtures `*__keep-outputs.json`).
+
+use super::{Activations, Workload};
+
+/// Marks the stage's logits as kept until the end of the step and says so
+/// in its notes; the timeline frees them after the optimizer step.
+pub fn apply(workload: &Workload, stage: &mut Activations) {
+    if !workload.keep_outputs {
+        return;
+    }
+    stage.schedule.logits_kept = true;
+    stage.notes.push(if stage.schedule.logits == crate::units::Bytes::ZERO {
+        "keep outputs: the loop holds the model's outputs through backward, but this loss materializes no logits, so nothing more is kept".to_string()
+    } else {
+        format!(
+            "keep outputs: the loop holds the model's outputs (accelerate's examples, litgpt, hand-written loops), so the logits ({} bytes) stay alive through backward and the optimizer step instead of dying with the loss (HF Trainer, torchtune)",
+            stage.schedule.logits.0
+        )
+    });
+}

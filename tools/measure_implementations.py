@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Measure CPU training steps of model code other than transformers (issue 24).
+
+The same measurement as ``tools/measure_timeline.py`` (torch's profiler on
+CPU, every allocation and free of one step, the baseline from a gc scan of
+the live tensors; its ``analyse`` is reused), with the model and the loop of
+another implementation; fixtures go to ``tests/fixtures/timeline/`` with
+``trainmem_flags`` naming ``--implementation`` (and ``--keep-outputs`` where
+the loop keeps its logits), and ``config`` a transformers config.json of the
+same architecture, which is what trainmem reads.
+
+Pinned (the venv of the measurement): torch 2.15.0 (CPU), transformers
+5.24.0, litgpt 0.5.13, torchtune 0.6.1, torchao 0.18.0 (torchtune 0.6.1
+imports ``torchao.dtypes.nf4tensor``, which torchao 0.18 moved to
+``torchao.quantization.quantize_.workflows.nf4.nf4_tensor``: aliased in
+``measure_timeline.apply_nf4_torchao``). torchtitan is not measured:
+torchtitan 0.3.0 installs from PyPI, but ``torchtitan.models.llama3``
+imports ``spmd_types``, a dependency not installed here (not pursued in time).
+
+litgpt (``lit-*`` ids): ``litgpt.GPT(Config(...))`` (``litgpt/model.py``),
+``.to(dtype)``, the step of ``litgpt/finetune/full.py`` ``fit``::
+
+    logits = model(input_ids)
+    loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
+    loss.backward()                       # fabric.backward on one CPU device
+    optimizer.step(); optimizer.zero_grad()
+
+``logits`` stays referenced until the step returns (``--keep-outputs``).
+``recompute full``: ``apply_activation_checkpointing`` on every ``Block``
+(non-reentrant ``checkpoint_wrapper``), what litgpt's FSDP strategy does with
+``activation_checkpointing_policy={Block}``. Input ids [B, S] random,
+targets = ids.
+
+    /work/venv-peaks/bin/python tools/measure_implementations.py [--only SUBSTRING]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure_timeline as mt  # noqa: E402
+
+LIT_LLAMA = dict(n_layer=4, n_embd=256, n_head=8, n_query_groups=4, intermediate_size=704,
+                 vocab_size=4096, padded_vocab_size=4096, block_size=1024, bias=False,
+                 norm_class_name="RMSNorm", mlp_class_name="LLaMAMLP", rotary_percentage=1.0,
+                 parallel_residual=False, norm_eps=1e-5)
+HF_LLAMA = {"model_type": "llama", **mt.LLAMA}
+# Phi-2's layout (litgpt/config.py "phi-2"): parallel residual with one shared
+# LayerNorm, partial rotary 0.4, biases, lm_head bias, tanh GELU MLP.
+LIT_PHI = dict(n_layer=4, n_embd=256, n_head=8, n_query_groups=8, intermediate_size=1024,
+               vocab_size=4096, padded_vocab_size=4096, block_size=1024, bias=True,
+               lm_head_bias=True, norm_class_name="LayerNorm", mlp_class_name="GptNeoxMLP",
+               gelu_approximate="tanh", rotary_percentage=0.4, parallel_residual=True,
+               shared_attention_norm=True, norm_eps=1e-5)
+HF_PHI = {"model_type": "phi", "hidden_size": 256, "intermediate_size": 1024,
+          "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+          "partial_rotary_factor": 0.4, "vocab_size": 4096, "max_position_embeddings": 1024,
+          "hidden_act": "gelu_new", "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+          "attention_dropout": 0.0, "layer_norm_eps": 1e-5}
+MODELS = {"lit-llama": (LIT_LLAMA, HF_LLAMA), "lit-phi": (LIT_PHI, HF_PHI)}
+
+
+def specs() -> list[dict]:
+    s = []
+    for model in ("lit-llama", "lit-phi"):
+        for dtype, recompute, B, S in (("fp32", "none", 2, 128), ("bf16", "none", 2, 128),
+                                       ("bf16", "full", 1, 512), ("fp32", "full", 1, 512)):
+            sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-full"
+            s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute,
+                      "B": B, "S": S})
+    # finetune/lora.py: LoRA r 8 on the query and value of the fused qkv, the
+    # head in 128-position chunks (lm_head_chunk_size=128)
+    for model, dtype, B, S in (("lit-llama", "bf16", 2, 256), ("lit-llama", "bf16", 1, 512),
+                               ("lit-llama", "fp32", 2, 256), ("lit-phi", "bf16", 2, 256)):
+        sid = f"{model}__{dtype}__adamw__sdpa__none__b{B}s{S}__litgpt-lora-qv-r8"
+        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": "none", "B": B, "S": S,
+                  "lora": True})
+    return s
+
+
+def worker(sid: str) -> dict:
+    warnings.filterwarnings("ignore")
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    import litgpt
+    from litgpt.model import GPT, Block, Config
+    from litgpt.utils import chunked_cross_entropy
+    sp = next(s for s in specs() if s["id"] == sid)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    lit, hf = MODELS[sp["model"]]
+    if sp.get("lora"):
+        from litgpt.lora import GPT as LoraGPT, Config as LoraConfig, mark_only_lora_as_trainable
+        lit = dict(lit, lora_r=8, lora_alpha=16, lora_dropout=0.0, lora_query=True, lora_value=True)
+        model = LoraGPT(LoraConfig(**lit))
+        mark_only_lora_as_trainable(model)
+    else:
+        model = GPT(Config(**lit))
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
+    model.to(dtype).train()
+    if sp["recompute"] == "full":
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+            apply_activation_checkpointing)
+        apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Block))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
+                                  foreach=False)
+    ids = torch.randint(0, lit["vocab_size"], (sp["B"], sp["S"]))
+    targets = ids
+    names = {id(p): n for n, p in model.named_parameters()}
+    enter = torch.ops.profiler._record_function_enter_new
+    leave = torch.ops.profiler._record_function_exit
+    state = {"rf": None}
+
+    def phase_begin(name):
+        state["phase"] = name
+        state["rf"] = enter("phase:" + name, None)
+
+    def phase_end():
+        leave(state["rf"])
+
+    def head_post(mod, args, out):
+        # the head's last chunk closes the forward (lm_head_chunk_size)
+        state["chunks"] = state.get("chunks", 0) + 1
+        if state["phase"] == "forward" and state["chunks"] == -(-sp["S"] // head_chunk):
+            phase_end()
+            phase_begin("loss")
+
+    model.lm_head.register_forward_hook(head_post)
+
+    head_chunk = 128 if sp.get("lora") else sp["S"]
+
+    def one_step():
+        state["chunks"] = 0
+        phase_begin("forward")
+        if sp.get("lora"):  # finetune/lora.py fit()
+            logits = model(ids, lm_head_chunk_size=128)
+            logits[-1] = logits[-1][..., :-1, :]
+            loss = chunked_cross_entropy(logits, targets[..., 1:])
+        else:
+            logits = model(ids)
+            loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
+        phase_end()
+        phase_begin("backward")
+        loss.backward()
+        del loss
+        grads = {p.grad.untyped_storage().data_ptr(): names[id(p)]
+                 for p in model.parameters() if p.grad is not None}
+        phase_end()
+        phase_begin("optimizer")
+        optimizer.step()
+        phase_end()
+        phase_begin("zero_grad")
+        optimizer.zero_grad(set_to_none=True)
+        phase_end()
+        del logits  # the loop's local dies with the step
+        return grads
+
+    for _ in range(2):
+        one_step()
+    gc.collect()
+    live0 = mt.live_tensor_storages(torch)
+    baseline_bytes = sum(live0.values())
+    params = mt.storage_bytes(model.parameters())
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        grads = one_step()
+    end_live = sum(mt.live_tensor_storages(torch).values())
+    a = mt.analyse(prof, baseline_bytes, lit["n_layer"], grads, None, None)
+    flags = ["--implementation", "litgpt", "--keep-outputs"]
+    if sp.get("lora"):
+        flags += ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout", "0",
+                  "--lora-dtype", sp["dtype"]]
+    return {
+        "id": sid, "model": sp["model"], "model_type": hf["model_type"], "config": hf,
+        "implementation": "litgpt", "litgpt_config": lit,
+        "dtype": sp["dtype"], "attention": "sdpa", "batch": sp["B"], "seq_len": sp["S"],
+        "optimizer": {"name": "adamw", "foreach": False, "fused": None, "momentum": None,
+                      "lr": 1e-4, "implementation": "single_tensor"},
+        "recompute": sp["recompute"],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameter_bytes": sum(params.values()),
+        "baseline_bytes": baseline_bytes,
+        **{k: a[k] for k in ("peak_bytes", "peak_phase", "peak_layer", "peak_op", "phases", "layers", "events",
+                             "grad_bytes", "end_bytes", "outside_phase_bytes", "unmatched_frees")},
+        "allocator_counter_check": a["counter_check"],
+        "end_live_bytes": end_live,
+        "alive_at_peak_by_phase": a["alive_by_phase"],
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "litgpt": "0.5.13",
+        "notes": ["litgpt finetune/full.py step: logits = model(ids); chunked_cross_entropy("
+                  "logits[..., :-1, :], targets[..., 1:]) (128-row chunks, log-softmax in the "
+                  "compute dtype); logits referenced until the step returns"]
+                 + (["apply_activation_checkpointing(check_fn=Block), non-reentrant"]
+                    if sp["recompute"] == "full" else []),
+        "trainmem_flags": flags,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only")
+    ap.add_argument("--worker")
+    args = ap.parse_args()
+    if args.worker:
+        sys.stdout.write("@@FIXTURE@@" + json.dumps(worker(args.worker)) + "\n")
+        return 0
+    failed = 0
+    for sp in specs():
+        if args.only and args.only not in sp["id"]:
+            continue
+        t = time.time()
+        r = subprocess.run([sys.executable, __file__, "--worker", sp["id"]], capture_output=True,
+                           text=True)
+        line = next((ln for ln in r.stdout.splitlines() if ln.startswith("@@FIXTURE@@")), None)
+        if r.returncode or line is None:
+            failed += 1
+            print(sp["id"], "FAILED", (r.stderr.strip().splitlines() or ["?"])[-1], flush=True)
+            continue
+        fx = json.loads(line[len("@@FIXTURE@@"):])
+        (mt.FIXTURES_DIR / f"{sp['id']}.json").write_text(json.dumps(fx, indent=1) + "\n")
+        print(sp["id"], fx["peak_bytes"], fx["peak_phase"], fx["peak_op"],
+              fx["end_bytes"] - fx["end_live_bytes"], f"{time.time() - t:.0f}s", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -45,7 +45,17 @@ fn checkpoint(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
         .find(|p| p.hub_id.eq_ignore_ascii_case(&repository))
         .or_else(|| PRESETS.iter().find(|p| p.name == plain));
     Ok(match preset {
-        Some(preset) => Effect::Set(vec![setting("--model", preset.name)]),
+        // litgpt's own model code, and its loops (`finetune/full.py`,
+        // `finetune/lora.py`: `logits = model(input_ids)` ...
+        // `fabric.backward(loss)`) keep the logits referenced through backward.
+        Some(preset) => Effect::Set(vec![
+            setting("--model", preset.name),
+            setting("--implementation", "litgpt"),
+            Setting {
+                flag: "--keep-outputs",
+                value: None,
+            },
+        ]),
         None => Effect::NotModelled(format!(
             "the checkpoint `{name}` has no preset here; give --model with its config.json"
         )),

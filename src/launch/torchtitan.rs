@@ -52,7 +52,12 @@ fn model(value: &Value, document: &Map<String, Value>) -> Result<Effect, String>
         .iter()
         .find(|(n, f, _)| n.eq_ignore_ascii_case(name) && f.eq_ignore_ascii_case(&flavor))
     {
-        Some((_, _, preset)) => Ok(Effect::Set(vec![setting("--model", preset)])),
+        // torchtitan's own model code; its train step deletes the logits
+        // before backward (`del pred` in `train.py`), so they are not kept.
+        Some((_, _, preset)) => Ok(Effect::Set(vec![
+            setting("--model", preset),
+            setting("--implementation", "torchtitan"),
+        ])),
         None => Ok(Effect::NotModelled(format!(
             "the flavor `{flavor}` of `{name}` has no preset here; give --model with its config.json"
         ))),

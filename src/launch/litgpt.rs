@@ -436,7 +436,11 @@ mod tests {
             let effect = checkpoint(&Value::from(folder), &Map::new()).unwrap();
             assert_eq!(
                 effect,
-                Effect::Set(vec![setting("--model", preset)]),
+                Effect::Set(vec![
+                    setting("--model", preset),
+                    setting("--implementation", "litgpt"),
+                    setting("--keep-outputs", ""),
+                ]),
                 "{folder}"
             );
         }

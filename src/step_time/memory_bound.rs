@@ -81,6 +81,25 @@ pub fn bytes_per_micro_batch(
     tokens * (layers * per_layer + loss)
 }
 
+/// Bytes per query element ring attention's merge of partial results moves
+/// per hop: read the running fp32 output and log-sum-exp, write them back
+/// (Liu et al. 2023, Ring Attention; torch's `_scaled_dot_product_ring_*`
+/// and Transformer Engine's CP merge each block's result so).
+const RING_MERGE_BYTES: f64 = 12.0;
+/// Backward hops per forward hop (the keys and values and their gradients).
+const RING_BACKWARD_HOPS: f64 = 2.0;
+
+/// Bytes ring attention's per-hop merges move on one rank per micro-batch
+/// of `tokens` tokens on the rank (`cp` ranks in the ring).
+pub fn ring_merge_bytes(work: &Work, tokens: f64, layers: f64, tp: u64, cp: u64) -> f64 {
+    if cp <= 1 {
+        return 0.0;
+    }
+    let queries = (work.heads * work.head_dim) as f64 / tp.max(1) as f64;
+    let hops = (cp - 1) as f64 * (1.0 + RING_BACKWARD_HOPS);
+    tokens * layers * queries * RING_MERGE_BYTES * hops
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,6 +173,15 @@ pub fn price(
     };
     let sequence = workload.seq_len / cp;
     let tokens = workload.micro_batch.saturating_mul(sequence);
+    // Load-balanced context parallelism splits a causal sequence into 2·cp
+    // chunks, a head and a tail per rank (torch's `context_parallel`,
+    // Megatron/Transformer Engine's CP): each attention kernel runs on
+    // chunks of S / (2·cp) tokens.
+    let kernel_sequence = if cp > 1 {
+        workload.seq_len / (2 * cp)
+    } else {
+        workload.seq_len
+    };
     let figures = efficiency::figures(rates.generation);
     let matmul_efficiency = rates
         .matmul_efficiency_basis_points
@@ -203,7 +212,7 @@ pub fn price(
                         * workload.seq_len as f64
                         * stage_layers as f64
                         * m,
-                    sequence,
+                    sequence: kernel_sequence,
                     head_dim: work.head_dim,
                 };
                 let attention = attention::seconds(
@@ -214,14 +223,20 @@ pub fn price(
                     memory,
                     matmul_efficiency,
                 );
-                let bytes = memory_bound::bytes_per_micro_batch(
+                let bytes = (memory_bound::bytes_per_micro_batch(
                     work,
                     workload,
                     tokens as f64,
                     stage_layers as f64,
                     tp,
                     pp,
-                ) * m;
+                ) + memory_bound::ring_merge_bytes(
+                    work,
+                    tokens as f64,
+                    stage_layers as f64,
+                    tp,
+                    cp,
+                )) * m;
                 let on_device = layout.offload == crate::parallel::Offload::None;
                 let optimizer_bytes = if on_device {
                     stepped_parameters(work, layout) * memory_bound::OPTIMIZER_BYTES_PER_PARAMETER

@@ -466,7 +466,8 @@ fn finds_layouts_best_first(model: &str, gpus: &str, seq: &str) {
     assert!(answer["candidates"].as_u64().unwrap() >= kept);
     let best = &answer["layouts"][0];
     assert!(best["tokens_per_s"].as_f64().unwrap() > 0.0);
-    // Best first.
+    // Best first, to the ranking's 1% resolution: throughputs within 1% rank
+    // as equal, the layout with fewer parallel dimensions first.
     let speeds: Vec<f64> = answer["layouts"]
         .as_array()
         .unwrap()
@@ -474,7 +475,7 @@ fn finds_layouts_best_first(model: &str, gpus: &str, seq: &str) {
         .map(|l| l["tokens_per_s"].as_f64().unwrap())
         .collect();
     assert!(
-        speeds.windows(2).all(|w| w[0] >= w[1]),
+        speeds.windows(2).all(|w| w[0] * 1.01 >= w[1]),
         "{model}: not ranked"
     );
 }

@@ -1,33 +1,32 @@
-//! The step-time model against published, measured step times and MFU
+//! The step-time model against published, measured training throughputs
 //! (`tests/fixtures/published/step_times.json`: Korthikanti et al. 2022's
 //! iteration times, Narayanan et al. 2021's Table 1, Llama 3's Table 4,
+//! LLM Foundry's MPT benchmark tables, torchtitan's A100 and H100 tables;
 //! each with its source, the quoted row, the stated setup and the flags).
-//! `tools/published_step_times.py` prints the same table from the release
-//! binary.
 //!
-//! Four cases are `fitted`: their HFU is what the default efficiency is
-//! made of (`src/step_time/efficiency.rs`). The rest are held out. Today:
-//! the 5 held-out cases with a fully stated setup are within 10.0% (mean
-//! 5.4%); the 13 whose source leaves the micro-batch or the schedule
-//! unstated are priced under the assumption written in the case: the 10
-//! Megatron rows are within 10.7%, Llama 3's three miss by 16–32% (Meta's
-//! own pipeline schedule, which trainmem prices as plain 1F1B).
+//! Every other case of each source (in file order, chosen before any fit)
+//! is `held-out`; `tools/fit_step_time.py` fits the model's free constants
+//! (`src/step_time/fitted.rs`) on the `fit` cases only and writes both
+//! halves' figures there, which `time.uncertainty` reports. This test
+//! recomputes both halves from the binary and holds them to what the fit
+//! wrote, and to the targets where they are met.
 
 mod common;
 
 use common::run;
 use serde_json::Value;
 
-/// The target: within this of the measurement...
-const TARGET: f64 = 0.15;
-/// ...on at least this many held-out cases.
-const TARGET_CASES: usize = 6;
-/// Today's largest |error| among the held-out, fully stated cases, as a bound.
-const STATED_MAX_BOUND: f64 = 0.11;
-/// Today's largest |error| among the partly assumed cases, as a bound.
-const ASSUMED_MAX_BOUND: f64 = 0.33;
-
-const METRICS: [&str; 3] = ["step_time_s", "tflops_per_gpu", "mfu"];
+const METRICS: [&str; 4] = [
+    "step_time_s",
+    "tflops_per_gpu",
+    "mfu",
+    "tokens_per_s_per_gpu",
+];
+/// The bound on "close": within 15% of the measurement.
+const CLOSE: f64 = 0.15;
+/// The figures the fit wrote may differ from the binary's by this much
+/// (the tool interpolates between grid points).
+const FIT_TOLERANCE: f64 = 0.01;
 
 fn cases() -> Vec<Value> {
     let path = concat!(
@@ -37,15 +36,16 @@ fn cases() -> Vec<Value> {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn predicted(case: &Value) -> f64 {
+/// The case's metric as trainmem predicts it, and the report's uncertainty.
+fn predicted(case: &Value) -> (f64, Value) {
     let mut args = vec!["estimate"];
-    let flags: Vec<&str> = case["flags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
-    args.extend(flags);
+    args.extend(
+        case["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap()),
+    );
     args.extend(["--format", "json"]);
     let (code, stdout, stderr) = run(&args);
     let id = case["id"].as_str().unwrap();
@@ -54,21 +54,21 @@ fn predicted(case: &Value) -> f64 {
     let time = &report["time"];
     assert!(time.is_object(), "{id}: {:?}", report["time_unavailable"]);
     let step = time["step_time_s"].as_f64().unwrap();
-    match case["metric"].as_str().unwrap() {
+    let gpus = report["parallelism"]["gpus"].as_f64().unwrap();
+    let value = match case["metric"].as_str().unwrap() {
         "step_time_s" => step,
-        "tflops_per_gpu" => {
-            let gpus = report["parallelism"]["gpus"].as_f64().unwrap();
-            time["flops_per_step"].as_f64().unwrap() / step / gpus / 1e12
-        }
+        "tflops_per_gpu" => time["flops_per_step"].as_f64().unwrap() / step / gpus / 1e12,
         "mfu" => time["achieved_mfu"].as_f64().unwrap(),
+        "tokens_per_s_per_gpu" => time["tokens_per_s"].as_f64().unwrap() / gpus,
         other => panic!("{id}: metric {other}"),
-    }
+    };
+    (value, time["uncertainty"].clone())
 }
 
 #[test]
 fn every_case_names_its_source_setup_metric_and_role() {
     let cases = cases();
-    assert!(cases.len() >= TARGET_CASES);
+    assert!(cases.len() >= 40, "{}", cases.len());
     for case in &cases {
         let id = case["id"].as_str().unwrap();
         for field in ["source", "source_title", "quote", "setup"] {
@@ -79,7 +79,7 @@ fn every_case_names_its_source_setup_metric_and_role() {
         }
         assert!(METRICS.contains(&case["metric"].as_str().unwrap()), "{id}");
         assert!(
-            ["fitted", "held-out"].contains(&case["role"].as_str().unwrap()),
+            ["fit", "held-out"].contains(&case["role"].as_str().unwrap()),
             "{id}"
         );
         assert!(case["measured"]["value"].as_f64().unwrap() > 0.0, "{id}");
@@ -87,47 +87,64 @@ fn every_case_names_its_source_setup_metric_and_role() {
             assert!(!assumed.as_str().unwrap().trim().is_empty(), "{id}");
         }
     }
-    // The fitted cases are the four rows the default efficiency reads.
-    let fitted = cases.iter().filter(|c| c["role"] == "fitted").count();
-    assert_eq!(fitted, trainmem::step_time::KORTHIKANTI_2022.len());
+    // About half held out.
+    let held = cases.iter().filter(|c| c["role"] == "held-out").count();
+    assert!(
+        2 * held + 4 >= cases.len() && 2 * held <= cases.len() + 4,
+        "{held}"
+    );
 }
 
 #[test]
-fn held_out_cases_are_within_fifteen_percent() {
-    let mut stated = Vec::new();
-    let mut assumed = Vec::new();
+fn both_halves_match_what_the_fit_wrote() {
+    let mut halves: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut report = String::new();
+    let mut uncertainty = Value::Null;
     for case in cases() {
         let measured = case["measured"]["value"].as_f64().unwrap();
-        let predicted = predicted(&case);
+        let (predicted, stated) = predicted(&case);
+        uncertainty = stated;
         let error = (predicted - measured) / measured;
         let id = case["id"].as_str().unwrap();
-        report +=
-            &format!("{id}: measured {measured}, predicted {predicted:.4}, error {error:+.3}\n");
-        if case["role"] == "fitted" {
-            assert!(
-                error.abs() <= TARGET,
-                "{id}: fitted case off by {error:+.3}"
-            );
-            continue;
-        }
-        if case.get("unstated_setup").is_some() {
-            assumed.push(error.abs());
-        } else {
-            stated.push(error.abs());
-        }
+        let role = case["role"].as_str().unwrap();
+        report += &format!(
+            "{id} ({role}): measured {measured}, predicted {predicted:.4}, error {error:+.3}\n"
+        );
+        halves[usize::from(role == "held-out")].push(error.abs());
     }
-    let within = stated
-        .iter()
-        .chain(&assumed)
-        .filter(|e| **e <= TARGET)
-        .count();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let within = |v: &[f64]| v.iter().filter(|e| **e <= CLOSE).count() as f64 / v.len() as f64;
+    let [fit, held] = &halves;
+    let get = |k: &str| uncertainty[k].as_f64().unwrap();
+    assert_eq!(get("held_out_cases") as usize, held.len(), "{report}");
+    assert_eq!(get("fit_cases") as usize, fit.len(), "{report}");
     assert!(
-        within >= TARGET_CASES,
-        "{within} held-out cases within 15%\n{report}"
+        (get("mean_abs_error") - mean(held)).abs() <= FIT_TOLERANCE,
+        "{}\n{report}",
+        mean(held)
     );
-    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-    assert!(stated.len() >= 5, "{report}");
-    assert!(max(&stated) <= STATED_MAX_BOUND, "{report}");
-    assert!(max(&assumed) <= ASSUMED_MAX_BOUND, "{report}");
+    assert!(
+        (get("fit_mean_abs_error") - mean(fit)).abs() <= FIT_TOLERANCE,
+        "{}\n{report}",
+        mean(fit)
+    );
+    assert!(
+        (get("within_15_percent") - within(held)).abs() <= 2.0 / held.len() as f64,
+        "{report}"
+    );
+    // The targets: at least 3/4 of the held-out cases within 15%
+    // (met); a held-out mean |error| of at most 10% (see the bound below).
+    assert!(within(held) >= 0.75, "{report}");
+    // Today's held-out mean, as a bound that may only tighten.
+    assert!(
+        mean(held) <= HELD_OUT_MEAN_BOUND,
+        "{}\n{report}",
+        mean(held)
+    );
 }
+
+/// Today's held-out mean |error| (10.3% at the fit of tools/fit_step_time.py),
+/// rounded up: the 10% target is not met yet (Llama 3's 16k-GPU run,
+/// priced as plain 1F1B, misses by half; LLM Foundry's long-sequence MPT rows
+/// ran Triton flash attention, which trainmem prices as FlashAttention-2).
+const HELD_OUT_MEAN_BOUND: f64 = 0.11;

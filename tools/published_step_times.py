@@ -5,8 +5,8 @@ Reads `tests/fixtures/published/step_times.json`: iteration times, achieved
 TFLOP/s per GPU and MFU figures of real training runs, each with its source,
 the quoted row, the stated setup, what was measured and the
 `trainmem estimate` flags of the setup. `role` says whether the case is one
-of the four the default efficiency is made of (`fitted`, see
-`src/step_time/efficiency.rs`) or held out to test it. Cases whose source
+`tools/fit_step_time.py` fits the model's constants on (`fit`) or one held
+out of the fit to test it (`held-out`). Cases whose source
 leaves part of the setup unstated (`unstated_setup`) are priced under the
 assumption written there and reported apart.
 
@@ -14,7 +14,8 @@ What is compared, by `metric`:
 * `step_time_s`: `time.step_time_s`;
 * `tflops_per_gpu`: `time.flops_per_step / time.step_time_s / gpus`, in
   TFLOP/s (the executed FLOPs, recomputation included, as Megatron counts);
-* `mfu`: `time.achieved_mfu`.
+* `mfu`: `time.achieved_mfu`;
+* `tokens_per_s_per_gpu`: `time.tokens_per_s / gpus`.
 
 Run from the repository root after `cargo build --release` (no Python
 packages needed):
@@ -50,6 +51,8 @@ def predict(case):
         return time["flops_per_step"] / time["step_time_s"] / gpus / 1e12, None
     if metric == "mfu":
         return time["achieved_mfu"], None
+    if metric == "tokens_per_s_per_gpu":
+        return time["tokens_per_s"] / report["parallelism"]["gpus"], None
     return None, f"unknown metric {metric}"
 
 

@@ -364,7 +364,7 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
         ));
     }
     if !allow.offload {
-        notes.push("offload not searched (--allow offload): its host transfers are not in the step-time model".to_string());
+        notes.push("offload not searched (--allow offload searches it, its host transfers and CPU optimizer step priced)".to_string());
     }
     let report = PlanReport {
         model: model.name.clone(),

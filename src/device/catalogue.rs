@@ -29,7 +29,7 @@
 //! directly: pass its capacity with `--capacity` (e.g. `--capacity 81559MiB`)
 //! instead of a device name.
 
-use super::{Compute, DeviceSpec};
+use super::{Compute, DeviceSpec, Generation};
 
 /// Every known accelerator, one entry per distinct memory capacity as the
 /// driver reports it (form factors that report the same figure share an entry
@@ -68,7 +68,19 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 16_106_127_360,
         source: "nvidia-smi memory.total 15360 MiB (Tesla T4, modal-labs/modal-client#2797); \
                  older drivers show 15109 MiB",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 65,
+            fp8_tflops: None,
+            intra_node_gb_per_s: 16,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA T4 datasheet: mixed-precision (FP16/FP32) tensor 65 TFLOPS (T4 has no bf16 tensor cores: the \
+                     fp16 peak stands for half-precision matmuls), 320 GB/s GDDR6, PCIe Gen3 x16 32 GB/s (both \
+                     directions), no NVLink (peers over PCIe); 40 SMs (TU104 as configured for T4)",
+            memory_gb_per_s: 320,
+            sms: 40,
+            host_gb_per_s: 16,
+            generation: Generation::Turing,
+        }),
     },
     DeviceSpec {
         name: "a100-40gb",
@@ -87,7 +99,12 @@ pub const DEVICES: &[DeviceSpec] = &[
             inter_node_gb_per_s: Some(25),
             source: "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), \
                      NVLink 600 GB/s (SXM4, both directions); DGX A100 datasheet: 8x 200 Gb/s HDR InfiniBand \
-                     for 8 GPUs (25 GB/s per GPU); a PCIe board without NVLink bridges has less",
+                     for 8 GPUs (25 GB/s per GPU); a PCIe board without NVLink bridges has less; \
+                     A100 datasheet: 1,555 GB/s HBM2 (40GB), PCIe Gen4 64 GB/s (both directions); 108 SMs (NVIDIA Ampere architecture whitepaper)",
+            memory_gb_per_s: 1555,
+            sms: 108,
+            host_gb_per_s: 32,
+            generation: Generation::Ampere,
         }),
     },
     DeviceSpec {
@@ -106,7 +123,12 @@ pub const DEVICES: &[DeviceSpec] = &[
             inter_node_gb_per_s: Some(25),
             source: "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), \
                      NVLink 600 GB/s (SXM4, both directions); DGX A100 datasheet: 8x 200 Gb/s HDR InfiniBand \
-                     for 8 GPUs (25 GB/s per GPU); a PCIe board without NVLink bridges has less",
+                     for 8 GPUs (25 GB/s per GPU); a PCIe board without NVLink bridges has less; \
+                     A100 datasheet: 2,039 GB/s HBM2e (80GB SXM; 1,935 GB/s PCIe), PCIe Gen4 64 GB/s (both directions); 108 SMs (NVIDIA Ampere architecture whitepaper)",
+            memory_gb_per_s: 2039,
+            sms: 108,
+            host_gb_per_s: 32,
+            generation: Generation::Ampere,
         }),
     },
     DeviceSpec {
@@ -118,7 +140,18 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 24_146_608_128,
         source: "nvidia-smi memory.total 23028 MiB (NVIDIA A10, modal-labs/modal-client#2797); \
                  NVML memoryInfo.Total 24146608128 B (driver 535.129.03, mayooot/detect-gpu#3)",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 125,
+            fp8_tflops: None,
+            intra_node_gb_per_s: 32,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA A10 datasheet: BF16 tensor 125 TFLOPS (250 with sparsity), 600 GB/s GDDR6, PCIe Gen4 64 GB/s \
+                     (both directions), no NVLink (peers over PCIe); 72 SMs (GA102 as configured for A10)",
+            memory_gb_per_s: 600,
+            sms: 72,
+            host_gb_per_s: 32,
+            generation: Generation::Ampere,
+        }),
     },
     DeviceSpec {
         name: "a10g-24gb",
@@ -128,7 +161,19 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6",
         bytes: 24_146_608_128,
         source: "nvidia-smi memory.total 23028 MiB (NVIDIA A10G, driver 535.247.01, NVIDIA/DCGM#232)",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 140,
+            fp8_tflops: None,
+            intra_node_gb_per_s: 32,
+            inter_node_gb_per_s: Some(12),
+            source: "No NVIDIA datasheet for the AWS-only A10G: 80 SMs at the A10's per-SM dense tensor rate (125 TFLOPS \
+                     over 72 SMs at 1.695 GHz) and a 1.71 GHz boost give about 140 TFLOPS bf16 (approximate); 600 GB/s \
+                     GDDR6; PCIe Gen4 between GPUs; AWS g5.48xlarge: 100 Gb/s network for 8 GPUs (12 GB/s each)",
+            memory_gb_per_s: 600,
+            sms: 80,
+            host_gb_per_s: 32,
+            generation: Generation::Ampere,
+        }),
     },
     DeviceSpec {
         name: "l4-24gb",
@@ -138,7 +183,18 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6",
         bytes: 24_152_899_584,
         source: "nvidia-smi memory.total 23034 MiB (NVIDIA L4, modal-labs/modal-client#2797)",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 121,
+            fp8_tflops: Some(242),
+            intra_node_gb_per_s: 32,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA L4 datasheet: BF16 tensor 242 TFLOPS and FP8 485 TFLOPS with sparsity (dense: half), 300 GB/s \
+                     GDDR6, PCIe Gen4 64 GB/s (both directions), no NVLink; 58 SMs (AD104 as configured for L4)",
+            memory_gb_per_s: 300,
+            sms: 58,
+            host_gb_per_s: 32,
+            generation: Generation::Ada,
+        }),
     },
     DeviceSpec {
         name: "l40s-48gb",
@@ -149,7 +205,18 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 48_305_799_168,
         source: "nvidia-smi memory.total 46068 MiB (NVIDIA L40S, ECC on as shipped; \
                  modal-labs/modal-client#2797 and other public captures)",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 362,
+            fp8_tflops: Some(733),
+            intra_node_gb_per_s: 32,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA L40S datasheet: BF16 tensor 733 TFLOPS and FP8 1,466 TFLOPS with sparsity (dense: half), 864 \
+                     GB/s GDDR6, PCIe Gen4 64 GB/s (both directions), no NVLink; 142 SMs",
+            memory_gb_per_s: 864,
+            sms: 142,
+            host_gb_per_s: 32,
+            generation: Generation::Ada,
+        }),
     },
     DeviceSpec {
         name: "h100-80gb",
@@ -166,7 +233,12 @@ pub const DEVICES: &[DeviceSpec] = &[
             inter_node_gb_per_s: Some(50),
             source: "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS and FP8 3,958 TFLOPS with sparsity \
                      (dense: half), NVLink 900 GB/s (both directions); DGX H100 datasheet: 8x 400 Gb/s ConnectX-7 \
-                     for 8 GPUs (50 GB/s per GPU)",
+                     for 8 GPUs (50 GB/s per GPU); \
+                     H100 datasheet (SXM): 3.35 TB/s HBM3, PCIe Gen5 128 GB/s (both directions); 132 SMs (NVIDIA H100 Tensor Core GPU architecture whitepaper)",
+            memory_gb_per_s: 3350,
+            sms: 132,
+            host_gb_per_s: 64,
+            generation: Generation::Hopper,
         }),
     },
     DeviceSpec {
@@ -183,7 +255,12 @@ pub const DEVICES: &[DeviceSpec] = &[
             intra_node_gb_per_s: 64,
             inter_node_gb_per_s: None,
             source: "NVIDIA H100 Tensor Core GPU datasheet (PCIe): BF16 1,513 TFLOPS and FP8 3,026 TFLOPS with \
-                     sparsity (dense: half); PCIe Gen5 128 GB/s (both directions) between boards without NVLink bridges",
+                     sparsity (dense: half); PCIe Gen5 128 GB/s (both directions) between boards without NVLink bridges; \
+                     H100 datasheet (PCIe): 2 TB/s HBM2e, PCIe Gen5 128 GB/s (both directions); 114 SMs (H100 architecture whitepaper)",
+            memory_gb_per_s: 2000,
+            sms: 114,
+            host_gb_per_s: 64,
+            generation: Generation::Hopper,
         }),
     },
     DeviceSpec {
@@ -194,7 +271,19 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "HBM3",
         bytes: 100_485_038_080,
         source: "nvidia-smi memory.total 95830 MiB (NVIDIA H100 NVL, several public captures)",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 835,
+            fp8_tflops: Some(1671),
+            intra_node_gb_per_s: 300,
+            inter_node_gb_per_s: Some(50),
+            source: "NVIDIA H100 NVL datasheet: BF16 tensor 1,671 TFLOPS and FP8 3,341 TFLOPS with sparsity (dense: \
+                     half), 3.9 TB/s HBM3, NVLink bridge 600 GB/s (both directions, a pair of boards), PCIe Gen5 128 GB/s \
+                     (both directions); 132 SMs; 400 Gb/s per GPU between nodes assumed as DGX H100",
+            memory_gb_per_s: 3900,
+            sms: 132,
+            host_gb_per_s: 64,
+            generation: Generation::Hopper,
+        }),
     },
     DeviceSpec {
         name: "h200-141gb",
@@ -211,7 +300,12 @@ pub const DEVICES: &[DeviceSpec] = &[
             inter_node_gb_per_s: Some(50),
             source: "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS and FP8 3,958 TFLOPS with sparsity \
                      (dense: half), NVLink 900 GB/s (both directions); DGX H200 datasheet: 8x 400 Gb/s ConnectX-7 \
-                     for 8 GPUs (50 GB/s per GPU)",
+                     for 8 GPUs (50 GB/s per GPU); \
+                     H200 datasheet (SXM): 4.8 TB/s HBM3e, PCIe Gen5 128 GB/s (both directions); 132 SMs (the H100 SXM's GH100 configuration)",
+            memory_gb_per_s: 4800,
+            sms: 132,
+            host_gb_per_s: 64,
+            generation: Generation::Hopper,
         }),
     },
     DeviceSpec {
@@ -229,7 +323,12 @@ pub const DEVICES: &[DeviceSpec] = &[
             inter_node_gb_per_s: Some(50),
             source: "NVIDIA HGX B200 datasheet: FP16/BF16 36 PFLOPS and FP8 72 PFLOPS for 8 GPUs with sparsity \
                      (dense: half, so 2.25 and 4.5 PFLOPS per GPU), NVLink 1.8 TB/s per GPU (both directions); \
-                     DGX B200 datasheet: 8x 400 Gb/s ConnectX-7 for 8 GPUs (50 GB/s per GPU)",
+                     DGX B200 datasheet: 8x 400 Gb/s ConnectX-7 for 8 GPUs (50 GB/s per GPU); \
+                     HGX B200 datasheet: 64 TB/s HBM3e for 8 GPUs (8 TB/s each), PCIe Gen5 host links; 148 SMs (NVIDIA Blackwell architecture technical brief, two dies of 74)",
+            memory_gb_per_s: 8000,
+            sms: 148,
+            host_gb_per_s: 64,
+            generation: Generation::Blackwell,
         }),
     },
     DeviceSpec {
@@ -241,7 +340,21 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 198_674_743_296,
         source: "nvidia-smi memory.total 189471 MiB per GPU (NVIDIA GB200, 1200 W, several public captures); \
                  a GB200 superchip carries two such GPUs",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 2500,
+            fp8_tflops: Some(5000),
+            intra_node_gb_per_s: 900,
+            inter_node_gb_per_s: Some(50),
+            source: "NVIDIA GB200 NVL72 datasheet: FP8 720 PFLOPS and FP16/BF16 360 PFLOPS with sparsity for 72 GPUs \
+                     (dense: half, so 2.5 PFLOPS bf16 and 5 PFLOPS fp8 per GPU), HBM3e 576 TB/s for 72 GPUs (8 TB/s \
+                     each), NVLink 130 TB/s for 72 GPUs (1.8 TB/s each, both directions), NVLink-C2C 900 GB/s to the \
+                     Grace CPU (both directions); 400 Gb/s ConnectX-7 per GPU between racks; 148 SMs as B200 (same die, \
+                     assumed); the NVLink domain is the whole rack: pass --gpus-per-node 72",
+            memory_gb_per_s: 8000,
+            sms: 148,
+            host_gb_per_s: 450,
+            generation: Generation::Blackwell,
+        }),
     },
     DeviceSpec {
         name: "rtx-3090-24gb",
@@ -251,7 +364,19 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6X",
         bytes: 25_769_803_776,
         source: "nvidia-smi memory.total 24576 MiB (NVIDIA GeForce RTX 3090, driver 595.84, noonghunna/club-3090#1128)",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 71,
+            fp8_tflops: None,
+            intra_node_gb_per_s: 32,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA Ampere GA102 whitepaper (RTX 3090): peak BF16 tensor TFLOPS with FP32 accumulate 71 (142 with \
+                     sparsity), 936 GB/s GDDR6X, 82 SMs; PCIe Gen4 64 GB/s (both directions) between boards (an NVLink \
+                     bridge is not assumed)",
+            memory_gb_per_s: 936,
+            sms: 82,
+            host_gb_per_s: 32,
+            generation: Generation::Ampere,
+        }),
     },
     DeviceSpec {
         name: "rtx-4090-24gb",
@@ -261,7 +386,19 @@ pub const DEVICES: &[DeviceSpec] = &[
         memory_type: "GDDR6X",
         bytes: 25_757_220_864,
         source: "nvidia-smi memory.total 24564 MiB (NVIDIA GeForce RTX 4090, driver 550.163.01, RLinf/RLinf#255)",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 165,
+            fp8_tflops: Some(330),
+            intra_node_gb_per_s: 32,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA Ada Lovelace architecture whitepaper (RTX 4090): peak FP16/BF16 tensor TFLOPS with FP32 \
+                     accumulate 165.2 (330.4 with sparsity), FP8 with FP32 accumulate 330.3, 1,008 GB/s GDDR6X, 128 SMs; \
+                     no NVLink: PCIe Gen4 64 GB/s (both directions) between boards",
+            memory_gb_per_s: 1008,
+            sms: 128,
+            host_gb_per_s: 32,
+            generation: Generation::Ada,
+        }),
     },
     DeviceSpec {
         name: "rtx-5090-32gb",
@@ -282,7 +419,19 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 51_527_024_640,
         source: "nvidia-smi memory.total 49140 MiB (NVIDIA RTX A6000, ECC off, several public captures); \
                  enabling ECC lowers the reported total",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 155,
+            fp8_tflops: None,
+            intra_node_gb_per_s: 56,
+            inter_node_gb_per_s: None,
+            source: "NVIDIA RTX A6000 datasheet: tensor 309.7 TFLOPS with sparsity (dense: half, 154.8), 768 GB/s GDDR6, \
+                     NVLink bridge 112.5 GB/s (both directions, a pair of boards), PCIe Gen4 64 GB/s (both directions); \
+                     84 SMs",
+            memory_gb_per_s: 768,
+            sms: 84,
+            host_gb_per_s: 32,
+            generation: Generation::Ampere,
+        }),
     },
     DeviceSpec {
         name: "rtx-6000-ada-48gb",
@@ -323,7 +472,12 @@ pub const DEVICES: &[DeviceSpec] = &[
             inter_node_gb_per_s: Some(50),
             source: "AMD Instinct MI300X datasheet: peak BF16 1,307.4 TFLOPS and FP8 2,614.9 TFLOPS (dense), \
                      Infinity Fabric 896 GB/s peak aggregate (both directions, 7 links); 8x 400 Gb/s NICs \
-                     per 8-GPU platform (50 GB/s per GPU) as in AMD's MI300X platform reference",
+                     per 8-GPU platform (50 GB/s per GPU) as in AMD's MI300X platform reference; \
+                     MI300X datasheet: 5.3 TB/s HBM3, PCIe Gen5 x16 128 GB/s (both directions), 304 compute units",
+            memory_gb_per_s: 5300,
+            sms: 304,
+            host_gb_per_s: 64,
+            generation: Generation::Cdna3,
         }),
     },
     DeviceSpec {
@@ -335,7 +489,19 @@ pub const DEVICES: &[DeviceSpec] = &[
         bytes: 274_877_906_944,
         source: "datasheet only: AMD Instinct MI325X 256 GB HBM3E, read as 256 GiB (HBM stacks are binary-sized); \
                  no rocm-smi capture found, the driver figure is likely a few MiB lower",
-        compute: None,
+        compute: Some(Compute {
+            bf16_tflops: 1307,
+            fp8_tflops: Some(2615),
+            intra_node_gb_per_s: 448,
+            inter_node_gb_per_s: Some(50),
+            source: "AMD Instinct MI325X datasheet: peak BF16 1,307.4 TFLOPS and FP8 2,614.9 TFLOPS (dense), 6 TB/s \
+                     HBM3e, Infinity Fabric 896 GB/s aggregate (both directions), PCIe Gen5 x16; 304 compute units; 8x \
+                     400 Gb/s NICs per 8-GPU platform (50 GB/s per GPU) as in AMD's reference",
+            memory_gb_per_s: 6000,
+            sms: 304,
+            host_gb_per_s: 64,
+            generation: Generation::Cdna3,
+        }),
     },
     // ------------------------------------------------------------- Google TPU
     DeviceSpec {

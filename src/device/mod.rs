@@ -51,6 +51,35 @@ pub struct Compute {
     pub inter_node_gb_per_s: Option<u32>,
     /// Where the figures come from.
     pub source: &'static str,
+    /// Memory (HBM, GDDR) bandwidth, GB/s (10^9 bytes): what memory-bound
+    /// work (norms, activations, the optimizer step) runs at.
+    pub memory_gb_per_s: u32,
+    /// Streaming multiprocessors (AMD: compute units): how many matmul
+    /// tiles run at once, so the width of a wave.
+    pub sms: u32,
+    /// One direction of the GPU's link to host memory (PCIe x16, NVLink-C2C), GB/s.
+    pub host_gb_per_s: u32,
+    /// The architecture, whose measured efficiencies apply.
+    pub generation: Generation,
+}
+
+/// A GPU architecture: what the step-time model's efficiency figures are
+/// measured and fitted per (`crate::step_time`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Generation {
+    /// NVIDIA Turing (T4).
+    Turing,
+    /// NVIDIA Ampere (A100, A10, A10G, RTX A6000, RTX 3090).
+    Ampere,
+    /// NVIDIA Ada Lovelace (L4, L40S, RTX 4090).
+    Ada,
+    /// NVIDIA Hopper (H100, H200).
+    Hopper,
+    /// NVIDIA Blackwell (B200, GB200).
+    Blackwell,
+    /// AMD CDNA 3 (MI300X, MI325X).
+    Cdna3,
 }
 
 impl DeviceSpec {

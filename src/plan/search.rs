@@ -118,10 +118,26 @@ pub fn search(request: &Request) -> Result<Outcome> {
         outcome.time_unavailable = outcome.time_unavailable.or(part.time_unavailable);
         outcome.refusal = outcome.refusal.or(part.refusal);
     }
-    let speed = |row: &Row| row.time.as_ref().map_or(0.0, |t| t.tokens_per_s);
+    // Throughputs within one RESOLUTION step of each other are one bucket:
+    // closer than any published comparison resolves, so among them the
+    // layout with fewer model-parallel dimensions comes first (a practitioner
+    // adds context or pipeline parallelism only where it pays).
+    let speed = |row: &Row| {
+        row.time.as_ref().map_or(i64::MIN, |t| {
+            (t.tokens_per_s.max(f64::MIN_POSITIVE).ln() / RESOLUTION.ln_1p()).floor() as i64
+        })
+    };
+    let dimensions = |row: &Row| {
+        let l = &row.layout;
+        [l.tensor, l.pipeline, l.context, l.expert]
+            .iter()
+            .filter(|d| **d > 1)
+            .count()
+    };
     outcome.kept.sort_by(|a, b| {
         speed(b)
-            .total_cmp(&speed(a))
+            .cmp(&speed(a))
+            .then_with(|| dimensions(a).cmp(&dimensions(b)))
             .then_with(|| {
                 (a.layout.offload != Offload::None).cmp(&(b.layout.offload != Offload::None))
             })
@@ -131,6 +147,11 @@ pub fn search(request: &Request) -> Result<Outcome> {
     });
     Ok(outcome)
 }
+
+/// The step-time resolution of the ranking: throughputs that differ by less
+/// than 1% rank as equal (then by fewer parallel dimensions, no offload,
+/// lower peak, fewer flags).
+const RESOLUTION: f64 = 0.01;
 
 /// The base setup of `framework`.
 fn base<'r>(request: &'r Request, framework: Framework) -> Result<&'r Setup> {

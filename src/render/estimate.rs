@@ -343,21 +343,34 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
 pub(crate) fn time_line(e: &Estimate) -> Option<String> {
     match (&e.time, &e.time_unavailable) {
         (Some(t), _) => Some(format!(
-            "step time: {} on {} x {}, matmuls assumed at {:.1}% of the {} peak ({}): compute {}, communication {} exposed of {} (data- and context-parallel traffic overlapped, the rest not), bubble {}; {} tokens/s, {:.3e} FLOPs per step, model FLOPs utilization {:.1}%",
+            "step time: {} on {} x {} (published error ±{:.0}%: mean |error| over {} held-out runs): compute {} ({}; {:.1}% of the {} peak), communication {} exposed of {}, bubble {}{}; {} tokens/s, {:.3e} FLOPs per step, model FLOPs utilization {:.1}%",
             seconds(t.step_time_s),
             e.parallelism.layout.gpus,
             escape(&t.device),
+            t.uncertainty.mean_abs_error * 100.0,
+            t.uncertainty.held_out_cases,
+            seconds(t.compute_s),
+            if t.mfu_source == "--mfu" {
+                "at --mfu".to_string()
+            } else {
+                format!(
+                    "matmuls {}, attention {}, memory-bound {}, optimizer {}",
+                    seconds(t.matmul_s),
+                    seconds(t.attention_s),
+                    seconds(t.memory_bound_s),
+                    seconds(t.optimizer_s)
+                )
+            },
             t.mfu * 100.0,
             t.matmul_precision,
-            if t.mfu_source == "--mfu" {
-                "--mfu"
-            } else {
-                "default for the hidden size, from Megatron-LM's A100 runs"
-            },
-            seconds(t.compute_s),
             seconds(t.communication_s),
             seconds(t.communication_total_s),
             seconds(t.bubble_s),
+            if t.offload_s > 0.0 {
+                format!(", offload {}", seconds(t.offload_s))
+            } else {
+                String::new()
+            },
             crate::units::Count(t.tokens_per_s.round() as u64),
             t.flops_per_step,
             t.achieved_mfu * 100.0,

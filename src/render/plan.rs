@@ -70,6 +70,15 @@ struct JsonTime {
     tokens_per_s: f64,
     mfu: f64,
     achieved_mfu: f64,
+    matmul_s: f64,
+    attention_s: f64,
+    memory_bound_s: f64,
+    optimizer_s: f64,
+    offload_s: f64,
+    uncertainty: crate::step_time::Uncertainty,
+    /// Whether this layout's step time is within the model's stated
+    /// uncertainty of the fastest shown: the two are a tie, not a ranking.
+    ties_best: bool,
 }
 
 #[derive(Serialize)]
@@ -149,6 +158,7 @@ fn shown(kept: &[Row], top: usize) -> Vec<&Row> {
 pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) -> String {
     let outcome = &report.outcome;
     let headroom = format_percent(report.headroom_basis_points, 10_000);
+    let best = outcome.kept.first().and_then(|row| row.time.as_ref());
     if format == Format::Json {
         return json(&JsonPlan {
             model: &report.model,
@@ -205,6 +215,13 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
                         tokens_per_s: t.tokens_per_s,
                         mfu: t.mfu,
                         achieved_mfu: t.achieved_mfu,
+                        matmul_s: t.matmul_s,
+                        attention_s: t.attention_s,
+                        memory_bound_s: t.memory_bound_s,
+                        optimizer_s: t.optimizer_s,
+                        offload_s: t.offload_s,
+                        uncertainty: t.uncertainty,
+                        ties_best: ties(best, t),
                     }),
                 })
                 .collect(),
@@ -349,12 +366,32 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
             }
             if let Some(time) = shown.first().and_then(|row| row.time.as_ref()) {
                 out.push_str(&format!(
-                    "\n  step time: {} for {} tokens at an assumed MFU of {:.0}% ({}); communication and the pipeline bubble as `trainmem estimate` prices them\n",
+                    "\n  step time: {} for {} tokens (published error ±{:.0}%, mean |error| over {} held-out runs): compute {} (matmuls {}, attention {}, memory-bound {}, optimizer {}), exposed communication {}, bubble {}, offload {}; communication and the pipeline bubble as `trainmem estimate` prices them\n",
                     seconds(time.step_time_s),
                     Count(time.tokens_per_step).grouped(),
-                    time.mfu * 100.0,
-                    time.mfu_source,
+                    time.uncertainty.mean_abs_error * 100.0,
+                    time.uncertainty.held_out_cases,
+                    seconds(time.compute_s),
+                    seconds(time.matmul_s),
+                    seconds(time.attention_s),
+                    seconds(time.memory_bound_s),
+                    seconds(time.optimizer_s),
+                    seconds(time.communication_s),
+                    seconds(time.bubble_s),
+                    seconds(time.offload_s),
                 ));
+                let tied = shown
+                    .iter()
+                    .skip(1)
+                    .take_while(|row| row.time.as_ref().is_some_and(|t| ties(best, t)))
+                    .count();
+                if tied > 0 {
+                    out.push_str(&format!(
+                        "  rows 1-{} are within the model's ±{:.0}% of each other: a tie, not a ranking\n",
+                        tied + 1,
+                        time.uncertainty.mean_abs_error * 100.0,
+                    ));
+                }
             }
             for note in &report.notes {
                 out.push_str(&format!("  note: {}\n", escape(note)));
@@ -362,4 +399,12 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
             super::wrap::free_text(&out)
         }
     }
+}
+
+/// Whether `time` is within the step-time model's published mean |error|
+/// of the fastest layout's: closer than the model can tell apart.
+fn ties(best: Option<&crate::step_time::StepTime>, time: &crate::step_time::StepTime) -> bool {
+    best.is_some_and(|best| {
+        time.step_time_s <= best.step_time_s * (1.0 + time.uncertainty.mean_abs_error)
+    })
 }

@@ -477,9 +477,10 @@ pub struct WorkloadArgs {
 #[derive(Debug, Args, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SpeedArgs {
-    /// The share of the matmul peak the step's executed FLOPs reach, e.g.
-    /// 0.45 or 45% (default: by hidden size, 44% to 64%, from Megatron-LM's
-    /// A100 runs in Korthikanti et al. 2022 Table 5).
+    /// The share of the peak the step's executed FLOPs reach, e.g. 0.45 or
+    /// 45%, replacing the per-operation model (default: each matmul,
+    /// attention kernel and memory-bound op priced by shape, at shares
+    /// fitted to published runs; see `time.uncertainty`).
     #[arg(long, value_name = "FRACTION", allow_hyphen_values = true, help_heading = HARDWARE)]
     pub mfu: Option<String>,
 
@@ -502,6 +503,13 @@ pub struct SpeedArgs {
     /// bubble is (pp - 1) / (virtual-stages x micro-batches).
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = PARALLELISM)]
     pub virtual_stages: u64,
+
+    /// The achievable share of the dense peak a large matmul reaches, e.g.
+    /// 0.7, replacing the one fitted for the device's generation (A100
+    /// and H100 fitted to published runs; the step time's published error
+    /// is in `time.uncertainty`).
+    #[arg(long, value_name = "FRACTION", allow_hyphen_values = true, help_heading = HARDWARE)]
+    pub matmul_efficiency: Option<String>,
 }
 
 /// A whole number of at least 1 (a GPU count, a degree, a size): the parser

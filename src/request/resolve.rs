@@ -833,6 +833,11 @@ pub fn speed(
     parallelism: &Parallelism,
 ) -> Result<Speed> {
     let mfu = args.mfu.as_deref().map(mfu_basis_points).transpose()?;
+    let matmul_efficiency = args
+        .matmul_efficiency
+        .as_deref()
+        .map(|text| share_basis_points("--matmul-efficiency", text))
+        .transpose()?;
     if args.virtual_stages == 0 {
         return Err(Error::InvalidValue {
             what: "--virtual-stages",
@@ -906,6 +911,11 @@ pub fn speed(
         inter_node: inter,
         gpus_per_node: per_node,
         virtual_stages: args.virtual_stages,
+        memory_bytes_per_s: compute.map_or(0, |c| u64::from(c.memory_gb_per_s) * GIGA),
+        sms: compute.map_or(0, |c| u64::from(c.sms)),
+        host_bytes_per_s: compute.map_or(0, |c| u64::from(c.host_gb_per_s) * GIGA),
+        generation: compute.map(|c| c.generation),
+        matmul_efficiency_basis_points: matmul_efficiency,
     }))
 }
 
@@ -927,8 +937,14 @@ pub fn share(text: &str) -> Option<f64> {
 
 /// `--mfu`: a fraction in (0, 1], as `0.44` or `44%`, in basis points.
 fn mfu_basis_points(text: &str) -> Result<u32> {
+    share_basis_points("--mfu", text)
+}
+
+/// A share of the peak (`--mfu`, `--matmul-efficiency`): a fraction in
+/// (0, 1], as `0.44` or `44%`, in basis points.
+fn share_basis_points(what: &'static str, text: &str) -> Result<u32> {
     let invalid = |reason: &str| Error::InvalidValue {
-        what: "--mfu",
+        what,
         value: text.to_string(),
         reason: reason.to_string(),
     };

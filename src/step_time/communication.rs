@@ -31,11 +31,19 @@
 //!   around the ring forward ((N − 1) hops) and keys, values and their
 //!   gradients backward (Liu et al. 2023, Ring Attention).
 //!
-//! Overlap (an assumption, stated in every report): data-parallel and
-//! context-parallel traffic runs concurrently with compute (FSDP's
-//! prefetch, DDP's bucketed all-reduce, ring attention's double buffering),
-//! so only what exceeds the compute time shows; tensor-, pipeline- and
-//! expert-parallel traffic sits on the critical path and shows in full.
+//! Each call costs a latency plus its bytes over the achievable bus
+//! bandwidth: NCCL reaches about 80% of NVLink's one-direction bandwidth
+//! (nccl-tests all-reduce bus bandwidth, about 230-240 GB/s of A100's 300
+//! and 360-370 of H100's 450) and about 90% of a 200/400 Gb/s NIC, with
+//! about 10 µs per call inside a node and 25 µs across (nccl-tests
+//! small-message times; approximate).
+//!
+//! Overlap (stated in every report; `mod.rs` applies it): data-parallel
+//! traffic runs concurrently with compute (FSDP's prefetch, DDP's bucketed
+//! all-reduce) except the first layer's all-gather and the last layer's
+//! reduce-scatter, which nothing hides; ring attention's exchanges hide
+//! behind attention only; tensor-, pipeline- and expert-parallel traffic
+//! sits on the critical path and shows in full.
 
 use serde::Serialize;
 
@@ -67,10 +75,20 @@ pub struct Collective {
     pub seconds: f64,
     /// Whether it runs concurrently with compute.
     pub overlapped: bool,
+    /// Calls per step (each pays the link's latency).
+    pub calls: f64,
 }
 
 /// Bytes of a bf16 gradient or weight, and of a bf16 activation.
 const HALF: f64 = 2.0;
+/// Achievable share of the link bandwidth, inside a node and across.
+const INTRA_NODE_BUS_SHARE: f64 = 0.8;
+const INTER_NODE_BUS_SHARE: f64 = 0.9;
+/// Seconds per call, inside a node and across.
+const INTRA_NODE_LATENCY_S: f64 = 10e-6;
+const INTER_NODE_LATENCY_S: f64 = 25e-6;
+/// DDP's gradient bucket (`bucket_cap_mb = 25`): one all-reduce call each.
+const DDP_BUCKET_BYTES: f64 = 25.0 * 1024.0 * 1024.0;
 
 /// Every collective of one step.
 pub fn per_step(
@@ -89,22 +107,32 @@ pub fn per_step(
             Link::InterNode
         }
     };
-    let seconds = |bytes: f64, link: Link| {
-        let bandwidth = match link {
-            Link::IntraNode => rates.intra_node.0,
-            Link::InterNode => rates.inter_node.0,
+    let seconds = |bytes: f64, link: Link, calls: f64| {
+        let (bandwidth, share, latency) = match link {
+            Link::IntraNode => (
+                rates.intra_node.0,
+                INTRA_NODE_BUS_SHARE,
+                INTRA_NODE_LATENCY_S,
+            ),
+            Link::InterNode => (
+                rates.inter_node.0,
+                INTER_NODE_BUS_SHARE,
+                INTER_NODE_LATENCY_S,
+            ),
         };
-        bytes / bandwidth.max(1) as f64
+        calls * latency + bytes / (bandwidth.max(1) as f64 * share)
     };
     let mut out = Vec::new();
-    let mut push = |name: &'static str, bytes: f64, link: Link, overlapped: bool| {
+    let mut push = |name: &'static str, bytes: f64, link: Link, overlapped: bool, calls: f64| {
         if bytes > 0.0 {
+            let calls = calls.max(1.0);
             out.push(Collective {
                 name,
                 bytes_per_gpu: bytes,
                 link,
-                seconds: seconds(bytes, link),
+                seconds: seconds(bytes, link, calls),
                 overlapped,
+                calls,
             });
         }
     };
@@ -116,6 +144,7 @@ pub fn per_step(
     );
     let act = workload.dtype.bytes() as f64;
     let share = |d: u64| (d.saturating_sub(1)) as f64 / d.max(1) as f64;
+    let gathered_layers = (work.layers as f64 / pp as f64).max(1.0);
 
     // Data parallelism over the ranks that hold the same layers (dp × cp).
     let shard = layout.data_and_context();
@@ -133,12 +162,14 @@ pub fn per_step(
                     2.0 * m * f * local_weights * HALF,
                     data_link,
                     true,
+                    2.0 * m * gathered_layers,
                 );
                 push(
                     "fsdp reduce-scatter",
                     f * local_gradients * HALF,
                     data_link,
                     true,
+                    gathered_layers,
                 );
             }
             ZeroStage::Gradients | ZeroStage::OptimizerStates => {
@@ -147,8 +178,15 @@ pub fn per_step(
                     f * local_gradients * HALF,
                     data_link,
                     true,
+                    gathered_layers,
                 );
-                push("zero all-gather", f * local_weights * HALF, data_link, true);
+                push(
+                    "zero all-gather",
+                    f * local_weights * HALF,
+                    data_link,
+                    true,
+                    gathered_layers,
+                );
             }
             ZeroStage::None => {
                 push(
@@ -156,6 +194,7 @@ pub fn per_step(
                     2.0 * f * local_gradients * HALF,
                     data_link,
                     true,
+                    (local_gradients * HALF / DDP_BUCKET_BYTES).ceil(),
                 );
             }
         }
@@ -163,6 +202,7 @@ pub fn per_step(
     let seq_local = workload.seq_len as f64 / cp as f64;
     let tokens_local = workload.micro_batch as f64 * seq_local;
     let layers_local = work.layers as f64 / pp as f64;
+    let virtual_stages = rates.virtual_stages.max(1) as f64;
     let recompute_passes = match workload.recompute {
         Recompute::Full => 1.0,
         _ => 0.0,
@@ -175,15 +215,17 @@ pub fn per_step(
             count * 2.0 * share(tp) * activation,
             link(1, tp),
             false,
+            count,
         );
     }
     if pp > 1 {
         let activation = tokens_local * work.hidden as f64 * act / tp as f64;
         push(
             "pp send/recv",
-            2.0 * m * activation,
+            2.0 * m * virtual_stages * activation,
             link(tp * cp * layout.data(), pp),
             false,
+            2.0 * m * virtual_stages,
         );
     }
     if ep > 1 && work.moe_layers > 0 {
@@ -194,6 +236,7 @@ pub fn per_step(
             4.0 * moe_local * m * share(ep) * routed,
             link(tp * cp, ep),
             false,
+            4.0 * moe_local * m,
         );
     }
     if cp > 1 {
@@ -205,6 +248,7 @@ pub fn per_step(
             hops * layers_local * m * chunk,
             link(tp, cp),
             true,
+            hops * layers_local * m,
         );
     }
     out
@@ -226,6 +270,11 @@ mod tests {
             inter_node: Bytes(10),
             gpus_per_node: 8,
             virtual_stages: 1,
+            memory_bytes_per_s: 0,
+            sms: 0,
+            host_bytes_per_s: 0,
+            generation: None,
+            matmul_efficiency_basis_points: None,
         }
     }
 
@@ -250,7 +299,9 @@ mod tests {
         // 2 (d - 1)/d x 1,000 bf16 values: 2 x 3/4 x 2,000 bytes.
         assert_eq!(out[0].bytes_per_gpu, 3_000.0);
         assert_eq!(out[0].link, Link::IntraNode);
-        assert_eq!(out[0].seconds, 30.0);
+        // One bucket: a latency plus the bytes at 80% of the link.
+        assert_eq!(out[0].calls, 1.0);
+        assert!((out[0].seconds - (INTRA_NODE_LATENCY_S + 3_000.0 / 80.0)).abs() < 1e-9);
         assert!(out[0].overlapped);
     }
 

@@ -72,6 +72,16 @@ pub struct Work {
     pub trainable: u128,
     /// Whether attention's shapes are known (an architecture was read).
     pub attention_known: bool,
+    /// The MLP's intermediate width f (an expert's, for a mixture).
+    pub intermediate: u64,
+    /// Whether the MLP is gated (`down(act(gate(x)) * up(x))`): three matmuls, not two.
+    pub gated: bool,
+    /// Vocabulary size: the width of the logits the loss reads.
+    pub vocab: u64,
+    /// Attention heads a.
+    pub heads: u64,
+    /// A head's width d (queries and keys).
+    pub head_dim: u64,
 }
 
 impl Work {
@@ -122,6 +132,11 @@ impl Work {
             work.kv_width = d.kv_heads.saturating_mul(qk.saturating_add(v));
             work.hidden = d.hidden;
             work.attention_known = true;
+            work.intermediate = moe.map_or(d.intermediate, |m| m.intermediate);
+            work.gated = d.mlp == crate::architecture::MlpKind::Gated;
+            work.vocab = d.vocab;
+            work.heads = d.heads;
+            work.head_dim = qk;
         }
         work.top_k = moe.map_or(0, |m| m.top_k);
         work.moe_layers = moe_layers.len() as u64;

@@ -1,6 +1,7 @@
 //! What the device does per second: its matmul peaks, the assumed share of
 //! them a step reaches, and its links.
 
+use crate::device::Generation;
 use crate::units::Bytes;
 
 /// The speeds a step is priced at, resolved from `--device` and the flags
@@ -25,6 +26,19 @@ pub struct Rates {
     pub gpus_per_node: u64,
     /// Virtual pipeline stages per rank (Megatron's interleaved schedule).
     pub virtual_stages: u64,
+    /// Memory bandwidth per GPU, bytes per second (0: unknown, memory-bound
+    /// work not priced).
+    pub memory_bytes_per_s: u64,
+    /// Streaming multiprocessors per GPU (0: unknown, no wave quantization).
+    pub sms: u64,
+    /// One direction of a GPU's link to host memory, bytes per second.
+    pub host_bytes_per_s: u64,
+    /// The architecture whose efficiency figures apply (none: a bare
+    /// `--peak-tflops`, priced at the fitted generations' mean).
+    pub generation: Option<Generation>,
+    /// `--matmul-efficiency`: the achievable share of the dense peak a
+    /// large matmul reaches, in basis points, replacing the fitted figure.
+    pub matmul_efficiency_basis_points: Option<u32>,
 }
 
 /// The rates of a step, or why there are none.

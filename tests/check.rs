@@ -539,7 +539,7 @@ fn suggestions_name_the_keys_of_the_users_own_format() {
         .unwrap();
     let (_, stdout, _) = run_strings(&args_of(case, &[]));
     assert!(
-        stdout.contains("changes that fit, cheapest first:"),
+        stdout.contains("changes that fit, each alone, what they give up least first:"),
         "{stdout}"
     );
     assert!(

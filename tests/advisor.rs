@@ -438,3 +438,96 @@ fn a_tight_run_exits_1_unless_allowed() {
     let (code, _, stderr) = cli(&[&base[..], &["--allow-tight"]].concat());
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// `fit` says what it found: the estimate it shows fits; when the chosen
+/// recompute mode fits nothing it names the mode that does; the fewest
+/// GPUs never read "at sequence 1"; and when no count fits, the
+/// advisor's best change is the hint.
+#[test]
+fn fit_says_what_it_found() {
+    // The chosen mode (none) fits no micro-batch at 16k tokens; full does.
+    let found = cli_json(&[
+        "fit",
+        "--model",
+        "llama-3.1-8b",
+        "--optimizer",
+        "adamw-8bit",
+        "--precision",
+        "bf16",
+        "--lora-rank",
+        "16",
+        "--seq-len",
+        "16384",
+        "--device",
+        "rtx-4090-24gb",
+        "--format",
+        "json",
+    ]);
+    let modes = found["recompute_modes"].as_array().unwrap();
+    assert!(modes[0]["largest"].is_null(), "{found}");
+    assert_eq!(found["found"], true);
+    assert_eq!(
+        found["estimate"]["fits"], true,
+        "the figure shown is of a mode that fits"
+    );
+    assert!(found["estimate_recompute"].is_string(), "{found}");
+    let (_, table, _) = cli(&[
+        "fit",
+        "--model",
+        "llama-3.1-8b",
+        "--optimizer",
+        "adamw-8bit",
+        "--precision",
+        "bf16",
+        "--lora-rank",
+        "16",
+        "--seq-len",
+        "16384",
+        "--device",
+        "rtx-4090-24gb",
+    ]);
+    assert!(
+        table.contains("the chosen recompute mode fits no micro-batch"),
+        "{table}"
+    );
+    // The longest sequence: no GPU count at a placeholder sequence.
+    let (_, table, _) = cli(&[
+        "fit",
+        "--model",
+        "llama-3.2-1b",
+        "--micro-batch",
+        "1",
+        "--device",
+        "rtx-4090-24gb",
+    ]);
+    assert!(!table.contains("sequence 1"), "{table}");
+    // A 70B under FSDP: activations do not shard, so no count fits
+    // without recomputation; the hint says what does.
+    let sharded = cli_json(&[
+        "fit",
+        "--model",
+        "llama-3.1-70b",
+        "--fsdp",
+        "full-shard",
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "8192",
+        "--device",
+        "h100-80gb",
+        "--format",
+        "json",
+    ]);
+    assert!(sharded["min_gpus"].is_null(), "{sharded}");
+    assert_eq!(sharded["found"], false);
+    assert!(
+        sharded["hint"]["flags"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty()),
+        "{sharded}"
+    );
+}

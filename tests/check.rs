@@ -61,7 +61,8 @@ const CASES: &[Case] = &[
             "lora_r = 16 -> read with use_peft",
             "gradient_checkpointing_kwargs = {\"use_reentrant\":false} -> use_reentrant false",
         ],
-        verdict: "fits",
+        // The allocated peak fits 25.76 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["training-args-zero3.json"],
@@ -106,7 +107,8 @@ const CASES: &[Case] = &[
             "zero_optimization.reduce_bucket_size = 200000000.0 -> --reduce-bucket-size 200000000",
             "optimizer.type = Adam -> --optimizer adamw",
         ],
-        verdict: "fits",
+        // The allocated peak fits 80 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["ds-zero3-offload-fp16.json"],
@@ -342,7 +344,7 @@ fn each_config_is_estimate_with_its_equivalent_flags() {
             serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{args:?}: {code} {stderr}"));
         assert_eq!(checked["verdict"], case.verdict, "{args:?}: {stderr}");
         let expected_code = match case.verdict {
-            "does-not-fit" => 1,
+            "does-not-fit" | "tight" => 1,
             _ => 0,
         };
         assert_eq!(code, expected_code, "{args:?}: {stderr}");
@@ -551,8 +553,10 @@ fn suggestions_name_the_keys_of_the_users_own_format() {
         .find(|c| c.files == ["training-args-zero3.json"])
         .unwrap();
     let (_, stdout, _) = run_strings(&args_of(case, &[]));
+    // The micro-batch the reserve allows, in the TrainingArguments' own keys.
     assert!(
-        stdout.contains("per_device_train_batch_size: 2, gradient_accumulation_steps: 8"),
+        stdout.contains("per_device_train_batch_size: ")
+            && stdout.contains(", gradient_accumulation_steps: "),
         "{stdout}"
     );
 }
@@ -734,7 +738,8 @@ fn hub_ids_in_the_files_resolve_as_model_does() {
         "--format",
         "json",
     ]);
-    assert_eq!(code, 0, "{stderr}");
+    // Tight on 24 GB: the allocated peak fits, the reserve does not.
+    assert_eq!(code, 1, "{stderr}");
     let checked: Value = serde_json::from_str(&stdout).unwrap();
     let (_, stdout, _) = run_without_cache(&[
         "estimate",
@@ -919,7 +924,15 @@ fn each_suggestion_applied_alone_makes_it_fit() {
         let mut args: Vec<String> = vec!["check".into(), copy.display().to_string()];
         args.extend(extra.iter().map(|s| s.to_string()));
         if suggestion["file"] == "command line" {
-            args.extend(key.split_whitespace().map(str::to_string));
+            // A flag the command line already gives (--gpus) takes the new value.
+            let words: Vec<String> = key.split_whitespace().map(str::to_string).collect();
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                if let Some(at) = args.iter().position(|a| a == flag) {
+                    let valued = args.get(at + 1).is_some_and(|v| !v.starts_with("--"));
+                    args.drain(at..at + 1 + usize::from(valued));
+                }
+            }
+            args.extend(words);
         } else {
             apply(&copy, key);
         }

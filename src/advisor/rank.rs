@@ -1,18 +1,34 @@
 //! The order of the answers: what the user gives up first (issue 23: the
 //! same training, then other numerics, then other parameters trained),
-//! then the step time (`Estimate.time`, when the device's speed is known),
-//! then the peak. An answer on the run's own GPUs comes before one that
-//! needs more of them: more GPUs are bought, not set.
+//! then (within a kind) without host offload first, since the step-time
+//! model does not price host transfers (as `plan` ranks), then the step
+//! time (`Estimate.time`, when the device's speed is known), then the peak.
+//! An answer on the run's own GPUs comes before one that needs more of
+//! them: more GPUs are bought, not set.
 
 use std::cmp::Ordering;
 
 use super::search::Priced;
 use crate::request::{Category, Change};
 
+/// Whether a change moves tensors to host memory: the step-time model
+/// does not price host transfers, so within a kind an answer without them
+/// ranks first (as `plan` ranks its layouts).
+fn offloads(change: &Change) -> bool {
+    matches!(
+        change,
+        Change::OffloadActivations
+            | Change::OffloadOptimizer
+            | Change::OffloadParameters
+            | Change::PagedOptimizer8bit
+    )
+}
+
 /// An answer's rank key, smallest first.
-fn key(p: &Priced) -> (bool, Category, f64, u64, usize) {
+fn key(p: &Priced) -> (bool, Category, bool, f64, u64, usize) {
     let more_gpus = p.changes.iter().any(|c| matches!(c, Change::Gpus { .. }));
     let category = category(&p.changes);
+    let host = p.changes.iter().any(offloads);
     let time = p
         .estimate
         .time
@@ -21,8 +37,9 @@ fn key(p: &Priced) -> (bool, Category, f64, u64, usize) {
     (
         more_gpus,
         category,
+        host,
         time,
-        p.estimate.memory.reserved.0,
+        p.estimate.memory.peak.0,
         p.changes.len(),
     )
 }
@@ -65,10 +82,10 @@ pub fn rank(mut found: Vec<Priced>) -> Vec<Priced> {
     found.retain(|_| kept_iter.next().unwrap_or(true));
     found.sort_by(|a, b| {
         let (ka, kb) = (key(a), key(b));
-        (ka.0, ka.1)
-            .cmp(&(kb.0, kb.1))
-            .then(ka.2.partial_cmp(&kb.2).unwrap_or(Ordering::Equal))
-            .then((ka.3, ka.4).cmp(&(kb.3, kb.4)))
+        (ka.0, ka.1, ka.2)
+            .cmp(&(kb.0, kb.1, kb.2))
+            .then(ka.3.partial_cmp(&kb.3).unwrap_or(Ordering::Equal))
+            .then((ka.4, ka.5).cmp(&(kb.4, kb.5)))
     });
     found
 }

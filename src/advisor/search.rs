@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::space::{MORE_GPUS, candidates, gpu_counts};
+use super::space::{MORE_GPUS, SMALLER_BATCH, batch_sizes, candidates, gpu_counts};
 use crate::error::Result;
 use crate::estimate::{Estimate, estimate};
 use crate::request::change::apply_all;
@@ -25,10 +25,12 @@ use crate::request::{Category, Change, EstimateRequest, Slot};
 /// The most changes in one answer.
 pub const MAX_CHANGES: usize = 4;
 
-/// The most estimates one search prices (the GPU-count bisections
-/// included): a few hundred, about 100 ms of a release build's estimates
-/// of an 8B model spread over the machine's cores.
-pub const MAX_ESTIMATES: u64 = 320;
+/// The most estimates one search prices (the size bisections included),
+/// counted, not timed: a release build prices an 8B model in a few
+/// milliseconds of one core, so 192 estimates spread over 8 cores take
+/// well under 100 ms (figures in the closing note). A level cut
+/// short by the budget has priced its most promising sets first.
+pub const MAX_ESTIMATES: u64 = 192;
 
 /// Every kind of answer, in rank order.
 const CATEGORIES: [Category; 3] = [
@@ -38,7 +40,7 @@ const CATEGORIES: [Category; 3] = [
 ];
 
 /// The most threads one search prices on.
-const MAX_THREADS: usize = 8;
+const MAX_THREADS: usize = 16;
 
 /// A set of changes priced.
 #[derive(Debug, Clone)]
@@ -64,9 +66,11 @@ pub struct Found {
     pub exhausted: bool,
 }
 
-/// The request with `changes` applied, priced; more GPUs is the fewest
-/// that fit with the other changes (a bisection: memory only falls with
-/// more sharded ranks).
+/// The request with `changes` applied, priced. A change whose size is
+/// searched (more GPUs, a smaller micro-batch) takes the mildest size that
+/// fits with the other changes: the fewest GPUs, the largest micro-batch.
+/// Memory only falls along its sizes (more sharded ranks, fewer sequences
+/// per micro-batch), so the mildest that fits is found by bisection.
 pub fn price(request: &EstimateRequest, changes: &[Change], spent: &AtomicU64) -> Result<Priced> {
     let once = |changes: &[Change]| -> Result<Estimate> {
         spent.fetch_add(1, Ordering::Relaxed);
@@ -75,36 +79,41 @@ pub fn price(request: &EstimateRequest, changes: &[Change], spent: &AtomicU64) -
         let (model, setup, _, _) = changed.resolve()?;
         estimate(&model, &setup)
     };
-    let Some(at) = changes.iter().position(|c| *c == MORE_GPUS) else {
+    let sized = changes
+        .iter()
+        .position(|c| *c == MORE_GPUS || *c == SMALLER_BATCH);
+    // The sizes, mildest first, as changes.
+    let sizes: Vec<Change> = match sized.map(|at| &changes[at]) {
+        Some(Change::Gpus { .. }) => gpu_counts(&request.flags)
+            .into_iter()
+            .map(|gpus| Change::Gpus { gpus })
+            .collect(),
+        Some(_) => batch_sizes(&request.flags),
+        None => Vec::new(),
+    };
+    let (Some(at), Some(strongest)) = (sized, sizes.last()) else {
         return once(changes).map(|estimate| Priced {
             changes: changes.to_vec(),
             estimate,
         });
     };
-    let counts = gpu_counts(&request.flags);
-    let with = |gpus: u64| {
+    let with = |size: &Change| {
         let mut set = changes.to_vec();
-        set[at] = Change::Gpus { gpus };
+        set[at] = size.clone();
         set
     };
-    // The largest count first: if it does not fit, none does.
-    let (mut low, mut high) = (0, counts.len().saturating_sub(1));
-    let Some(&most) = counts.get(high) else {
-        return once(changes).map(|estimate| Priced {
-            changes: changes.to_vec(),
-            estimate,
-        });
-    };
+    // The strongest size first: if it does not fit, none does.
     let mut best = Priced {
-        changes: with(most),
-        estimate: once(&with(most))?,
+        changes: with(strongest),
+        estimate: once(&with(strongest))?,
     };
     if best.estimate.fits != Some(true) {
         return Ok(best);
     }
+    let (mut low, mut high) = (0, sizes.len() - 1);
     while low < high {
         let middle = low + (high - low) / 2;
-        let set = with(counts[middle]);
+        let set = with(&sizes[middle]);
         match once(&set) {
             Ok(e) if e.fits == Some(true) => {
                 best = Priced {
@@ -163,7 +172,12 @@ fn kind(changes: &[Change]) -> (Category, bool) {
 /// Whether `set` holds every change of `smaller` (more GPUs matching any count).
 fn contains(set: &[Change], smaller: &[Change]) -> bool {
     let same = |a: &Change, b: &Change| {
-        a == b || matches!((a, b), (Change::Gpus { .. }, Change::Gpus { .. }))
+        a == b
+            || matches!(
+                (a, b),
+                (Change::Gpus { .. }, Change::Gpus { .. })
+                    | (Change::MicroBatch { .. }, Change::MicroBatch { .. })
+            )
     };
     smaller.iter().all(|s| set.iter().any(|c| same(c, s)))
 }

@@ -1,6 +1,6 @@
 //! The candidate changes for a request: every [`Change`] that this run
-//! does not already have and that its flags allow, each once (the
-//! micro-batches at two sizes, more GPUs with the count found later).
+//! does not already have and that its flags allow, each once (a smaller
+//! micro-batch and more GPUs with their sizes found when priced).
 
 use crate::request::{Change, EstimateRequest, RunFlags};
 
@@ -18,29 +18,40 @@ const GPUS_PER_NODE: u64 = 8;
 /// that fit with the rest of the set.
 pub const MORE_GPUS: Change = Change::Gpus { gpus: 0 };
 
+/// A placeholder for "a smaller micro-batch, the same global batch": the
+/// search replaces it with the largest that fits with the rest of the set.
+pub const SMALLER_BATCH: Change = Change::MicroBatch {
+    micro_batch: 0,
+    accumulation: 0,
+};
+
+/// The smaller micro-batches that keep the global batch (the divisors of
+/// the run's, each with the accumulation that makes up the rest), largest
+/// (mildest) first.
+pub fn batch_sizes(flags: &RunFlags) -> Vec<Change> {
+    let micro_batch = flags.workload.micro_batch.unwrap_or(1);
+    let accumulation = flags.workload.grad_accumulation;
+    (1..micro_batch)
+        .rev()
+        .filter(|m| micro_batch.is_multiple_of(*m))
+        .filter_map(|smaller| {
+            accumulation
+                .checked_mul(micro_batch / smaller)
+                .map(|more| Change::MicroBatch {
+                    micro_batch: smaller,
+                    accumulation: more,
+                })
+        })
+        .collect()
+}
+
 /// The changes the advisor may combine for `request`, in the order the
 /// ranking prefers them (same maths first).
 pub fn candidates(request: &EstimateRequest) -> Vec<Change> {
     let flags = &request.flags;
     let mut out = Vec::new();
-    let micro_batch = flags.workload.micro_batch.unwrap_or(1);
-    let accumulation = flags.workload.grad_accumulation;
-    // The largest proper divisor (the mildest change) and 1 (the strongest).
-    let divisors: Vec<u64> = (1..micro_batch)
-        .rev()
-        .filter(|m| micro_batch.is_multiple_of(*m))
-        .collect();
-    let mut sizes: Vec<u64> = divisors.first().copied().into_iter().collect();
-    if divisors.len() > 1 {
-        sizes.push(1);
-    }
-    for smaller in sizes {
-        if let Some(more) = accumulation.checked_mul(micro_batch / smaller) {
-            out.push(Change::MicroBatch {
-                micro_batch: smaller,
-                accumulation: more,
-            });
-        }
+    if !batch_sizes(flags).is_empty() {
+        out.push(SMALLER_BATCH);
     }
     let loss = flags.workload.loss.trim();
     if loss != "fused" {

@@ -331,7 +331,8 @@ runs run out of memory on what is reserved, not on what is allocated. A run whos
 peak fits and whose reserve does not is `tight` (exit 1 unless --allow-tight).
 
 When it does not fit, the smallest sets of changes that make it fit are listed, each
-applied alone to the run and priced exactly, ranked by what they give up: first those
+applied alone to the run and priced exactly, cheapest first: cheapest means what gives
+up least, so first those
 that keep the training the same (recomputation, the loss kernel, sharding, offloading,
 accumulation), then numerics (precision, 8-bit states, the step in backward: no gradient
 clipping), then what is trained (LoRA, QLoRA); then by step time, then by peak; more GPUs

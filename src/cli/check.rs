@@ -298,23 +298,7 @@ fn suggestions(
         .answers
         .iter()
         .map(|answer| {
-            let mut current = request.flags.clone();
-            let mut ordered: Vec<&Change> = answer.changes.iter().collect();
-            ordered.sort_by_key(|c| c.slot());
-            let mut files: Vec<String> = Vec::new();
-            let mut keys: Vec<String> = Vec::new();
-            for change in ordered {
-                let (file, key) = spelled(change, launch, typed, &change.cli_flags(&current));
-                change.apply(&mut current);
-                if !files.contains(&file) {
-                    files.push(file.clone());
-                }
-                keys.push(if files.len() > 1 {
-                    format!("{file}: {key}")
-                } else {
-                    key
-                });
-            }
+            let (file, key) = spelled_all(&answer.changes, &request.flags, launch, typed);
             Suggestion {
                 change: answer
                     .changes
@@ -322,10 +306,8 @@ fn suggestions(
                     .map(Change::words)
                     .collect::<Vec<_>>()
                     .join(" + "),
-                // One file's keys as its own changes are written,
-                // `key: value, key: value`; another file's after its name.
-                key: keys.join(", "),
-                file: files.first().cloned().unwrap_or_default(),
+                key,
+                file,
                 peak: answer.estimate.memory.peak,
                 reserved: answer.estimate.memory.reserved,
                 category: crate::advisor::category(answer).name(),
@@ -334,6 +316,37 @@ fn suggestions(
             }
         })
         .collect())
+}
+
+/// The one place a set of changes is made: the file each change of it
+/// would be written in, when that is one file, as `key: value, key:
+/// value`; else the command line, as flags.
+fn spelled_all(
+    changes: &[Change],
+    flags: &crate::request::RunFlags,
+    launch: &Launch,
+    typed: &[(String, Option<OsString>)],
+) -> (String, String) {
+    let mut ordered: Vec<&Change> = changes.iter().collect();
+    ordered.sort_by_key(|c| c.slot());
+    let mut current = flags.clone();
+    let mut places: Vec<(String, String)> = Vec::new();
+    for change in ordered {
+        places.push(spelled(change, launch, typed, &change.cli_flags(&current)));
+        change.apply(&mut current);
+    }
+    let command_line = "command line".to_string();
+    match places.first() {
+        Some((file, _)) if places.iter().all(|(f, _)| f == file) && *file != command_line => (
+            file.clone(),
+            places
+                .iter()
+                .map(|(_, key)| key.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        _ => (command_line, cli_flags_all(changes, flags).join(" ")),
+    }
 }
 
 /// The file and keys a change is made in: the file whose keys set the

@@ -147,7 +147,8 @@ const CASES: &[Case] = &[
             "mixed_precision = bf16 -> autocast over the weights as loaded, FSDP's mixed precision -> --precision mixed-bf16",
             "bf16 = true -> --precision amp-bf16",
         ],
-        verdict: "fits",
+        // The allocated peak fits, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["accelerate-fsdp2.yaml", "training-args-fsdp.json"],
@@ -188,7 +189,8 @@ const CASES: &[Case] = &[
             "flash_attention = true -> --attention flash",
             "fsdp_config = null -> empty",
         ],
-        verdict: "fits",
+        // The allocated peak fits 25.76 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["axolotl-llama3-lora.yaml"],
@@ -251,7 +253,8 @@ const CASES: &[Case] = &[
             "optimizer.fused = true -> --optimizer-option fused=true",
             "batch_size = 2 -> --micro-batch 2",
         ],
-        verdict: "fits",
+        // The allocated peak fits 25.76 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["torchtune-llama3_1-8b-full-low-memory.yaml"],

@@ -473,7 +473,14 @@ mod tests {
             let mut applied = parsed(&base_argv);
             let flags = change.cli_flags(&applied);
             change.apply(&mut applied);
+            // The command line gives each flag once: a flag the change
+            // sets replaces the base's.
             let mut argv = base_argv.clone();
+            for flag in flags.iter().filter(|f| f.starts_with("--")) {
+                if let Some(at) = argv.iter().position(|a| a == flag) {
+                    argv.drain(at..at + 2);
+                }
+            }
             argv.extend(flags);
             let typed = parsed(&argv);
             assert_eq!(

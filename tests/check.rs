@@ -266,7 +266,8 @@ const CASES: &[Case] = &[
             "tokenizer.max_seq_len = null -> null: each batch as long as its longest sample; give --seq-len",
             "model._component_ = torchtune.models.llama3_1.llama3_1_8b -> --model llama-3.1-8b",
         ],
-        verdict: "fits",
+        // The allocated peak fits, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["torchtune-llama3_2-3b-qlora.yaml"],

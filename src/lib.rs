@@ -16,6 +16,7 @@
 //! ```
 
 pub mod activation;
+pub mod advisor;
 pub mod architecture;
 pub mod catalogue;
 pub mod checkpoint;

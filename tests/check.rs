@@ -61,7 +61,8 @@ const CASES: &[Case] = &[
             "lora_r = 16 -> read with use_peft",
             "gradient_checkpointing_kwargs = {\"use_reentrant\":false} -> use_reentrant false",
         ],
-        verdict: "fits",
+        // The allocated peak fits 25.76 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["training-args-zero3.json"],
@@ -106,7 +107,8 @@ const CASES: &[Case] = &[
             "zero_optimization.reduce_bucket_size = 200000000.0 -> --reduce-bucket-size 200000000",
             "optimizer.type = Adam -> --optimizer adamw",
         ],
-        verdict: "fits",
+        // The allocated peak fits 80 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["ds-zero3-offload-fp16.json"],
@@ -145,7 +147,8 @@ const CASES: &[Case] = &[
             "mixed_precision = bf16 -> autocast over the weights as loaded, FSDP's mixed precision -> --precision mixed-bf16",
             "bf16 = true -> --precision amp-bf16",
         ],
-        verdict: "fits",
+        // The allocated peak fits, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["accelerate-fsdp2.yaml", "training-args-fsdp.json"],
@@ -186,7 +189,8 @@ const CASES: &[Case] = &[
             "flash_attention = true -> --attention flash",
             "fsdp_config = null -> empty",
         ],
-        verdict: "fits",
+        // The allocated peak fits 25.76 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["axolotl-llama3-lora.yaml"],
@@ -249,7 +253,8 @@ const CASES: &[Case] = &[
             "optimizer.fused = true -> --optimizer-option fused=true",
             "batch_size = 2 -> --micro-batch 2",
         ],
-        verdict: "fits",
+        // The allocated peak fits 25.76 GB, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["torchtune-llama3_1-8b-full-low-memory.yaml"],
@@ -261,7 +266,8 @@ const CASES: &[Case] = &[
             "tokenizer.max_seq_len = null -> null: each batch as long as its longest sample; check answers with the longest that fits",
             "model._component_ = torchtune.models.llama3_1.llama3_1_8b -> --model llama-3.1-8b --implementation torchtune",
         ],
-        verdict: "fits",
+        // The allocated peak fits, the allocator's reserve does not.
+        verdict: "tight",
     },
     Case {
         files: &["torchtune-llama3_2-3b-qlora.yaml"],
@@ -342,7 +348,7 @@ fn each_config_is_estimate_with_its_equivalent_flags() {
             serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{args:?}: {code} {stderr}"));
         assert_eq!(checked["verdict"], case.verdict, "{args:?}: {stderr}");
         let expected_code = match case.verdict {
-            "does-not-fit" => 1,
+            "does-not-fit" | "tight" => 1,
             _ => 0,
         };
         assert_eq!(code, expected_code, "{args:?}: {stderr}");
@@ -539,7 +545,7 @@ fn suggestions_name_the_keys_of_the_users_own_format() {
         .unwrap();
     let (_, stdout, _) = run_strings(&args_of(case, &[]));
     assert!(
-        stdout.contains("changes that fit, cheapest first:"),
+        stdout.contains("changes that fit, each alone, what they give up least first:"),
         "{stdout}"
     );
     assert!(
@@ -551,8 +557,10 @@ fn suggestions_name_the_keys_of_the_users_own_format() {
         .find(|c| c.files == ["training-args-zero3.json"])
         .unwrap();
     let (_, stdout, _) = run_strings(&args_of(case, &[]));
+    // The micro-batch the reserve allows, in the TrainingArguments' own keys.
     assert!(
-        stdout.contains("per_device_train_batch_size: 2, gradient_accumulation_steps: 8"),
+        stdout.contains("per_device_train_batch_size: ")
+            && stdout.contains(", gradient_accumulation_steps: "),
         "{stdout}"
     );
 }
@@ -745,7 +753,8 @@ fn hub_ids_in_the_files_resolve_as_model_does() {
         "--format",
         "json",
     ]);
-    assert_eq!(code, 0, "{stderr}");
+    // Tight on 24 GB: the allocated peak fits, the reserve does not.
+    assert_eq!(code, 1, "{stderr}");
     let checked: Value = serde_json::from_str(&stdout).unwrap();
     let (_, stdout, _) = run_without_cache(&[
         "estimate",
@@ -931,7 +940,15 @@ fn each_suggestion_applied_alone_makes_it_fit() {
         let mut args: Vec<String> = vec!["check".into(), copy.display().to_string()];
         args.extend(extra.iter().map(|s| s.to_string()));
         if suggestion["file"] == "command line" {
-            args.extend(key.split_whitespace().map(str::to_string));
+            // A flag the command line already gives (--gpus) takes the new value.
+            let words: Vec<String> = key.split_whitespace().map(str::to_string).collect();
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                if let Some(at) = args.iter().position(|a| a == flag) {
+                    let valued = args.get(at + 1).is_some_and(|v| !v.starts_with("--"));
+                    args.drain(at..at + 1 + usize::from(valued));
+                }
+            }
+            args.extend(words);
         } else {
             apply(&copy, key);
         }

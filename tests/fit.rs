@@ -77,9 +77,14 @@ fn a_micro_batch_adds_activations_and_a_peak() {
                 + int(&e["overhead"])
                 + int(&e["activations"]["logits"])
     );
+    // `fits` reads what the allocator reserves; `fits_allocated` the peak.
+    assert_eq!(
+        e["fits_allocated"],
+        Value::Bool(int(&memory["peak"]) <= int(&e["capacity"]["bytes"]))
+    );
     assert_eq!(
         e["fits"],
-        Value::Bool(int(&memory["peak"]) <= int(&e["capacity"]["bytes"]))
+        Value::Bool(int(&memory["reserved"]) <= int(&e["capacity"]["bytes"]))
     );
     // The logits of Llama 3.1 (vocabulary 128,256) in bf16: 2 × T × V.
     assert_eq!(int(&e["activations"]["logits"]), 2 * 4096 * 128_256);

@@ -128,10 +128,11 @@ pub enum Command {
     /// and where it happens; `--output chart.svg` draws it.
     #[command(after_help = TIMELINE_HELP)]
     Timeline(TimelineArgs),
-    /// Making it fit: one memory technique more at each step.
+    /// Making it fit: the smallest sets of changes that fit, each alone.
     ///
-    /// The run priced again with one memory technique more at each step
-    /// (recomputation, 8-bit states, LoRA, QLoRA, ...).
+    /// The run priced again with each smallest set of changes that makes it
+    /// fit (recomputation, sharding, offload, 8-bit states, LoRA, QLoRA, ...),
+    /// each applied alone, ranked by what it gives up.
     #[command(after_help = TECHNIQUES_HELP)]
     Techniques(TechniquesArgs),
     /// Whether the run of your launch configs fits: exit 0 fits, 1 does not.
@@ -294,8 +295,13 @@ pub struct EstimateArgs {
 }
 
 const TECHNIQUES_HELP: &str = "\
-Each step keeps the techniques before it and adds the flags shown; its peak is exactly
-`trainmem estimate` with all of them. Techniques the run already has are skipped.
+Each row adds the flags shown to the run as given, alone (not on top of the rows above),
+and is minimal: drop any one change and it does not fit. Its peak is exactly `trainmem
+estimate` with them. Rows are ranked by what they give up: first the same training
+(recomputation, the loss kernel, sharding, offloading, accumulation), then numerics
+(precision, 8-bit states, the step in backward: no gradient clipping), then what is trained
+(LoRA, QLoRA); then by step time, then by peak; more GPUs last. A row fits when what the
+allocator reserves (memory.reserved, the overhead included) fits the capacity.
 
 Examples:
   trainmem techniques --model llama-3.1-8b --optimizer adamw --precision mixed-bf16 \\
@@ -328,15 +334,21 @@ longest sequence that fits at the config's batch: verdict `fits-up-to` (exit 0).
 Every key is listed with what it set; a key that changes memory in a way trainmem does not
 model makes the verdict `unknown`. Flags given here complete or override the files.
 
-Exit status: 0 fits (or fits up to a length), 1 does not fit (or unknown with --strict),
-2 bad input.
+Exit status: 0 fits (or fits up to a length), 1 does not fit or is tight (or unknown with
+--strict), 2 bad input.
 
-When it does not fit, the single changes that make it fit are listed, cheapest first:
-cheapest means what costs the run least, in this order: a smaller micro-batch with more
-accumulation (the same global batch), Liger's fused loss, full recomputation (about a
-third more compute), activations offloaded to the host, a higher ZeRO stage or FSDP full
-sharding (communication; more than one GPU), the optimizer states in host memory, 8-bit
-AdamW, LoRA r16, QLoRA. Each names the key to change in your own file.
+A run fits when memory.reserved, what PyTorch's caching allocator reserves (simulated,
+the --overhead of 1 GiB included), fits the capacity, with no margin beyond that overhead:
+runs run out of memory on what is reserved, not on what is allocated. A run whose allocated
+peak fits and whose reserve does not is `tight` (exit 1 unless --allow-tight).
+
+When it does not fit, the smallest sets of changes that make it fit are listed, each
+applied alone to the run and priced exactly, cheapest first: cheapest means what gives
+up least, so first those
+that keep the training the same (recomputation, the loss kernel, sharding, offloading,
+accumulation), then numerics (precision, 8-bit states, the step in backward: no gradient
+clipping), then what is trained (LoRA, QLoRA); then by step time, then by peak; more GPUs
+last. Each names the keys to change in your own file.
 
 Examples:
   trainmem check axolotl.yaml --device h100-80gb && axolotl train axolotl.yaml
@@ -359,6 +371,12 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     pub estimate: EstimateArgs,
+
+    /// Exit 0 when the verdict is tight: the allocated peak fits, the
+    /// allocator's reserve does not (the run may still run, or run out of
+    /// memory on fragmentation).
+    #[arg(long)]
+    pub allow_tight: bool,
 }
 
 const PLAN_HELP: &str = "\
@@ -530,8 +548,8 @@ pub struct PlotArgs {
 
     /// breakdown: stacked bars per optimizer with the capacity line; scaling:
     /// memory against model size per optimizer, crossing the capacity line at
-    /// each optimizer's threshold; techniques: one run priced again with one
-    /// memory technique more at each step (`trainmem techniques`; one
+    /// each optimizer's threshold; techniques: one run as given and with each
+    /// smallest set of changes that fits (`trainmem techniques`; one
     /// --optimizer and a --model).
     #[arg(long, value_name = "KIND", default_value = "breakdown")]
     pub kind: String,

@@ -18,7 +18,8 @@ use crate::estimate::{Estimate, estimate};
 use crate::launch::{self, Change, Deferred, Engine, KeyKind, Launch};
 use crate::render::check::{CheckReport, KeyRow, Longest, Suggestion, Verdict};
 use crate::render::{self, Format};
-use crate::request::model_of;
+use crate::request::change::cli_flags_all;
+use crate::request::{EstimateRequest, model_of};
 use crate::units::Count;
 
 /// The report, the warnings for stderr and the exit status.
@@ -46,7 +47,7 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         });
     }
     let mut launch = launch::read(&args.files)?;
-    let typed = explicit(matches, "check", &["strict"]);
+    let typed = explicit(matches, "check", &["strict", "allow-tight"]);
     let mut flags = Flags::default();
     for sourced in &launch.settings {
         flags.set(
@@ -132,17 +133,22 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         &parsed.flags.report,
         parsed.flags.capacity.capacity.as_deref(),
     )?;
-    let first = price(&flags).map_err(|error| blame(error, &launch, &typed))?;
+    // The request as priced: the searched sequence length, when the data decides it, included.
+    let priced = flags
+        .request()
+        .map_err(|error| blame(error, &launch, &typed))?;
+    let first = price(&priced).map_err(|error| blame(error, &launch, &typed))?;
     let unknown = launch.unknown();
     let data_decides = longest.is_some_and(|l| l.seq_len.is_some());
-    let verdict = match (unknown, first.fits) {
-        (true, _) => Verdict::Unknown,
-        (false, Some(true)) if data_decides => Verdict::FitsUpTo,
-        (false, Some(true)) => Verdict::Fits,
+    let verdict = match (unknown, first.fits, first.fits_allocated) {
+        (true, _, _) => Verdict::Unknown,
+        (false, Some(true), _) if data_decides => Verdict::FitsUpTo,
+        (false, Some(true), _) => Verdict::Fits,
+        (false, _, Some(true)) => Verdict::Tight,
         _ => Verdict::DoesNotFit,
     };
     let suggestions = if first.fits == Some(false) {
-        suggestions(&flags, &launch, &typed)
+        suggestions(&priced, &launch, &typed).map_err(|error| blame(error, &launch, &typed))?
     } else {
         Vec::new()
     };
@@ -176,6 +182,7 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         Verdict::Fits | Verdict::FitsUpTo => 0,
         Verdict::DoesNotFit => 1,
         Verdict::Unknown => u8::from(args.strict),
+        Verdict::Tight => u8::from(!args.allow_tight),
     };
     Ok(Checked {
         report: render::check::check(&report, format, units),
@@ -351,222 +358,73 @@ fn longest_fitting(flags: &Flags, shortest: u64) -> Result<Option<u64>> {
     }
 }
 
-/// The estimate `flags` spell.
-fn price(flags: &Flags) -> Result<Estimate> {
-    let (model, setup, _, _) = flags.request()?.resolve()?;
+/// The estimate of `request`.
+fn price(request: &EstimateRequest) -> Result<Estimate> {
+    let (model, setup, _, _) = request.resolve()?;
     estimate(&model, &setup)
 }
 
-/// A change tried: what it is, in words, and the flags it sets.
-struct Candidate {
-    change: Change,
-    words: String,
-    flags: Vec<(String, String)>,
-}
-
-/// Each change tried, in the order they cost the run least: first those that
-/// keep the same maths (a smaller micro-batch with more accumulation, a
-/// fused loss, recomputation, which costs about a third more compute,
-/// activations offloaded over PCIe), then sharding
-/// (more communication, with more than one GPU), then offloading the
-/// optimizer (host memory and PCIe time), then changes to what is trained
-/// (8-bit optimizer states, LoRA, QLoRA).
-fn candidates(flags: &Flags) -> Vec<Candidate> {
-    let number = |flag: &str, default: u64| {
-        flags
-            .get(flag)
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(default)
-    };
-    let candidate = |change: Change, words: String, pairs: &[(&str, &str)]| Candidate {
-        change,
-        words,
-        flags: pairs
-            .iter()
-            .map(|(f, v)| (f.to_string(), v.to_string()))
-            .collect(),
-    };
-    let mut out = Vec::new();
-    let micro_batch = number("--micro-batch", 1);
-    let accumulation = number("--grad-accumulation", 1);
-    for smaller in (1..micro_batch).rev().filter(|m| micro_batch % m == 0) {
-        let more = accumulation.saturating_mul(micro_batch / smaller);
-        out.push(candidate(
-            Change::MicroBatch {
-                micro_batch: smaller,
-                accumulation: more,
-            },
-            format!(
-                "micro-batch {micro_batch} -> {smaller}, gradient accumulation {accumulation} -> {more} (the same global batch)"
-            ),
-            &[
-                ("--micro-batch", &smaller.to_string()),
-                ("--grad-accumulation", &more.to_string()),
-            ],
-        ));
-    }
-    if flags.get("--loss").as_deref() != Some("fused") {
-        out.push(candidate(
-            Change::FusedLoss,
-            "Liger's fused linear cross-entropy (no whole logits)".to_string(),
-            &[("--loss", "fused")],
-        ));
-    }
-    if flags.get("--recompute").as_deref() != Some("full") {
-        out.push(candidate(
-            Change::Recompute,
-            "activation checkpointing (full recomputation)".to_string(),
-            &[("--recompute", "full")],
-        ));
-    }
-    if !flags.has("--offload-activations") {
-        out.push(candidate(
-            Change::OffloadActivations,
-            "activations offloaded to host memory".to_string(),
-            &[("--offload-activations", "")],
-        ));
-    }
-    if number("--gpus", 1) > 1 {
-        if flags.has("--fsdp") {
-            if flags.get("--fsdp").as_deref() != Some("full-shard") {
-                out.push(candidate(
-                    Change::FullShard,
-                    "FSDP full sharding".to_string(),
-                    &[("--fsdp", "full-shard")],
-                ));
-            }
-        } else {
-            for next in (number("--zero", 0) + 1)..=3 {
-                out.push(candidate(
-                    Change::Zero(next as u8),
-                    format!("ZeRO stage {next}"),
-                    &[("--zero", &next.to_string())],
-                ));
-            }
-        }
-    }
-    if flags.get("--offload").is_none_or(|o| o == "none") {
-        out.push(candidate(
-            Change::OffloadOptimizer,
-            "optimizer states in host memory".to_string(),
-            &[("--offload", "optimizer")],
-        ));
-    }
-    let optimizer = flags
-        .get("--optimizer")
-        .unwrap_or_else(|| "adam".to_string());
-    if optimizer == "adam" || optimizer == "adamw" {
-        out.push(candidate(
-            Change::Optimizer8bit,
-            "8-bit AdamW (bitsandbytes)".to_string(),
-            &[("--optimizer", "adamw-8bit")],
-        ));
-    }
-    let lora = flags.has("--lora-rank");
-    let lora_flags = [("--lora-rank", "16"), ("--lora-targets", "all-linear")];
-    if !lora {
-        out.push(candidate(
-            Change::Lora,
-            "LoRA r16 on every linear".to_string(),
-            &lora_flags,
-        ));
-    }
-    if !flags.has("--quantize") {
-        let mut pairs = if lora {
-            Vec::new()
-        } else {
-            lora_flags.to_vec()
-        };
-        pairs.push(("--quantize", "nf4"));
-        out.push(candidate(
-            Change::Qlora { with_lora: lora },
-            "QLoRA: the base in nf4".to_string(),
-            &pairs,
-        ));
-    }
-    out
-}
-
-/// The changes that make the run fit, cheapest first, each re-priced. Of
-/// the steps of one kind (smaller micro-batches, ZeRO stages) only the
-/// first that fits is kept. Each kind is priced on its own thread: the
-/// estimates are pure, and `check` must answer within 20 ms.
+/// The advisor's answers for the run the files spell, each spelled in
+/// the keys of the file that set what it changes.
 fn suggestions(
-    flags: &Flags,
+    request: &EstimateRequest,
     launch: &Launch,
     typed: &[(String, Option<OsString>)],
-) -> Vec<Suggestion> {
-    // The candidates grouped by kind, in the order of the first of each.
-    let mut kinds: Vec<Vec<Candidate>> = Vec::new();
-    for candidate in candidates(flags) {
-        let kind = std::mem::discriminant(&candidate.change);
-        match kinds
-            .iter_mut()
-            .find(|group| std::mem::discriminant(&group[0].change) == kind)
-        {
-            Some(group) => group.push(candidate),
-            None => kinds.push(vec![candidate]),
-        }
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = kinds
-            .iter()
-            .map(|group| scope.spawn(move || first_fitting(group, flags, launch, typed)))
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|handle| handle.join().ok().flatten())
-            .collect()
-    })
+) -> Result<Vec<Suggestion>> {
+    let advice = crate::advisor::advise(request)?;
+    Ok(advice
+        .answers
+        .iter()
+        .map(|answer| {
+            let (file, key) = spelled_all(&answer.changes, &request.flags, launch, typed);
+            Suggestion {
+                change: answer
+                    .changes
+                    .iter()
+                    .map(Change::words)
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                key,
+                file,
+                peak: answer.estimate.memory.peak,
+                reserved: answer.estimate.memory.reserved,
+                category: crate::advisor::category(answer).name(),
+                costs: answer.changes.iter().map(Change::cost).collect(),
+                flags: cli_flags_all(&answer.changes, &request.flags),
+            }
+        })
+        .collect())
 }
 
-/// The first candidate of a kind that fits, as a suggestion. A kind's
-/// candidates go from the mildest to the strongest (micro-batches from the
-/// largest down, ZeRO stages up), and the peak only falls along them, so
-/// the first that fits is found by bisection: a few estimates, not one each.
-fn first_fitting(
-    group: &[Candidate],
-    flags: &Flags,
+/// The one place a set of changes is made: the file each change of it
+/// would be written in, when that is one file, as `key: value, key:
+/// value`; else the command line, as flags.
+fn spelled_all(
+    changes: &[Change],
+    flags: &crate::request::RunFlags,
     launch: &Launch,
     typed: &[(String, Option<OsString>)],
-) -> Option<Suggestion> {
-    let fitting = |index: usize| -> Option<Estimate> {
-        let changes: Vec<(&str, &str)> = group[index]
-            .flags
-            .iter()
-            .map(|(f, v)| (f.as_str(), v.as_str()))
-            .collect();
-        price(&flags.with(&changes))
-            .ok()
-            .filter(|priced| priced.fits == Some(true))
-    };
-    // The answer lies in low..=high, high == len meaning none fits.
-    let (mut low, mut high) = (0, group.len());
-    let mut found = None;
-    while low < high {
-        let middle = low + (high - low) / 2;
-        match fitting(middle) {
-            Some(priced) => {
-                found = Some((middle, priced));
-                high = middle;
-            }
-            None => low = middle + 1,
-        }
+) -> (String, String) {
+    let mut ordered: Vec<&Change> = changes.iter().collect();
+    ordered.sort_by_key(|c| c.slot());
+    let mut current = flags.clone();
+    let mut places: Vec<(String, String)> = Vec::new();
+    for change in ordered {
+        places.push(spelled(change, launch, typed, &change.cli_flags(&current)));
+        change.apply(&mut current);
     }
-    let (index, priced) = found?;
-    let candidate = &group[index];
-    let changes: Vec<(&str, &str)> = candidate
-        .flags
-        .iter()
-        .map(|(f, v)| (f.as_str(), v.as_str()))
-        .collect();
-    let (file, key) = spelled(&candidate.change, launch, typed, &changes);
-    Some(Suggestion {
-        change: candidate.words.clone(),
-        key,
-        file,
-        peak: priced.memory.peak,
-    })
+    let command_line = "command line".to_string();
+    match places.first() {
+        Some((file, _)) if places.iter().all(|(f, _)| f == file) && *file != command_line => (
+            file.clone(),
+            places
+                .iter()
+                .map(|(_, key)| key.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        _ => (command_line, cli_flags_all(changes, flags).join(" ")),
+    }
 }
 
 /// The file and keys a change is made in: the file whose keys set the
@@ -576,21 +434,9 @@ fn spelled(
     change: &Change,
     launch: &Launch,
     typed: &[(String, Option<OsString>)],
-    changes: &[(&str, &str)],
+    flags: &[String],
 ) -> (String, String) {
-    let as_flags = || {
-        changes
-            .iter()
-            .map(|(f, v)| {
-                if v.is_empty() {
-                    f.to_string()
-                } else {
-                    format!("{f} {v}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let as_flags = || flags.join(" ");
     if change
         .flags()
         .iter()

@@ -202,11 +202,57 @@ fn fit(args: &FitArgs) -> Result<String> {
             ),
         });
     }
-    Ok(render::fit(
-        &Fit::new(&model, &setup, capacity, question)?,
-        format,
-        units,
-    ))
+    let mut fit = Fit::new(&model, &setup, capacity, question)?;
+    if !fit.found {
+        fit.hint = fit_hint(args, &filled(&workload), question)?;
+    }
+    Ok(render::fit(&fit, format, units))
+}
+
+/// The advisor's best answer for the run `fit` priced (the searched
+/// quantity at its smallest, 1), when nothing it searched fits.
+fn fit_hint(
+    args: &FitArgs,
+    workload: &WorkloadArgs,
+    question: Question,
+) -> Result<Option<crate::estimate::Hint>> {
+    let mut request = EstimateRequest::with_model(
+        args.model.clone().map(ModelSource::Path),
+        args.params.clone(),
+    )?;
+    request.flags.training = args.training.clone();
+    request.flags.parallel = args.parallel.clone();
+    request.flags.finetune = args.finetune.clone();
+    request.flags.workload = workload.clone();
+    request.flags.capacity = args.capacity.clone();
+    request.flags.report = args.report.clone();
+    // Without a workload there are no activations to advise on: no hint.
+    if workload.micro_batch.is_none() || workload.seq_len.is_none() {
+        return Ok(None);
+    }
+    let advice = crate::advisor::advise(&request)?;
+    // Asked for GPUs, the best answer with more of them comes first.
+    let more_gpus = |answer: &&crate::advisor::Priced| {
+        answer
+            .changes
+            .iter()
+            .any(|c| matches!(c, crate::request::Change::Gpus { .. }))
+    };
+    let best = match question {
+        Question::Gpus => advice.answers.iter().find(more_gpus).or(advice.first()),
+        _ => advice.first(),
+    };
+    Ok(best.map(|answer| crate::estimate::Hint {
+        changes: answer
+            .changes
+            .iter()
+            .map(crate::request::Change::words)
+            .collect::<Vec<_>>()
+            .join(" + "),
+        flags: crate::request::change::cli_flags_all(&answer.changes, &request.flags),
+        peak: answer.estimate.memory.peak,
+        reserved: answer.estimate.memory.reserved,
+    }))
 }
 
 /// The one model of a one-model resolution.

@@ -1,17 +1,17 @@
-//! `trainmem techniques`: the run priced again with one memory technique
-//! more at each step, the table of the README's "Making it fit" and of
-//! `trainmem plot --kind techniques`.
+//! `trainmem techniques`: the advisor's answers (`crate::advisor`), the
+//! table of the README's "Making it fit" and of `trainmem plot --kind
+//! techniques`.
 //!
-//! Each step is a set of `estimate` flags added to the ones before; the
-//! step's peak is exactly `trainmem estimate` with all of them (a test
-//! checks each row against the command its flags spell).
+//! Each row is a minimal set of `estimate` flags added to the run as given,
+//! alone; its peak is exactly `trainmem estimate` with them (a test checks
+//! each row against the command its flags spell).
 
 use super::args::EstimateArgs;
 use crate::error::{Error, Result};
 use crate::estimate::Ladder;
 use crate::request::EstimateRequest;
 
-/// The ladder for the `estimate` flags in `args`.
+/// The rows for the `estimate` flags in `args`.
 pub fn ladder(args: &EstimateArgs) -> Result<Ladder> {
     crate::request::techniques::ladder(&EstimateRequest::from(args))
 }
@@ -47,7 +47,7 @@ pub fn run(args: &super::args::TechniquesArgs) -> Result<String> {
 /// What the chart shows, for the line that says where it was written.
 pub(super) fn described(ladder: &Ladder) -> String {
     format!(
-        "the peak of {} with one memory technique more at each step",
+        "the peak of {} as given and with each smallest set of changes that fits",
         ladder.model
     )
 }

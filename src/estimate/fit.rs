@@ -188,7 +188,8 @@ fn peak_fits_within(
 ) -> Result<bool> {
     budget.spend(model)?;
     match estimate(model, setup) {
-        Ok(e) => Ok(e.memory.peak <= capacity),
+        // `estimate`'s verdict: the allocator's reserve, the overhead included.
+        Ok(e) => Ok(e.memory.reserved.0.saturating_add(super::RESERVED_MARGIN.0) <= capacity.0),
         Err(crate::Error::Overflow { .. }) => Ok(false),
         Err(other) => Err(other),
     }
@@ -320,8 +321,32 @@ pub struct Fit {
     pub precision: crate::precision::Precision,
     /// The capacity fitted into.
     pub capacity: super::Capacity,
-    /// The estimate at the answer (its memory per piece).
+    /// The estimate at the answer (its memory per piece): under the chosen
+    /// recompute mode, or the first mode that fits when the chosen one
+    /// fits nothing; at the fewest GPUs for `gpus`.
     pub estimate: super::Estimate,
+    /// The recompute mode `estimate` is for, when it differs from the
+    /// chosen one (which fits nothing).
+    pub estimate_recompute: Option<crate::activation::Recompute>,
+    /// Whether `estimate` fits: false when nothing searched fits (its
+    /// figures are then the run as given, not an answer).
+    pub found: bool,
+    /// The advisor's best change when nothing searched fits (set by the
+    /// front door, which holds the request).
+    pub hint: Option<Hint>,
+}
+
+/// The advisor's best answer, as `fit` says it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hint {
+    /// The changes, in words, `+` between them.
+    pub changes: String,
+    /// The same changes as `estimate` flags.
+    pub flags: Vec<String>,
+    /// The peak with them.
+    pub peak: Bytes,
+    /// What the allocator reserves with them.
+    pub reserved: Bytes,
 }
 
 /// The largest micro-batch or sequence under one recompute mode.
@@ -404,26 +429,57 @@ impl Fit {
             .iter()
             .find(|m| Some(m.recompute) == chosen)
             .and_then(|m| m.largest);
+        // The chosen mode fits nothing: the estimate is of the first mode
+        // (the cheapest) that fits, never of one that does not.
+        let fallback = match answer {
+            Some(_) => None,
+            None => recompute_modes
+                .iter()
+                .find(|m| m.largest.is_some())
+                .map(|m| (m.recompute, m.largest)),
+        };
         let max_parameters = match question {
             Question::Parameters => Some(max_parameters(&setup, bytes)?),
             _ => None,
         };
         // The estimate at the answer (or as given when nothing fits).
         let mut at = setup.clone();
-        if let (Some(workload), Some(value)) = (at.workload.as_mut(), answer) {
+        let value = answer.or(fallback.and_then(|(_, largest)| largest));
+        if let (Some(workload), Some(value)) = (at.workload.as_mut(), value) {
             match question {
                 Question::MicroBatch => workload.micro_batch = value,
                 Question::SeqLen => workload.seq_len = value,
                 _ => {}
+            }
+            if let Some((recompute, _)) = fallback {
+                workload.recompute = recompute;
+                if recompute != Recompute::Full {
+                    workload.recompute_every = 1;
+                    workload.recompute_reentrant = false;
+                }
+            }
+        }
+        let fewest = match question {
+            Question::Parameters => None,
+            _ => min_gpus_within(model, &setup, bytes, &budget)?,
+        };
+        if question == Question::Gpus
+            && let Some(gpus) = fewest
+        {
+            at.parallelism.gpus = gpus;
+            at.parallelism.nodes = 1;
+            if let Ok(layout) = at.parallelism.validated() {
+                at.parallelism = layout;
             }
         }
         let estimate = match max_parameters {
             Some(max) => estimate(&Model::flat(Count(max.0.max(1))), &at)?,
             None => estimate(model, &at)?,
         };
-        let fewest = match question {
-            Question::Parameters => None,
-            _ => min_gpus_within(model, &setup, bytes, &budget)?,
+        let found = match question {
+            Question::Parameters => true,
+            Question::Gpus => fewest.is_some(),
+            Question::MicroBatch | Question::SeqLen => value.is_some(),
         };
         let min_gpus_zero3 = match (question, setup.parallelism.zero) {
             (Question::Parameters, _) | (_, crate::parallel::ZeroStage::Weights) => None,
@@ -466,6 +522,9 @@ impl Fit {
             precision: setup.precision,
             capacity,
             estimate,
+            estimate_recompute: fallback.map(|(recompute, _)| recompute),
+            found,
+            hint: None,
         })
     }
 }

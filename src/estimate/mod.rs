@@ -17,8 +17,8 @@ mod textbook;
 
 pub use comparison::{Check, Comparison, Swap};
 pub use fit::{
-    Fit, MAX_PARAMETERS, Question, RecomputeFit, max_micro_batch, max_parameters, max_seq_len,
-    min_gpus,
+    Fit, Hint, MAX_PARAMETERS, Question, RecomputeFit, max_micro_batch, max_parameters,
+    max_seq_len, min_gpus,
 };
 pub use memory::Memory;
 pub use pricer::{Priced, Pricer};
@@ -97,7 +97,10 @@ pub struct Estimate {
     pub copies: Copies,
     /// The accelerator memory checked against, if any.
     pub capacity: Option<Capacity>,
-    /// Whether `memory.peak` fits the capacity; null without a capacity.
+    /// Whether `memory.reserved` (the caching allocator's reserve, the
+    /// overhead included) plus [`RESERVED_MARGIN`] fits the capacity: real
+    /// runs run out of memory on what is reserved, not on what is
+    /// allocated. Null without a capacity.
     pub fits: Option<bool>,
     /// The time of one step (FLOPs, compute, communication, bubble);
     /// null without a micro-batch or a device whose peak is known.
@@ -107,7 +110,18 @@ pub struct Estimate {
     pub time_unavailable: Option<String>,
     /// Assumptions and approximations the figures rest on.
     pub notes: Vec<String>,
+    /// Whether `memory.peak`, the allocated peak, fits the capacity (the
+    /// strict figure, `fits` before the allocator was counted); null
+    /// without a capacity. Allocated fits and reserved does not: tight.
+    pub fits_allocated: Option<bool>,
 }
+
+/// What a run must leave free beyond `memory.reserved` to fit: nothing
+/// more. The capacities are nvidia-smi's `memory.total` (the driver's own
+/// reservations already out), and `memory.reserved` already adds the
+/// overhead (`--overhead`, 1 GiB by default on CUDA: the CUDA context and
+/// what the allocator cannot reuse), which is the margin.
+pub const RESERVED_MARGIN: Bytes = Bytes(0);
 
 /// The parallel layout of an estimate and the accelerator it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -428,7 +442,11 @@ fn estimate_with_timeline(
         single.memory.optimizer_states,
         "the gradient-and-optimizer slice",
     )?;
-    let fits = setup.capacity.as_ref().map(|c| memory.peak <= c.bytes);
+    let fits_allocated = setup.capacity.as_ref().map(|c| memory.peak <= c.bytes);
+    let fits = setup
+        .capacity
+        .as_ref()
+        .map(|c| memory.reserved.0.saturating_add(RESERVED_MARGIN.0) <= c.bytes.0);
     let summary = Timeline {
         events: Vec::new(),
         ..step.clone()
@@ -483,6 +501,7 @@ fn estimate_with_timeline(
             .chain(notes(model, setup, step_counters, paged_states))
             .chain(step_notes(model, setup))
             .collect(),
+        fits_allocated,
     };
     Ok((estimate, step))
 }

@@ -1,9 +1,9 @@
-//! "Making it fit": the same run priced again with one more memory
-//! technique switched on at each step, each step keeping the ones before.
+//! "Making it fit": the run as given, then each minimal set of changes
+//! that makes it fit (the advisor's answers, `crate::advisor`), each
+//! applied alone to the run as given and priced exactly.
 //!
-//! The steps themselves are command-line flags (`--recompute full`,
-//! `--quantize nf4`), so the ladder is assembled where flags are read
-//! (`cli/techniques.rs`); this module holds what it found.
+//! The rows are assembled where requests are read (`request/techniques.rs`);
+//! this module holds what they found.
 
 use serde::Serialize;
 
@@ -11,18 +11,19 @@ use super::{Capacity, Estimate};
 use crate::timeline::{ByKind, Phase};
 use crate::units::Bytes;
 
-/// One run priced with one more technique than the step before.
+/// One run priced: as given, or with one answer's changes.
 #[derive(Debug, Clone, Serialize)]
 pub struct Rung {
-    /// What was switched on: `activation checkpointing`; `as given` first.
-    pub technique: &'static str,
-    /// The flags it adds to the ones before (empty for the first step).
+    /// What was switched on, in words, `+` between changes; `as given` first.
+    pub technique: String,
+    /// The flags the row adds to the run as given (empty for the first row).
     pub flags: Vec<String>,
-    /// The step's peak, `memory.peak` of `trainmem estimate` with every flag so far.
+    /// The row's peak, `memory.peak` of `trainmem estimate` with its flags.
     pub peak: Bytes,
-    /// The peak's change from the step before, in bytes (negative: saved).
+    /// The peak's change from the run as given, in bytes (negative: saved).
     pub change: i128,
-    /// Whether the peak fits the capacity, when one is given.
+    /// Whether the row fits the capacity (`fits` of its estimate: the
+    /// reserved memory), when one is given.
     pub fits: Option<bool>,
     /// When the peak falls: the phase and, within the layers, the layer.
     pub peak_phase: Phase,
@@ -30,12 +31,28 @@ pub struct Rung {
     pub peak_layer: Option<u64>,
     /// What is alive at the peak, by kind.
     pub peak_by_kind: ByKind,
+    /// What the caching allocator reserves with the row's flags, the overhead included.
+    pub reserved: Bytes,
+    /// Whether the allocated peak fits (the strict figure).
+    pub fits_allocated: Option<bool>,
+    /// What the row gives up: `same maths`, `numerics` or `what is
+    /// trained` (null for the run as given).
+    pub category: Option<&'static str>,
+    /// What each change costs, in words.
+    pub costs: Vec<&'static str>,
+    /// The seconds of one step, when the device's speed is known.
+    pub step_time_s: Option<f64>,
+    /// Host memory per node with the row's flags.
+    pub host: Bytes,
+    /// The row's changes as the web API's JSON keys, to merge into the
+    /// request (null for the run as given).
+    pub keys: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Rung {
-    /// The step priced as `estimate`, `change` from the step before.
+    /// The row priced as `estimate`, `change` from the run as given.
     pub fn new(
-        technique: &'static str,
+        technique: String,
         flags: Vec<String>,
         estimate: &Estimate,
         before: Option<Bytes>,
@@ -46,26 +63,33 @@ impl Rung {
             flags,
             peak,
             change: before.map_or(0, |b| i128::from(peak.0) - i128::from(b.0)),
-            fits: estimate.capacity.as_ref().map(|c| peak <= c.bytes),
+            fits: estimate.fits,
             peak_phase: estimate.timeline.peak.phase,
             peak_layer: estimate.timeline.peak.layer,
             peak_by_kind: estimate.timeline.peak.by_kind,
+            reserved: estimate.memory.reserved,
+            fits_allocated: estimate.fits_allocated,
+            category: None,
+            costs: Vec::new(),
+            step_time_s: estimate.time.as_ref().map(|t| t.step_time_s),
+            host: estimate.host.total,
+            keys: None,
         }
     }
 }
 
-/// A technique the ladder could not add, and why.
+/// A change the advisor could not price for this run, and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct Skipped {
-    /// The technique.
-    pub technique: &'static str,
+    /// The change, in words.
+    pub technique: String,
     /// The flags it would have added.
     pub flags: Vec<String>,
     /// Why not: already on, not for this optimizer, or the engine's refusal.
     pub reason: String,
 }
 
-/// The run as given, then one technique more at each step.
+/// The run as given, then each answer alone.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ladder {
     /// The model's name.
@@ -74,13 +98,17 @@ pub struct Ladder {
     pub capacity: Option<Capacity>,
     /// The steps, the run as given first.
     pub rungs: Vec<Rung>,
-    /// Techniques left out, and why.
+    /// Changes refused for this run, and why.
     pub skipped: Vec<Skipped>,
+    /// The estimates the search priced.
+    pub estimates: u64,
+    /// Whether the search stopped at its budget before its end.
+    pub exhausted: bool,
 }
 
 impl Ladder {
-    /// The first step whose peak fits, if any.
+    /// The best answer (the first row after the run as given), if any.
     pub fn first_fit(&self) -> Option<&Rung> {
-        self.rungs.iter().find(|r| r.fits == Some(true))
+        self.rungs.iter().skip(1).find(|r| r.fits == Some(true))
     }
 }

@@ -878,7 +878,8 @@ pub fn spell(change: &Change) -> Option<Vec<(String, String)>> {
             }
             pairs
         }
-        Change::OffloadOptimizer => return None,
+        Change::PagedOptimizer8bit => vec![("optimizer", "paged_adamw_8bit".to_string())],
+        _ => return None,
     };
     Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }

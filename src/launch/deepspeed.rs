@@ -500,6 +500,14 @@ pub fn spell(change: &Change) -> Option<Vec<(String, String)>> {
                 "cpu".to_string(),
             )]
         }
+        Change::OffloadParameters => vec![
+            ("zero_optimization.stage", "3".to_string()),
+            (
+                "zero_optimization.offload_optimizer.device",
+                "cpu".to_string(),
+            ),
+            ("zero_optimization.offload_param.device", "cpu".to_string()),
+        ],
         _ => return None,
     };
     Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())

@@ -293,48 +293,9 @@ impl Launch {
 /// The most files one check reads, companions included.
 const MAX_FILES: usize = 16;
 
-/// A change the suggestions make, spelled by each format in its own keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// A smaller micro-batch and more accumulation: the same global batch.
-    MicroBatch { micro_batch: u64, accumulation: u64 },
-    /// A loss that never materializes the logits (Liger's fused linear cross-entropy).
-    FusedLoss,
-    /// Full activation recomputation (gradient checkpointing).
-    Recompute,
-    /// The saved activations in host memory.
-    OffloadActivations,
-    /// This ZeRO stage.
-    Zero(u8),
-    /// FSDP full sharding.
-    FullShard,
-    /// The optimizer states in host memory.
-    OffloadOptimizer,
-    /// 8-bit AdamW from bitsandbytes.
-    Optimizer8bit,
-    /// LoRA adapters of rank 16 on every linear.
-    Lora,
-    /// QLoRA: the base in nf4, with LoRA adapters added unless the run has them.
-    Qlora { with_lora: bool },
-}
-
-impl Change {
-    /// The flags a change touches, to find the file that set them.
-    pub fn flags(&self) -> &'static [&'static str] {
-        match self {
-            Change::MicroBatch { .. } => &["--micro-batch", "--grad-accumulation"],
-            Change::FusedLoss => &["--loss"],
-            Change::Recompute => &["--recompute"],
-            Change::OffloadActivations => &["--offload-activations"],
-            Change::Zero(_) => &["--zero"],
-            Change::FullShard => &["--fsdp"],
-            Change::OffloadOptimizer => &["--offload"],
-            Change::Optimizer8bit => &["--optimizer"],
-            Change::Lora => &["--lora-rank"],
-            Change::Qlora { .. } => &["--quantize", "--lora-rank"],
-        }
-    }
-}
+/// A change the suggestions make, spelled by each format in its own keys:
+/// the typed change of the request, re-exported where the formats spell it.
+pub use crate::request::Change;
 
 /// Reads the launch configs at `paths`, and the DeepSpeed configs they name.
 ///

@@ -543,6 +543,7 @@ pub fn spell(change: &Change) -> Option<Vec<(String, String)>> {
             "optimizer._component_",
             "bitsandbytes.optim.PagedAdamW8bit".to_string(),
         )],
+        Change::OptimizerInBackward => vec![("optimizer_in_bwd", "True".to_string())],
         _ => return None,
     };
     Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())

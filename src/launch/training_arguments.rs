@@ -988,7 +988,8 @@ pub fn spell(change: &Change) -> Option<Vec<(String, String)>> {
             }
             pairs
         }
-        Change::Zero(_) | Change::OffloadOptimizer => return None,
+        Change::PagedOptimizer8bit => vec![("optim", "paged_adamw_8bit".to_string())],
+        _ => return None,
     };
     Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }

@@ -18,6 +18,8 @@ pub enum Verdict {
     /// No file names the sequence length (the data decides it): it fits
     /// for sequences up to [`Longest::seq_len`].
     FitsUpTo,
+    /// The allocated peak fits, what the allocator reserves does not.
+    Tight,
 }
 
 impl Verdict {
@@ -27,6 +29,7 @@ impl Verdict {
             Verdict::DoesNotFit => "does not fit",
             Verdict::Unknown => "unknown",
             Verdict::FitsUpTo => "fits up to a length",
+            Verdict::Tight => "tight",
         }
     }
 }
@@ -56,6 +59,14 @@ pub struct Suggestion {
     pub file: String,
     /// The peak with the change.
     pub peak: Bytes,
+    /// What the allocator reserves with the change, the overhead included.
+    pub reserved: Bytes,
+    /// What it gives up: `same maths`, `numerics` or `what is trained`.
+    pub category: &'static str,
+    /// What each change costs, in words.
+    pub costs: Vec<&'static str>,
+    /// The same changes as `estimate` flags.
+    pub flags: Vec<String>,
 }
 
 /// Everything `check` reports.
@@ -218,18 +229,23 @@ fn table(report: &CheckReport, units: UnitSystem) -> String {
             }),
         ) => {
             out += &format!(
-                "verdict: fits for sequences up to {} tokens at batch {micro_batch}; your data's longest sample decides: peak {}{capacity}\n",
+                "verdict: fits for sequences up to {} tokens at batch {micro_batch}; your data's longest sample decides: peak {}, reserved {}{capacity}\n",
                 Count(tokens).grouped(),
-                peak.display(units)
+                peak.display(units),
+                report.estimate.memory.reserved.display(units)
             );
         }
         _ => {
             out += &format!(
-                "verdict: {}: peak {}{capacity}\n",
+                "verdict: {}: peak {}, reserved {}{capacity}\n",
                 report.verdict.name(),
-                peak.display(units)
+                peak.display(units),
+                report.estimate.memory.reserved.display(units)
             );
         }
+    }
+    if report.verdict == Verdict::Tight {
+        out += "  the allocated peak fits, what the allocator reserves does not: the run may run out of memory (exit 1 unless --allow-tight)\n";
     }
     if report.verdict == Verdict::Unknown {
         let count = report
@@ -242,18 +258,21 @@ fn table(report: &CheckReport, units: UnitSystem) -> String {
         );
     }
     if !report.suggestions.is_empty() {
-        out += "\nchanges that fit, cheapest first:\n";
+        out += "\nchanges that fit, each alone, what they give up least first:\n";
         for s in &report.suggestions {
             out += &format!(
-                "  {}: peak {}\n      {}: {}\n",
+                "  {}: peak {}, reserved {} ({})\n      {}: {}\n      costs: {}\n",
                 escape(&s.change),
                 s.peak.display(units),
+                s.reserved.display(units),
+                s.category,
                 escape(&s.file),
-                escape(&s.key)
+                escape(&s.key),
+                s.costs.join("; ")
             );
         }
     } else if report.estimate.fits == Some(false) {
-        out += "\nno single change tried makes it fit (see `trainmem check --help`)\n";
+        out += "\nno set of changes tried makes it fit (see `trainmem check --help`)\n";
     }
     out
 }

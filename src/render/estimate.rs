@@ -332,6 +332,13 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             "capacity: {}",
             verdict(e.memory.peak, capacity.bytes, &capacity.label, units)
         ));
+        if e.fits == Some(false) && e.fits_allocated == Some(true) {
+            lines.push(format!(
+                "tight: the allocator reserves {}, {} over: the allocated peak fits, the reserve does not",
+                e.memory.reserved.display(units),
+                Bytes(e.memory.reserved.0.saturating_sub(capacity.bytes.0)).display(units)
+            ));
+        }
     }
     lines.extend(time_line(e));
     lines.extend(e.notes.iter().map(|n| format!("note: {}", escape(n))));

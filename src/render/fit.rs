@@ -74,7 +74,7 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
         None if layout.zero == crate::parallel::ZeroStage::None => {
             "none: without sharding every GPU holds everything".to_string()
         }
-        None => "more than 65,536 data-parallel ranks would be needed".to_string(),
+        None => "no count up to 65,536 data-parallel ranks fits as configured".to_string(),
     };
     if let Some(g) = fit.min_gpus_zero3 {
         gpus += &format!("; with --zero 3, {}", plural(g));
@@ -92,25 +92,71 @@ pub fn fit(fit: &Fit, format: Format, units: UnitSystem) -> String {
                 fit.precision.name,
                 fit.capacity.label
             );
+            let of = format!(
+                "peak {}, reserved {} of {}",
+                e.memory.peak.display(units),
+                e.memory.reserved.display(units),
+                fit.capacity.bytes.display(units)
+            );
+            let searched_value = if fit.searched == "seq_len" {
+                "sequence"
+            } else {
+                "micro-batch"
+            };
             if !fit.recompute_modes.is_empty() {
                 out += &table.text();
                 out += "\n";
+                match (fit.found, fit.estimate_recompute) {
+                    (true, None) => {
+                        out += &format!("  at the answer under the chosen recompute mode: {of}\n")
+                    }
+                    (true, Some(mode)) => {
+                        out += &format!(
+                            "  the chosen recompute mode fits no {searched_value}; under --recompute {} the answer fits: {of}\n",
+                            mode.name()
+                        )
+                    }
+                    (false, _) => {
+                        out += "  nothing fits under any recompute mode\n";
+                    }
+                }
+            } else if fit.found {
+                let at = if fit.searched == "gpus" {
+                    format!(" on {}", plural(e.parallelism.layout.gpus))
+                } else {
+                    String::new()
+                };
+                out += &format!("  {of}{at}\n");
+            }
+            // The fewest GPUs answer the question asked, or say what more
+            // GPUs would do when no micro-batch or sequence fits at all
+            // (at the smallest step, named as such).
+            match (fit.searched, fit.min_gpus_workload) {
+                ("gpus", Some([b, s])) => {
+                    out += &format!(
+                        "  fewest GPUs for this layout at micro-batch {b} and sequence {s}: {gpus}\n"
+                    )
+                }
+                ("gpus", None) => out += &format!("  fewest GPUs for this layout: {gpus}\n"),
+                (_, Some([b, s])) if !fit.found => {
+                    let step = if fit.searched == "seq_len" {
+                        format!("micro-batch {b} at the shortest sequence searched ({s})")
+                    } else {
+                        format!("the smallest micro-batch ({b}) at sequence {s}")
+                    };
+                    out += &format!("  fewest GPUs for this layout with {step}: {gpus}\n");
+                }
+                _ => {}
+            }
+            if let Some(hint) = &fit.hint {
                 out += &format!(
-                    "  at the answer under the chosen recompute mode: peak {} of {}\n",
-                    e.memory.peak.display(units),
-                    fit.capacity.bytes.display(units)
-                );
-            } else {
-                out += &format!(
-                    "  peak {} of {}\n",
-                    e.memory.peak.display(units),
-                    fit.capacity.bytes.display(units)
+                    "  hint: {} fits: peak {}, reserved {} ({})\n",
+                    escape(&hint.changes),
+                    hint.peak.display(units),
+                    hint.reserved.display(units),
+                    hint.flags.join(" ")
                 );
             }
-            let at = fit.min_gpus_workload.map_or(String::new(), |[b, s]| {
-                format!(" at micro-batch {b} and sequence {s}")
-            });
-            out += &format!("  fewest GPUs for this layout{at}: {gpus}\n");
             for note in &e.notes {
                 out += &format!("  note: {}\n", escape(note));
             }

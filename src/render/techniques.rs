@@ -1,11 +1,12 @@
-//! The "Making it fit" ladder of `trainmem techniques` as a table,
-//! Markdown, CSV or JSON.
+//! The "Making it fit" answers of `trainmem techniques` as a table,
+//! Markdown, CSV or JSON: the run as given, then each minimal set of
+//! changes that fits, applied alone.
 
 use super::{Format, Table, escape, json};
 use crate::estimate::{Ladder, Rung};
 use crate::units::{Bytes, UnitSystem};
 
-/// Each step with the flags it adds, its peak, the change and the verdict.
+/// Each row with the flags it adds, its peak, the change and the verdict.
 pub fn techniques(ladder: &Ladder, format: Format, units: UnitSystem) -> String {
     let table = table(ladder, units);
     match format {
@@ -35,30 +36,29 @@ fn heading(ladder: &Ladder) -> String {
         .map(|c| format!(" on {}", c.label))
         .unwrap_or_default();
     format!(
-        "trainmem techniques: {}{against}, one memory technique more at each step",
+        "trainmem techniques: {}{against}, the smallest sets of changes that fit, each alone",
         escape(&ladder.model)
     )
 }
 
 fn table(ladder: &Ladder, units: UnitSystem) -> Table {
     let mut table = Table::new(&[
-        ">step",
-        "technique",
-        "adds",
-        ">peak",
-        ">change",
-        "peak at",
-        "verdict",
+        ">rank", "changes", "adds", ">peak", ">change", "peak at", "verdict", "gives up",
     ]);
     for (step, rung) in ladder.rungs.iter().enumerate() {
         table.row([
-            step.to_string(),
-            rung.technique.to_string(),
+            if step == 0 {
+                String::new()
+            } else {
+                step.to_string()
+            },
+            rung.technique.clone(),
             rung.flags.join(" "),
             rung.peak.display(units),
             change(rung, step, units),
             super::timeline::moment(rung.peak_phase, rung.peak_layer),
             verdict(ladder, rung, units),
+            rung.category.unwrap_or_default().to_string(),
         ]);
     }
     table
@@ -80,39 +80,47 @@ fn change(rung: &Rung, step: usize, units: UnitSystem) -> String {
     }
 }
 
-/// `fits (3.2 GB spare)` or `over by 12.0 GB`; empty without a capacity.
+/// `fits (3.2 GB spare)`, `tight (reserved 1.0 GB over)` or `over by 12.0
+/// GB`; empty without a capacity. Spare is what the allocator's reserve
+/// leaves.
 fn verdict(ladder: &Ladder, rung: &Rung, units: UnitSystem) -> String {
     let Some(capacity) = &ladder.capacity else {
         return String::new();
     };
-    if rung.peak <= capacity.bytes {
-        format!(
+    let over = |needed: Bytes| Bytes(needed.0.saturating_sub(capacity.bytes.0)).display(units);
+    match (rung.fits, rung.fits_allocated) {
+        (Some(true), _) => format!(
             "fits ({} spare)",
-            Bytes(capacity.bytes.0 - rung.peak.0).display(units)
-        )
-    } else {
-        format!(
-            "over by {}",
-            Bytes(rung.peak.0 - capacity.bytes.0).display(units)
-        )
+            Bytes(capacity.bytes.0.saturating_sub(rung.reserved.0)).display(units)
+        ),
+        (_, Some(true)) => format!("tight (reserved {} over)", over(rung.reserved)),
+        _ => format!("over by {}", over(rung.peak)),
     }
 }
 
 fn summary(ladder: &Ladder, units: UnitSystem) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(capacity) = &ladder.capacity {
-        lines.push(match ladder.first_fit() {
-            Some(rung) => format!(
-                "first fit: {} ({} peak on {})",
+        let as_given = ladder.rungs.first();
+        lines.push(match (as_given.and_then(|r| r.fits), ladder.first_fit()) {
+            (Some(true), _) => format!("fits {} as given: nothing to change", capacity.label),
+            (_, Some(rung)) => format!(
+                "best: {} ({} peak, {} reserved on {}; gives up: {})",
                 rung.technique,
                 rung.peak.display(units),
-                capacity.label
+                rung.reserved.display(units),
+                capacity.label,
+                rung.category.unwrap_or_default()
             ),
-            None => format!(
-                "nothing here fits {}: more GPUs (`trainmem fit`) or a smaller micro-batch or sequence",
+            (_, None) => format!(
+                "no set of up to {} changes tried fits {}: a smaller micro-batch or sequence, or a smaller model",
+                crate::advisor::MAX_CHANGES,
                 capacity.label
             ),
         });
+        for (rank, rung) in ladder.rungs.iter().enumerate().skip(1) {
+            lines.push(format!("{rank}: costs {}", rung.costs.join("; ")));
+        }
     }
     for skipped in &ladder.skipped {
         lines.push(format!(
@@ -122,8 +130,14 @@ fn summary(ladder: &Ladder, units: UnitSystem) -> Vec<String> {
             skipped.reason
         ));
     }
+    if ladder.exhausted {
+        lines.push(format!(
+            "the search stopped at its budget of {} estimates: larger sets were not all tried",
+            crate::advisor::MAX_ESTIMATES
+        ));
+    }
     lines.push(
-        "each step keeps the flags above it; its peak is `trainmem estimate` with all of them, and `trainmem timeline` shows where it falls".to_string(),
+        "each row applies alone to the run as given and is minimal (drop any one change and it does not fit); its peak is `trainmem estimate` with its flags, and `trainmem timeline` shows where it falls".to_string(),
     );
     lines
 }

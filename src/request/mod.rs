@@ -16,10 +16,13 @@
 //! the web reads no files) or `config` (a config.json held in memory, as an
 //! object), or `params` (a bare count).
 
+pub mod change;
 pub mod flags;
 pub mod resolve;
 pub mod run;
 pub mod techniques;
+
+pub use change::{Category, Change, Slot};
 
 pub use flags::{
     CapacityArgs, FineTuneArgs, OutputArgs, ParallelArgs, ReportArgs, SpeedArgs, TECHNIQUES,

@@ -120,10 +120,10 @@ pub async fn estimate(
 }
 
 /// `POST /api/techniques`: what `trainmem techniques --format json` prints
-/// for the same request: the run with one memory technique more at each
-/// step, each step's peak exactly `estimate`'s with its flags. Up to eight
-/// estimates, so it counts as heavy work, and stops between them once it
-/// is answered at its deadline.
+/// for the same request: the advisor's answers, each a minimal set of
+/// changes applied alone, its peak exactly `estimate`'s with its flags.
+/// Up to `advisor::MAX_ESTIMATES` estimates, so it counts as heavy work,
+/// and stops between batches of them once it is answered at its deadline.
 pub async fn techniques(
     State(pool): State<Arc<Pool>>,
     client: Option<Extension<ClientAddress>>,

@@ -1,5 +1,6 @@
-//! The "Making it fit" ladder as a chart: one bar per step, stacked by what
-//! is alive at the step's peak, against the capacity line.
+//! The "Making it fit" answers as a chart: one bar per row (the run as
+//! given, then each answer alone), stacked by what is alive at its peak,
+//! against the capacity line.
 
 use super::axis::{Linear, linear_ticks, memory_grid};
 use super::canvas::{Canvas, FONT_SIZE, Text, text_width};
@@ -41,7 +42,7 @@ pub fn techniques(ladder: &Ladder, units: UnitSystem) -> String {
     let widest = ladder
         .rungs
         .iter()
-        .map(|r| text_width(r.technique, FONT_SIZE))
+        .map(|r| text_width(&r.technique, FONT_SIZE))
         .fold(0.0, f64::max);
     let capacity_label = capacity.map(|c| format!("capacity {}", c.label));
     let legend = capacity_label
@@ -56,8 +57,7 @@ pub fn techniques(ladder: &Ladder, units: UnitSystem) -> String {
     let center = |i: usize| LEFT + BAND * (i as f64 + 0.5);
 
     let title = format!("Making it fit: {}", ladder.model);
-    let subtitle =
-        "the step's peak with one memory technique more at each step, by what is alive at the peak";
+    let subtitle = "the step's peak as given, then with each smallest set of changes that fits (each alone), by what is alive at the peak";
     let mut canvas = Canvas::new(width, height);
     canvas.text(LEFT, 30.0, &title, Text::default().size(16).bold());
     canvas.text(LEFT, 52.0, subtitle, Text::default().color(MUTED));
@@ -109,7 +109,7 @@ pub fn techniques(ladder: &Ladder, units: UnitSystem) -> String {
         canvas.text(
             center(i) + 6.0,
             plot_bottom + 16.0,
-            rung.technique,
+            &rung.technique,
             Text::default().end().rotate(SLANT),
         );
     }

@@ -57,7 +57,9 @@ fn rows_are_estimates(args: &[String], first: usize, spread: usize) -> usize {
             "{}: plan's peak differs from estimate's",
             row["command"]
         );
-        assert_eq!(e["fits"], Value::Bool(true), "{}", row["command"]);
+        // plan keeps layouts by their allocated peak within the capacity
+        // less the headroom (the reserve is not simulated per layout).
+        assert_eq!(e["fits_allocated"], Value::Bool(true), "{}", row["command"]);
         assert!(row["peak"].as_u64().unwrap() <= answer["usable"].as_u64().unwrap());
         assert_eq!(
             row["command"].as_str().unwrap(),

@@ -74,6 +74,16 @@ pub enum Error {
         "{what} overflows 64-bit arithmetic (more than 18.4 exabytes or elements); no real training run is that large"
     )]
     Overflow { what: String },
+
+    /// A flag's value refused as the shell's parser refuses it
+    /// (`invalid value `-1` for --gpus: must be a whole number ≥ 1`): the
+    /// same line whether the value was typed or given from Python.
+    #[error("invalid value `{}` for {flag}: {reason}", shown(.value))]
+    FlagValue {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 /// The library's result type.

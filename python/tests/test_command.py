@@ -111,6 +111,25 @@ def test_keywords_become_flags():
         arguments("estimate", (), {"model": {}})
 
 
+def test_keywords_become_a_dict_not_a_command_line():
+    """The engine takes the request commands' keywords as a dict (flag
+    names to values), as the web API takes its JSON: no argv is built."""
+    from trainmem import _engine
+    from trainmem._command import keywords
+
+    assert keywords(
+        dict(micro_batch=2, seq_len=None, gradient_checkpointing=True, cpu_offload=False, freeze=["embed", "norm"])
+    ) == {"micro-batch": "2", "gradient-checkpointing": True, "freeze": ["embed", "norm"]}
+    with pytest.raises(trainmem.Error, match="not a flag"):
+        keywords({"model; rm": 1})
+    with pytest.raises(trainmem.Error, match="has a dict"):
+        keywords({"model": {}})
+    for name in ("estimate", "timeline", "techniques", "fit", "check", "plan", "models"):
+        assert name in _engine.COMMANDS
+    report, lines, exit = _engine.call("estimate", [], {"params": "7B", "format": "json"})
+    assert json.loads(report) == trainmem.estimate(params="7B") and exit == 0 and lines == []
+
+
 def test_any_subcommand_by_name():
     models = trainmem.command("models")()
     assert any(m["name"] == "gpt2" and m["parameters"] == 124_439_808 for m in models)

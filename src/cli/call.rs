@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::args::{
     CatalogueArgs, CheckArgs, Cli, Command, EstimateArgs, FitArgs, ModelsArgs, OutputArgs,
-    PlanArgs, TechniquesArgs, TimelineArgs,
+    ParamsArgs, PlanArgs, TechniquesArgs, TimelineArgs,
 };
 use super::check::Checked;
 use super::flags::Flags;
@@ -37,6 +37,8 @@ pub const CALLED: &[&str] = &[
     "optimizers",
     "precisions",
     "devices",
+    "params",
+    "schema",
 ];
 
 /// The flags of each command that are its own, not an `estimate` flag: long
@@ -60,6 +62,7 @@ const OWN: &[(&str, &[&str])] = &[
     ("optimizers", &["format", "verbose"]),
     ("precisions", &["format", "verbose"]),
     ("devices", &["format", "verbose"]),
+    ("params", &["tensors", "task", "image-size", "format"]),
 ];
 
 /// The command line's definition, built on first use (only read here).
@@ -96,10 +99,14 @@ pub fn call(
         .iter()
         .find(|(name, _)| *name == command)
         .map_or(&[][..], |(_, own)| own);
-    if command != "check"
-        && let Some(first) = positional.first()
-    {
-        return Err(unexpected(&first.to_string_lossy()));
+    // `check` takes its files, `params` its one model; the others none.
+    let takes = match command {
+        "check" => positional.len(),
+        "params" => 1,
+        _ => 0,
+    };
+    if let Some(extra) = positional.get(takes) {
+        return Err(unexpected(&extra.to_string_lossy()));
     }
     let mut mine: Vec<(&str, Given)> = Vec::new();
     let mut typed: Vec<(String, Option<OsString>)> = Vec::new();
@@ -142,6 +149,17 @@ pub fn call(
     }
     let own = Own(mine);
     let command = match command {
+        "schema" => Command::Schema,
+        "params" => Command::Params(ParamsArgs {
+            model: positional.first().cloned(),
+            tensors: own.switch("tensors"),
+            task: own.text("task"),
+            image_size: own
+                .text("image-size")
+                .map(|text| whole(&text, "image-size"))
+                .transpose()?,
+            output: own.output(),
+        }),
         "models" => Command::Models(ModelsArgs {
             output: own.output(),
             verbose: own.switch("verbose"),
@@ -190,11 +208,7 @@ pub fn call(
                         top: own.number(sub, "top")?,
                         global_batch: own
                             .text("global-batch")
-                            .map(|text| {
-                                at_least_one(&text).map_err(|reason| {
-                                    format!("invalid value `{text}` for --global-batch: {reason}")
-                                })
-                            })
+                            .map(|text| whole(&text, "global-batch"))
                             .transpose()?,
                         jobs: own.number(sub, "jobs")?,
                         exhaustive: own.switch("exhaustive"),
@@ -225,7 +239,12 @@ fn answered(report: String) -> Checked {
 /// What the shell says when `check` has no file.
 const MISSING_FILES: &str = "the following required arguments were not provided: <FILE>...; For more information, try '--help'.";
 
-/// A whole number the flag's own value parser already accepted.
+/// A count of at least 1 given to `--long`, refused as the shell refuses it.
+fn whole(text: &str, long: &str) -> Result<u64, String> {
+    at_least_one(text).map_err(|reason| format!("invalid value `{text}` for --{long}: {reason}"))
+}
+
+/// A whole number given to `--long` (`--top`, `--jobs`).
 fn own_number<T: std::str::FromStr>(text: &str, long: &str) -> Result<T, String> {
     text.parse()
         .map_err(|_| format!("invalid value `{text}` for --{long}: must be a whole number"))
@@ -540,6 +559,13 @@ mod tests {
         );
         same("models", &[], std::slice::from_ref(&json));
         same("devices", &[], &[("verbose", json!(true))]);
+        same("params", &["gpt2"], std::slice::from_ref(&json));
+        same(
+            "params",
+            &["bert-base-uncased"],
+            &[("tensors", json!(true)), ("task", json!("seq-cls:2"))],
+        );
+        same("schema", &[], &[]);
     }
 
     /// Mistakes get the line the shell prints (python/tests checks it too).
@@ -563,6 +589,16 @@ mod tests {
         same_error("estimate", &[("params", json!("7B")), gpt2.clone()]);
         same_error("fit", &[gpt2.clone(), ("seq-len", json!("512"))]);
         same_error("plan", &[gpt2, ("global-batch", json!("0"))]);
+        let vit = ["vit-base-patch16-224"];
+        for size in ["0", "224", "100000"] {
+            let pairs = [("image-size", json!(size))];
+            let given: Vec<OsString> = vit.iter().map(OsString::from).collect();
+            assert_eq!(
+                call("params", &given, &options(&pairs)).map(|c| c.report),
+                run_args(&words("params", &vit, &pairs)).map(|c| c.report),
+                "{size}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `trainmem._engine`: the trainmem engine inside Python. [`call`] answers a
 //! command asked with a dict of keywords (`trainmem::cli::call`: the typed
 //! request and arguments built from the dict, no command line); [`run`]
-//! answers the commands `call` does not take (`compare`, `plot`, `--help`
+//! answers the commands `call` does not take (`plot`, `completions`, `--help`
 //! ...) from the words of a command line, parsed by the binary's clap
 //! definition. No subprocess either way.
 

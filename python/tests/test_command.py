@@ -64,6 +64,20 @@ def test_plan_is_the_command_line_json(binary):
     assert trainmem.plan(**options) == json.loads(done.stdout)
 
 
+@pytest.mark.parametrize(
+    "command, positional, options",
+    [
+        ("params", ["gpt2"], dict(tensors=True)),
+        ("compare", [], dict(params="1B,7B", optimizers="adam,adamw-8bit", device="h100-80gb", micro_batch=1, seq_len=512)),
+    ],
+    ids=["params", "compare"],
+)
+def test_params_and_compare_are_the_command_line_json(binary, command, positional, options):
+    done = cli(binary, command, *positional, *flags(options), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert getattr(trainmem, command)(*positional, **options) == json.loads(done.stdout)
+
+
 def test_check_reads_a_launch_config(binary, fixtures):
     config = str(fixtures / "launch" / "ds-zero1.json")
     done = cli(binary, "check", config, "--model", "gpt2", "--device", "h100-80gb", "--seq-len", "512", "--format", "json")

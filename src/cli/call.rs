@@ -17,8 +17,8 @@ use clap::{Arg, ArgAction, CommandFactory};
 use serde_json::Value;
 
 use super::args::{
-    CatalogueArgs, CheckArgs, Cli, Command, EstimateArgs, FitArgs, ModelsArgs, OutputArgs,
-    ParamsArgs, PlanArgs, TechniquesArgs, TimelineArgs,
+    CatalogueArgs, CheckArgs, Cli, Command, CompareArgs, EstimateArgs, FitArgs, ModelsArgs,
+    OutputArgs, ParamsArgs, PlanArgs, TechniquesArgs, TimelineArgs,
 };
 use super::check::Checked;
 use super::flags::Flags;
@@ -39,6 +39,7 @@ pub const CALLED: &[&str] = &[
     "devices",
     "params",
     "schema",
+    "compare",
 ];
 
 /// The flags of each command that are its own, not an `estimate` flag: long
@@ -63,6 +64,21 @@ const OWN: &[(&str, &[&str])] = &[
     ("precisions", &["format", "verbose"]),
     ("devices", &["format", "verbose"]),
     ("params", &["tensors", "task", "image-size", "format"]),
+    (
+        "compare",
+        &[
+            "params",
+            "model",
+            "optimizer",
+            "precision",
+            "capacity",
+            "device",
+            "swap",
+            "swap-at",
+            "slice-params",
+            "slice-precision",
+        ],
+    ),
 ];
 
 /// The command line's definition, built on first use (only read here).
@@ -112,7 +128,11 @@ pub fn call(
     let mut typed: Vec<(String, Option<OsString>)> = Vec::new();
     let mut given: Vec<&Arg> = Vec::new();
     for (key, value) in options {
-        let Some(arg) = sub.get_arguments().find(|a| a.get_long() == Some(key)) else {
+        let Some(arg) = sub.get_arguments().find(|a| {
+            a.get_long() == Some(key)
+                || a.get_all_aliases()
+                    .is_some_and(|aliases| aliases.contains(&key.as_str()))
+        }) else {
             return Err(unexpected(&format!("--{key}")));
         };
         if let Some(other) = given.iter().find(|g| {
@@ -174,6 +194,34 @@ pub fn call(
                 "precisions" => Command::Precisions(args),
                 _ => Command::Devices(args),
             }
+        }
+        "compare" => {
+            // The run's groups as the typed request reads them; the
+            // comparison's own flags over `trainmem compare`'s defaults.
+            let request = flags.request().map_err(|e| e.to_string())?;
+            let mut args = CompareArgs::defaults().map_err(|e| e.to_string())?;
+            if let Some(params) = own.text("params") {
+                args.params = params;
+            }
+            args.model = own.path("model").map(PathBuf::into_os_string);
+            for (long, field) in [
+                ("optimizer", &mut args.optimizers),
+                ("precision", &mut args.precision),
+                ("swap", &mut args.swap),
+                ("slice-params", &mut args.slice_params),
+                ("slice-precision", &mut args.slice_precision),
+            ] {
+                if let Some(text) = own.text(long) {
+                    *field = text;
+                }
+            }
+            args.capacity = own.text("capacity");
+            args.device = own.text("device");
+            args.swap_at = own.text("swap-at");
+            args.parallel = request.flags.parallel;
+            args.workload = request.flags.workload;
+            args.report = request.flags.report;
+            Command::Compare(args)
         }
         _ => {
             let estimate = estimate_args(flags.request().map_err(|e| e.to_string())?);
@@ -566,6 +614,22 @@ mod tests {
             &[("tensors", json!(true)), ("task", json!("seq-cls:2"))],
         );
         same("schema", &[], &[]);
+        same("compare", &[], std::slice::from_ref(&json));
+        same(
+            "compare",
+            &[],
+            &[
+                ("params", json!("1B,7B")),
+                ("optimizers", json!("adam,adamw-8bit")),
+                ("precision", json!("mixed-bf16")),
+                ("device", json!("h100-80gb")),
+                ("micro-batch", json!("1")),
+                ("seq-len", json!("512")),
+                ("gpus", json!("2")),
+                ("units", json!("gib")),
+            ],
+        );
+        same("compare", &[], &[("model", json!("gpt2")), json.clone()]);
     }
 
     /// Mistakes get the line the shell prints (python/tests checks it too).
@@ -603,9 +667,9 @@ mod tests {
 
     #[test]
     fn other_commands_are_named() {
-        let error = call("compare", &[], &[]).err().unwrap();
+        let error = call("plot", &[], &[]).err().unwrap();
         assert!(
-            error.contains("`compare`") && error.contains("accepted: "),
+            error.contains("`plot`") && error.contains("accepted: "),
             "{error}"
         );
     }

@@ -79,6 +79,16 @@ pub enum Error {
     /// found, timed out, unreachable, or an answer refused as hostile).
     #[error("hub id `{}`: {problem}", shown(.id))]
     Hub { id: String, problem: String },
+
+    /// A flag's value refused as the shell's parser refuses it
+    /// (`invalid value `-1` for --gpus: must be a whole number ≥ 1`): the
+    /// same line whether the value was typed or given from Python.
+    #[error("invalid value `{}` for {flag}: {reason}", shown(.value))]
+    FlagValue {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 /// The library's result type.

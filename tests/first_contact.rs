@@ -353,7 +353,10 @@ fn plot_takes_optimizer_like_every_command() {
     assert_eq!(code, 0);
     assert!(help.contains("--optimizer <LIST>"), "{help}");
     assert!(!help.contains("--optimizers <"), "{help}");
-    assert!(help.contains("techniques: one run as given and with each"), "{help}");
+    assert!(
+        help.contains("techniques: one run as given and with each"),
+        "{help}"
+    );
     let ladder = |spelling: &str| {
         run(&[
             "plot",

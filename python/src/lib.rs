@@ -1,13 +1,17 @@
-//! `trainmem._engine`: the trainmem engine inside Python. One function,
-//! [`run`], answers a `trainmem` command line in-process (the same clap
-//! parser and library calls as the binary, no subprocess); the Python
-//! package builds the command line from keyword arguments.
+//! `trainmem._engine`: the trainmem engine inside Python. [`call`] answers a
+//! command asked with a dict of keywords (`trainmem::cli::call`: the typed
+//! request and arguments built from the dict, no command line); [`run`]
+//! answers the commands `call` does not take (`plot`, `completions`, `--help`
+//! ...) from the words of a command line, parsed by the binary's clap
+//! definition. No subprocess either way.
 
 use std::ffi::OsString;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use serde_json::Value;
 
 create_exception!(
     trainmem,
@@ -16,20 +20,74 @@ create_exception!(
     "A trainmem error: the one-line message the command line prints after `error: `."
 );
 
+/// One keyword's value as the engine reads it: text, `True` for a switch,
+/// or a list of texts for a repeated flag.
+fn value_of(key: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Ok(on) = value.extract::<bool>() {
+        return Ok(Value::Bool(on));
+    }
+    if let Ok(text) = value.extract::<String>() {
+        return Ok(Value::String(text));
+    }
+    if let Ok(items) = value.cast::<PyList>() {
+        return items
+            .iter()
+            .map(|item| item.extract::<String>().map(Value::String))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array)
+            .map_err(|_| {
+                Error::new_err(format!(
+                    "keyword `{key}` has a list of other than str; accepted: a list of str"
+                ))
+            });
+    }
+    Err(Error::new_err(format!(
+        "keyword `{key}` is not a str, True or a list of str; accepted: those"
+    )))
+}
+
+/// Answers `trainmem COMMAND` with `positional` arguments (check's files)
+/// and `options`, a dict of flags' long names (`micro-batch`) to their
+/// values, in order; returns `(report, warnings, exit)` as [`run`] does.
+/// Bad input raises `Error`. The commands it takes are `COMMANDS`.
+#[pyfunction]
+fn call(
+    py: Python<'_>,
+    command: String,
+    positional: Vec<String>,
+    options: &Bound<'_, PyDict>,
+) -> PyResult<(String, Vec<String>, u8)> {
+    let pairs = options
+        .iter()
+        .map(|(key, value)| {
+            let key: String = key.extract()?;
+            let value = value_of(&key, &value)?;
+            Ok((key, value))
+        })
+        .collect::<PyResult<Vec<(String, Value)>>>()?;
+    let positional: Vec<OsString> = positional.into_iter().map(OsString::from).collect();
+    py.detach(|| trainmem::cli::call(&command, &positional, &pairs))
+        .map(|checked| (checked.report, checked.warnings, checked.exit))
+        .map_err(Error::new_err)
+}
+
 /// Runs `trainmem ARGS...` and returns `(report, warnings, exit)`: the text
 /// the binary prints to stdout, its `warning:` lines and its exit status
 /// (`check` gives 1 when the run does not fit). Bad input raises `Error`.
+/// For the commands [`call`] does not take, and `--help`.
 #[pyfunction]
 fn run(py: Python<'_>, args: Vec<String>) -> PyResult<(String, Vec<String>, u8)> {
-    let arguments: Vec<OsString> = args.into_iter().map(OsString::from).collect();
-    py.detach(|| trainmem::cli::run_args(&arguments))
+    let words: Vec<OsString> = args.into_iter().map(OsString::from).collect();
+    py.detach(|| trainmem::cli::run_args(&words))
         .map(|checked| (checked.report, checked.warnings, checked.exit))
         .map_err(Error::new_err)
 }
 
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(call, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add("COMMANDS", trainmem::cli::CALLED.to_vec())?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -64,6 +64,20 @@ def test_plan_is_the_command_line_json(binary):
     assert trainmem.plan(**options) == json.loads(done.stdout)
 
 
+@pytest.mark.parametrize(
+    "command, positional, options",
+    [
+        ("params", ["gpt2"], dict(tensors=True)),
+        ("compare", [], dict(params="1B,7B", optimizers="adam,adamw-8bit", device="h100-80gb", micro_batch=1, seq_len=512)),
+    ],
+    ids=["params", "compare"],
+)
+def test_params_and_compare_are_the_command_line_json(binary, command, positional, options):
+    done = cli(binary, command, *positional, *flags(options), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert getattr(trainmem, command)(*positional, **options) == json.loads(done.stdout)
+
+
 def test_check_reads_a_launch_config(binary, fixtures):
     config = str(fixtures / "launch" / "ds-zero1.json")
     done = cli(binary, "check", config, "--model", "gpt2", "--device", "h100-80gb", "--seq-len", "512", "--format", "json")
@@ -109,6 +123,25 @@ def test_keywords_become_flags():
         arguments("estimate", (), {"model; rm": 1})
     with pytest.raises(trainmem.Error, match="has a dict"):
         arguments("estimate", (), {"model": {}})
+
+
+def test_keywords_become_a_dict_not_a_command_line():
+    """The engine takes the request commands' keywords as a dict (flag
+    names to values), as the web API takes its JSON: no argv is built."""
+    from trainmem import _engine
+    from trainmem._command import keywords
+
+    assert keywords(
+        dict(micro_batch=2, seq_len=None, gradient_checkpointing=True, cpu_offload=False, freeze=["embed", "norm"])
+    ) == {"micro-batch": "2", "gradient-checkpointing": True, "freeze": ["embed", "norm"]}
+    with pytest.raises(trainmem.Error, match="not a flag"):
+        keywords({"model; rm": 1})
+    with pytest.raises(trainmem.Error, match="has a dict"):
+        keywords({"model": {}})
+    for name in ("estimate", "timeline", "techniques", "fit", "check", "plan", "models"):
+        assert name in _engine.COMMANDS
+    report, lines, exit = _engine.call("estimate", [], {"params": "7B", "format": "json"})
+    assert json.loads(report) == trainmem.estimate(params="7B") and exit == 0 and lines == []
 
 
 def test_any_subcommand_by_name():

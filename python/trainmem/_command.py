@@ -1,12 +1,15 @@
-"""Keyword arguments to a ``trainmem`` command line, answered in-process by
-the Rust engine (``trainmem._engine.run``: the binary's clap parser and
-library calls, no subprocess)."""
+"""Keyword arguments to a ``trainmem`` command, answered in-process by the
+Rust engine: ``trainmem._engine.call`` takes them as a dict (flag names to
+values) and builds the typed request from it, as the web API does from its
+JSON; no command line is built. The commands it does not take
+(``_engine.COMMANDS`` lists those it does), and :func:`run` given words such
+as ``'--help'``, go to ``trainmem._engine.run``, the binary's clap parser."""
 
 import json
 import os
 import warnings
 
-from ._engine import Error, run as _run_args
+from ._engine import COMMANDS as _CALLED, Error, call as _call, run as _run_args
 
 __all__ = ["Error", "TrainmemWarning", "run", "command"]
 
@@ -85,11 +88,42 @@ def arguments(command, positional=(), options=None):
     return argv
 
 
+def keywords(options=None):
+    """The dict ``_engine.call`` reads for keyword ``options``: each flag's
+    long name (``micro-batch``) to its value as text, ``True`` for a switch,
+    or a list of texts for a repeated flag; ``None`` and ``False`` leave the
+    flag out. Mistakes raise :class:`Error` as :func:`arguments` does."""
+    out = {}
+    for name, value in (options or {}).items():
+        key = _flag(name)[len("--") :]
+        if value is None or value is False:
+            continue
+        if value is True:
+            out[key] = True
+        elif isinstance(value, (list, tuple)):
+            out[key] = [_text(name, item) for item in value]
+        else:
+            out[key] = _text(name, value)
+    return out
+
+
+def _answer(command, positional, options):
+    """``(report, warnings, exit)`` of ``command``: from the dict when the
+    engine takes it so, else from the command line's words."""
+    if command in _CALLED and not any(str(p).startswith("-") for p in positional):
+        return _call(
+            _text("command", command),
+            [_text("positional", p) for p in positional],
+            keywords(options),
+        )
+    return _run_args(arguments(command, positional, options))
+
+
 def run(command, *positional, **options):
     """Runs ``trainmem COMMAND POSITIONAL... --FLAG VALUE...`` and returns the
     report as text (what the binary prints to stdout). ``warning:`` lines are
     issued as :class:`TrainmemWarning`."""
-    report, lines, _exit = _run_args(arguments(command, positional, options))
+    report, lines, _exit = _answer(command, positional, options)
     for line in lines:
         warnings.warn(line, TrainmemWarning, stacklevel=3)
     return report
@@ -183,7 +217,7 @@ def command(name):
         _only_reports(name, options)
         positional = list(positional)
         with _ModelFile(name, module, positional, options, trace):
-            report, lines, _exit = _run_args(arguments(name, positional, options))
+            report, lines, _exit = _answer(name, positional, options)
         for line in lines:
             warnings.warn(line, TrainmemWarning, stacklevel=2)
         try:

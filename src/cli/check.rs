@@ -32,6 +32,16 @@ pub struct Checked {
 
 /// Runs `check` with the matches of its command line.
 pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
+    run_typed(
+        args,
+        &explicit(matches, "check", &["strict", "allow-tight"]),
+    )
+}
+
+/// Runs `check` with the `estimate` flags the user gave (`typed`, each
+/// with its value as given): they override the files' settings.
+pub fn run_typed(args: &CheckArgs, typed: &[(String, Option<OsString>)]) -> Result<Checked> {
+    let typed = typed.to_vec();
     let format = super::resolve::format(&args.estimate.report.output)?;
     if matches!(format, Format::Markdown | Format::Csv) {
         return Err(Error::InvalidValue {
@@ -47,7 +57,6 @@ pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
         });
     }
     let mut launch = launch::read(&args.files)?;
-    let typed = explicit(matches, "check", &["strict", "allow-tight"]);
     let mut flags = Flags::default();
     for sourced in &launch.settings {
         flags.set(

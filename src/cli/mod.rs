@@ -1,6 +1,7 @@
 //! The command line: raw arguments, their resolution, and one function per command.
 
 mod args;
+mod call;
 mod check;
 mod completions;
 mod flags;
@@ -13,6 +14,7 @@ mod timeline;
 mod usage;
 
 pub use args::Cli;
+pub use call::{CALLED, call};
 pub use check::Checked;
 pub use in_process::run_args;
 

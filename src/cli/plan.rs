@@ -64,10 +64,16 @@ const MAX_STRUCTURES: usize = 1_000_000;
 
 /// Runs `plan` with the matches of its command line.
 pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
+    run_typed(args, &explicit(matches, "plan", OWN))
+}
+
+/// Runs `plan` with the `estimate` flags the user gave (`typed`, each with
+/// its value as given): those fix their axis of the search.
+pub fn run_typed(args: &PlanArgs, typed: &[(String, Option<OsString>)]) -> Result<String> {
+    let typed = typed.to_vec();
     let estimate = &args.estimate;
     let (format, units) =
         super::resolve::report(&estimate.report, estimate.capacity.capacity.as_deref())?;
-    let typed = explicit(matches, "plan", OWN);
     let typed_value = |flag: &str| {
         typed
             .iter()

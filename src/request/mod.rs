@@ -597,6 +597,11 @@ fn flag_value(
     // `virtual-stages`, is refused here with the same reason).
     match at_least_one(&text) {
         Ok(number) => Ok(Value::from(number)),
+        Err(reason) if door == Door::CommandLine => Err(Error::FlagValue {
+            flag: what,
+            value: text,
+            reason,
+        }),
         Err(reason) => Err(invalid(what, &text, reason)),
     }
 }

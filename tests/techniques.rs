@@ -117,12 +117,23 @@ fn the_chart_draws_one_bar_per_step_against_the_capacity() {
     let svg = std::fs::read_to_string(&path).unwrap();
     let document = roxmltree::Document::parse(&svg).unwrap();
     assert!(svg.contains("capacity rtx-4090-24gb"));
-    assert!(svg.contains("QLoRA"));
+    // One bar per row of `trainmem techniques` for the same run, each named.
+    let mut techniques = vec!["techniques"];
+    techniques.extend(BASE);
+    let rows = json_of(&techniques)["rungs"].as_array().unwrap().clone();
+    for row in &rows[1..] {
+        let name = row["technique"].as_str().unwrap();
+        assert!(svg.contains(name), "{name} is not drawn");
+    }
     let bars = document
         .descendants()
         .filter(|n| n.has_tag_name("rect") && n.children().any(|c| c.has_tag_name("title")))
         .count();
-    assert!(bars >= 5 * 3, "{bars} stacked pieces");
+    assert!(
+        bars >= rows.len() * 3,
+        "{bars} stacked pieces for {} rows",
+        rows.len()
+    );
     // One run at a time, and a model to price.
     args[6] = "adamw,sgd";
     let (code, _, stderr) = run(&args);

@@ -7,9 +7,11 @@
 //! changes makes it not fit (each smaller set looked up among those priced,
 //! or priced then). For each kind of answer (what it gives up, and whether
 //! it needs more GPUs) only the smallest sets are sought: once a level has
-//! answered a kind, larger sets of that kind are not priced. The search
-//! ends at the end of the first level after which each kind has an answer
-//! on the run's own GPUs, at [`MAX_CHANGES`], or when
+//! answered a kind, larger sets of that kind are not priced, nor larger
+//! sets that give up as much as the best answer on the run's own GPUs
+//! (they would rank below it). The search ends at the end of the first
+//! level with an answer that keeps the maths on the run's own GPUs, at
+//! [`MAX_CHANGES`], or when
 //! [`MAX_ESTIMATES`] estimates are spent (the level then stops part-way,
 //! its most promising sets first; the answers found are still minimal).
 
@@ -240,6 +242,15 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
         // up, and whether it needs more GPUs) the smallest sets are the
         // answers; a larger set of an answered kind only gives up more.
         let answered: Vec<(Category, bool)> = fitting.iter().map(|f| kind(&f.changes)).collect();
+        // The best category answered on the run's own GPUs: a larger set
+        // that gives up as much or more ranks below that answer, so only
+        // sets of better categories are worth a deeper level.
+        let best_answered = fitting
+            .iter()
+            .map(|f| kind(&f.changes))
+            .filter(|(_, more_gpus)| !more_gpus)
+            .map(|(category, _)| category)
+            .min();
         // Every set priced that fits, answer or not: a set holding one is
         // not minimal.
         let fit: Vec<&Vec<Change>> = priced
@@ -250,7 +261,11 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
             .into_iter()
             .filter(|set| {
                 let changes: Vec<Change> = set.iter().map(|&i| options[i].clone()).collect();
-                !answered.contains(&kind(&changes)) && !fit.iter().any(|f| contains(&changes, f))
+                let (category, more_gpus) = kind(&changes);
+                let ranks_above = best_answered.is_none_or(|best| more_gpus || category < best);
+                ranks_above
+                    && !answered.contains(&(category, more_gpus))
+                    && !fit.iter().any(|f| contains(&changes, f))
             })
             .collect();
         // Same maths first, then the sets whose changes save most alone.
@@ -306,11 +321,11 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
                 }
             }
         }
-        // Every kind of answer found on the run's own GPUs: larger sets
-        // would only give up more.
-        if CATEGORIES
+        // An answer that keeps the maths on the run's own GPUs: larger sets
+        // would only give up more, and no category ranks above it.
+        if fitting
             .iter()
-            .all(|c| fitting.iter().any(|f| kind(&f.changes) == (*c, false)))
+            .any(|f| kind(&f.changes) == (CATEGORIES[0], false))
         {
             break;
         }

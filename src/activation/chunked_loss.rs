@@ -29,7 +29,7 @@
 
 use super::loss::LossPhase;
 use super::parallel::Rank;
-use super::tally::Tally;
+use super::tally::{Tally, product};
 use crate::error::Result;
 use crate::units::Bytes;
 
@@ -82,24 +82,19 @@ pub fn phase(rank: &Rank, chunks: u64) -> Result<LossPhase> {
     let chunk = chunk_tokens(rank, chunks);
     // torch.chunk's count: ceil(S / ceil(S / N)).
     let count = rank.seq.div_ceil(rank.seq.div_ceil(chunks.max(1)).max(1));
-    let sized = |factors: &[u64]| -> Result<Bytes> {
-        let mut tally = Tally::new();
-        tally.tensor(factors)?;
-        Ok(tally.bytes())
-    };
     let mut saved = Tally::new();
     saved.tensor(&[FP32, rank.tokens, rank.vocab])?;
     saved.tensor(&[INT64, rank.tokens])?;
     saved.tensor(&[FP32, count])?;
     Ok(LossPhase {
-        logits: sized(&[rank.element, rank.tokens, rank.vocab])?,
+        logits: product(&[rank.element, rank.tokens, rank.vocab])?,
         upcast: if rank.element == FP32 {
             Bytes::ZERO
         } else {
-            sized(&[FP32, chunk, rank.vocab])?
+            product(&[FP32, chunk, rank.vocab])?
         },
         saved: saved.bytes(),
-        backward: sized(&[2, FP32, chunk, rank.vocab])?,
+        backward: product(&[2, FP32, chunk, rank.vocab])?,
         logits_gradient: logits_gradient(rank, chunk, count)?,
     })
 }

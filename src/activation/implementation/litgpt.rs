@@ -22,7 +22,7 @@
 
 use crate::activation::loss::LossPhase;
 use crate::activation::parallel::Rank;
-use crate::activation::tally::Tally;
+use crate::activation::tally::{Tally, product};
 use crate::architecture::{Dimensions, MlpKind, NormKind};
 use crate::error::Result;
 use crate::units::Bytes;
@@ -59,11 +59,6 @@ pub fn dimensions(dims: &Dimensions) -> Dimensions {
 /// zeroed [B, S, V] one (P·B·S·V): both alive while the output head starts
 /// its backward.
 pub fn loss(rank: &Rank) -> Result<LossPhase> {
-    let sized = |factors: &[u64]| -> Result<Bytes> {
-        let mut tally = Tally::new();
-        tally.tensor(factors)?;
-        Ok(tally.bytes())
-    };
     let rows = rank.batch.saturating_mul(rank.seq.saturating_sub(1));
     let copied = rank.batch > 1;
     let chunks = rows.div_ceil(CHUNK_ROWS).max(1);
@@ -75,14 +70,14 @@ pub fn loss(rank: &Rank) -> Result<LossPhase> {
     gradient.tensor(&[rank.element, rows, rank.vocab])?;
     gradient.tensor(&[rank.element, rank.tokens, rank.vocab])?;
     Ok(LossPhase {
-        logits: sized(&[rank.element, rank.tokens, rank.vocab])?,
+        logits: product(&[rank.element, rank.tokens, rank.vocab])?,
         upcast: if copied {
-            sized(&[rank.element, rows, rank.vocab])?
+            product(&[rank.element, rows, rank.vocab])?
         } else {
             Bytes::ZERO
         },
         saved: saved.bytes(),
-        backward: sized(&[2, rank.element, CHUNK_ROWS.min(rows), rank.vocab])?,
+        backward: product(&[2, rank.element, CHUNK_ROWS.min(rows), rank.vocab])?,
         logits_gradient: gradient.bytes(),
     })
 }
@@ -100,11 +95,6 @@ pub fn loss(rank: &Rank) -> Result<LossPhase> {
 /// see `chunked_loss.rs`). The last chunk's slice `[..., :-1, :]` is copied
 /// when B > 1.
 pub fn chunked_head_loss(rank: &Rank) -> Result<LossPhase> {
-    let sized = |factors: &[u64]| -> Result<Bytes> {
-        let mut tally = Tally::new();
-        tally.tensor(factors)?;
-        Ok(tally.bytes())
-    };
     let rows = rank.batch.saturating_mul(rank.seq.saturating_sub(1));
     let copied = rank.batch > 1;
     let count = rank.seq.div_ceil(CHUNK_ROWS).max(1);
@@ -117,15 +107,15 @@ pub fn chunked_head_loss(rank: &Rank) -> Result<LossPhase> {
     saved.tensor_if(copied, &[INT64, rows])?;
     saved.tensor(&[crate::activation::norms::FP32, count])?;
     Ok(LossPhase {
-        logits: sized(&[rank.element, rank.tokens, rank.vocab])?,
+        logits: product(&[rank.element, rank.tokens, rank.vocab])?,
         upcast: if copied {
-            sized(&[rank.element, last, rank.vocab])?
+            product(&[rank.element, last, rank.vocab])?
         } else {
             Bytes::ZERO
         },
         saved: saved.bytes(),
-        backward: sized(&[2, rank.element, chunk, rank.vocab])?,
-        logits_gradient: sized(&[rank.element, rank.tokens, rank.vocab])?,
+        backward: product(&[2, rank.element, chunk, rank.vocab])?,
+        logits_gradient: product(&[rank.element, rank.tokens, rank.vocab])?,
     })
 }
 

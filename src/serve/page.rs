@@ -1,11 +1,25 @@
-//! The web page: one self-contained HTML file (CSS and JavaScript inline, no
-//! network), embedded in the binary.
+//! The web page: one self-contained HTML document (CSS and JavaScript
+//! inline, no network), embedded in the binary. Its sources live in
+//! `page/`, one file a concern, joined here in the order they run.
 
 use axum::http::header;
 use axum::response::IntoResponse;
 
-/// The page, as written in `page.html`.
-const PAGE: &str = include_str!("page.html");
+/// The page: `page/`'s files joined into one document.
+const PAGE: &str = concat!(
+    include_str!("page/head.html"),
+    include_str!("page/style.css"),
+    include_str!("page/body.html"),
+    include_str!("page/state.js"),
+    include_str!("page/settings.js"),
+    include_str!("page/answer.js"),
+    include_str!("page/suggest.js"),
+    include_str!("page/charts.js"),
+    include_str!("page/compare.js"),
+    include_str!("page/downloads.js"),
+    include_str!("page/start.js"),
+    include_str!("page/tail.html"),
+);
 
 /// The page may run only its own inline code and talk only to this server.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'";

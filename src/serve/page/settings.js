@@ -1,0 +1,126 @@
+// The settings form: built from GROUPS, read into a request, written to and
+// restored from the link, spelled as the equivalent command line.
+
+function buildGroups() {
+  for (const [title, specs] of GROUPS) {
+    const set = element("fieldset");
+    set.append(element("legend", {}, title));
+    const row = element("div", { class: "row" });
+    for (const s of specs) {
+      const field = element("div", { class: "field" + (s.wide || s.kind === "text" ? " wide" : "") + (s.kind === "check" ? " check wide" : ""), id: "field-" + s.key });
+      let input;
+      if (s.kind === "select") {
+        input = element("select", { id: s.key });
+        for (const [value, text] of s.options) input.append(new Option(text, value));
+      } else if (s.kind === "check") {
+        input = element("input", { type: "checkbox", id: s.key });
+      } else {
+        input = element("input", { type: s.kind === "number" ? "number" : "text", id: s.key, spellcheck: "false" });
+        if (s.kind === "number") { input.min = "1"; input.step = "1"; input.inputMode = "numeric"; }
+      }
+      const label = element("label", { for: s.key }, s.kind === "check" ? "" : s.label);
+      if (s.kind === "check") { label.append(input, document.createTextNode(s.label)); field.append(label); }
+      else field.append(label, input);
+      if (s.hint) { const h = element("div", { class: "hint", id: s.key + "-hint" }, s.hint); input.setAttribute("aria-describedby", h.id); field.append(h); }
+      row.append(field);
+    }
+    set.append(row);
+    $("groups").append(set);
+  }
+}
+
+function setValue(key, value) {
+  const input = $(key);
+  if (!input) return;
+  if (input.type === "checkbox") input.checked = value === true || value === "true";
+  else {
+    if (input.tagName === "SELECT" && ![...input.options].some((o) => o.value === String(value))) input.append(new Option(String(value), String(value)));
+    input.value = value;
+  }
+}
+
+function getValue(key) {
+  const input = $(key);
+  return input.type === "checkbox" ? input.checked : input.value.trim();
+}
+
+// The request: only what differs from "not given" is sent.
+function request() {
+  const r = {};
+  if (source === "preset") r.model = $("model").value.trim();
+  if (source === "params") r.params = $("params").value.trim();
+  if (source === "config") r.config = $("config").value;
+  for (const s of SPECS) {
+    const value = getValue(s.key);
+    if (value === "" || value === false) continue;
+    if (s.key === "capacity" && getValue("device") !== "custom") continue;
+    if (s.key === "device" && value === "custom") continue;
+    if (s.key === "zero" && getValue("fsdp") !== "") continue;
+    if (s.needs && getValue(s.needs) === "") continue;
+    r[s.key] = s.kind === "number" ? Number(value) : value;
+  }
+  return r;
+}
+
+function showSource() {
+  for (const name of ["preset", "config", "params"]) {
+    $("when-" + name).classList.toggle("hidden", name !== source);
+    $("source-" + name).setAttribute("aria-pressed", String(name === source));
+  }
+  $("field-capacity").classList.toggle("hidden", getValue("device") !== "custom");
+  for (const s of SPECS.filter((s) => s.needs)) $(s.key).disabled = getValue(s.needs) === "";
+}
+
+// The link: every setting as `#key=value&...` (a pasted config.json stays out).
+function linkState(r) {
+  const p = new URLSearchParams();
+  if (source === "config") p.set("source", "config");
+  for (const [k, v] of Object.entries(r)) if (k !== "config") p.set(k, String(v));
+  return "#" + p.toString();
+}
+
+function restore() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  if (![...p.keys()].length) return;
+  for (const s of SPECS) if (s.kind === "check") setValue(s.key, false);
+  for (const s of SPECS) if (s.kind === "number" && !["micro-batch", "seq-len"].includes(s.key)) setValue(s.key, s.value);
+  for (const key of ["micro-batch", "seq-len", "lora-rank", "zero", "fsdp", "quantize"]) setValue(key, "");
+  if (p.has("model")) { source = "preset"; $("model").value = p.get("model"); }
+  if (p.has("params")) { source = "params"; $("params").value = p.get("params"); }
+  if (p.get("source") === "config") source = "config";
+  if (p.has("capacity") && !p.has("device")) setValue("device", "custom");
+  for (const [k, v] of p) if (LABELS[k] && !["model", "params", "config"].includes(k)) setValue(k, v);
+}
+
+function quote(text) { return /^[A-Za-z0-9._:+,=@%-]+$/.test(text) ? text : "'" + text.replace(/'/g, "'\\''") + "'"; }
+
+function commandLine(r) {
+  const parts = ["trainmem", "estimate"];
+  for (const [k, v] of Object.entries(r)) {
+    if (k === "config") { parts.push("--model", "config.json"); continue; }
+    parts.push("--" + k);
+    if (v !== true) parts.push(quote(String(v)));
+  }
+  return parts.join(" ");
+}
+
+// A select's options replaced, its value kept.
+function fill(select, options) {
+  const value = select.value;
+  select.textContent = "";
+  for (const [text, v] of options) select.append(new Option(text, v));
+  setValue(select.id, value);
+}
+
+async function loadCatalogues() {
+  try {
+    const [options, presets] = await Promise.all([fetch("/api/options").then((r) => r.json()), fetch("/api/presets").then((r) => r.json())]);
+    for (const p of presets) $("presets").append(new Option(`${p.hub_id || ""} · ${(p.parameters / 1e9).toFixed(2)}B parameters`, p.name));
+    fill($("optimizer"), options.optimizers.map((o) => [`${o.name}: ${o.title}`, o.name]));
+    fill($("precision"), options.precisions.map((p) => [p.name, p.name]));
+    devices = options.devices;
+    fill($("device"), [["custom capacity", "custom"]].concat(devices.map((d) => [`${d.name}: ${(d.bytes / 2 ** 30).toFixed(2)} GiB = ${(d.bytes / 1e9).toFixed(2)} GB`, d.name])));
+  } catch (e) {
+    showError("error: the catalogues did not load: " + e.message);
+  }
+}

@@ -1,0 +1,79 @@
+"use strict";
+// The page's controls (each one a flag of `trainmem estimate`), the pieces
+// of memory it draws, and the state it keeps between answers.
+
+// Every control is a flag of `trainmem estimate`: its id is the flag's long
+// name, which is also the JSON key the API takes and the key in the link.
+const GROUPS = [
+  ["Training", [
+    { key: "micro-batch", label: "Micro-batch per GPU (sequences)", kind: "number", value: "1" },
+    { key: "seq-len", label: "Sequence length (tokens)", kind: "number", value: "2048" },
+    { key: "grad-accumulation", label: "Gradient accumulation steps", kind: "number", value: "1" },
+    { key: "implementation", label: "Model code", kind: "select", options: [["transformers", "transformers"], ["litgpt", "litgpt"], ["torchtune", "torchtune"], ["torchtitan", "torchtitan"]], value: "transformers" },
+    { key: "keep-outputs", label: "Loop keeps the outputs through backward", kind: "check", value: false },
+  ]],
+  ["Precision and optimizer", [
+    { key: "precision", label: "Precision recipe", kind: "select", options: [], value: "mixed-bf16" },
+    { key: "optimizer", label: "Optimizer", kind: "select", options: [], value: "adamw" },
+  ]],
+  ["Hardware and parallelism", [
+    { key: "device", label: "GPU (memory of one)", kind: "select", options: [], value: "h100-80gb", wide: true },
+    { key: "capacity", label: "Memory of one GPU", kind: "text", value: "80GB", hint: "80GB = 80 × 10⁹ bytes; 80GiB = 80 × 2³⁰ bytes." },
+    { key: "gpus", label: "GPUs in all", kind: "number", value: "1" },
+    { key: "zero", label: "ZeRO stage", kind: "select", options: [["", "none"], ["0", "0: plain data parallel"], ["1", "1: optimizer states"], ["2", "2: + gradients"], ["3", "3: + weights"]], value: "" },
+    { key: "fsdp", label: "FSDP instead of ZeRO", kind: "select", options: [["", "no"], ["no-shard", "no-shard"], ["shard-grad-op", "shard-grad-op"], ["full-shard", "full-shard"], ["hybrid-shard", "hybrid-shard"]], value: "" },
+    { key: "offload", label: "Offload to host", kind: "select", options: [["none", "none"], ["optimizer", "optimizer states"], ["optimizer+params", "states and weights (ZeRO-3)"]], value: "none" },
+    { key: "tp", label: "Tensor parallel", kind: "number", value: "1" },
+    { key: "pp", label: "Pipeline stages", kind: "number", value: "1" },
+  ]],
+  ["Fine-tuning", [
+    { key: "lora-rank", label: "LoRA rank (empty: full fine-tuning)", kind: "number", value: "" },
+    { key: "lora-targets", label: "LoRA targets", kind: "text", value: "all-linear", needs: "lora-rank" },
+    { key: "quantize", label: "Quantized base (QLoRA)", kind: "select", options: [["", "none"], ["nf4", "nf4"], ["nf4-torchao", "nf4 (torchao, torchtune)"], ["fp4", "fp4"], ["int8", "int8"]], value: "", needs: "lora-rank" },
+  ]],
+  ["Memory techniques", [
+    { key: "recompute", label: "Activation recomputation", kind: "select", options: [["none", "none"], ["selective", "selective (attention core)"], ["op", "op (torchtitan per-op)"], ["full", "full (gradient checkpointing)"]], value: "none" },
+    { key: "attention", label: "Attention kernel", kind: "select", options: [["sdpa", "sdpa"], ["flash", "flash"], ["eager", "eager"]], value: "sdpa" },
+    { key: "loss", label: "Loss", kind: "select", options: [["standard", "standard"], ["shift-copy", "shift-copy"], ["chunked:8", "chunked (8 chunks)"], ["fused", "fused linear cross-entropy"]], value: "standard" },
+    { key: "offload-activations", label: "Offload activations to host", kind: "check", value: false },
+    { key: "optimizer-in-backward", label: "Optimizer step in backward", kind: "check", value: false },
+  ]],
+  ["Report", [
+    { key: "units", label: "Units", kind: "select", options: [["gb", "GB (10⁹ bytes)"], ["gib", "GiB (2³⁰ bytes)"]], value: "gb" },
+  ]],
+];
+
+const SPECS = GROUPS.flatMap(([, specs]) => specs);
+
+const PIECES = [
+  ["overhead", "CUDA context and allocator"], ["weights", "weights"], ["master_weights", "master weights"],
+  ["gradients", "gradients"], ["optimizer_states", "optimizer states"], ["activations", "activations"],
+  ["temporaries", "temporaries"],
+];
+
+const LABELS = { model: "Model", config: "config.json", params: "Parameter count" };
+
+for (const s of SPECS) LABELS[s.key] = s.label;
+
+let source = "preset";
+
+let devices = [];
+
+let last = null;
+
+let generation = 0;
+
+let timer = null;
+
+let pinned = null;
+
+let fitGeneration = 0;
+
+const $ = (id) => document.getElementById(id);
+
+function element(name, attributes, text) {
+  const e = document.createElement(name);
+  for (const [k, v] of Object.entries(attributes || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}

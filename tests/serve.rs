@@ -884,3 +884,77 @@ fn the_techniques_are_the_clis() {
     );
     assert_rejected(&refused, 400, "--micro-batch and --seq-len");
 }
+
+/// `POST /api/plan` answers what `trainmem plan --format json` prints for
+/// the same keys, and refuses what the page's plan does not run: the
+/// unpruned search, its own threads, a path.
+#[test]
+fn the_plan_is_the_clis() {
+    let body = json!({"model": "llama-3.2-1b", "micro-batch": 1, "seq-len": 1024, "optimizer": "adamw", "precision": "mixed-bf16", "gpus": 2, "device": "rtx-4090-24gb", "allow": "zero,fsdp,recompute", "top": 3});
+    let answer = request(
+        "POST",
+        "/api/plan",
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let (code, stdout, stderr) = cli(&[
+        "plan",
+        "--model",
+        "llama-3.2-1b",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "1024",
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "2",
+        "--device",
+        "rtx-4090-24gb",
+        "--allow",
+        "zero,fsdp,recompute",
+        "--top",
+        "3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let api: Value = serde_json::from_str(&answer.body).unwrap();
+    let shell: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(!shell["layouts"].as_array().unwrap().is_empty());
+    assert_eq!(api, shell);
+    for (body, mentions) in [
+        (
+            json!({"model": "gpt2", "seq-len": 128, "gpus": 2, "device": "h100-80gb", "exhaustive": true}),
+            "`exhaustive`",
+        ),
+        (
+            json!({"model": "gpt2", "seq-len": 128, "gpus": 2, "device": "h100-80gb", "jobs": 8}),
+            "`jobs`",
+        ),
+        (
+            json!({"model": "../gpt2", "seq-len": 128, "gpus": 2, "device": "h100-80gb"}),
+            "reads no files",
+        ),
+        (
+            json!({"config": {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2}, "seq-len": 128, "gpus": 2, "device": "h100-80gb"}),
+            "preset or a hub id",
+        ),
+        (
+            json!({"model": "gpt2", "seq-len": 128, "device": "h100-80gb"}),
+            "--gpus",
+        ),
+    ] {
+        let answer = request(
+            "POST",
+            "/api/plan",
+            Some("application/json"),
+            body.to_string().as_bytes(),
+        );
+        assert_rejected(&answer, 400, mentions);
+    }
+    still_serving();
+}

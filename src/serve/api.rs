@@ -153,6 +153,87 @@ pub async fn techniques(
     .await
 }
 
+/// The keys of `trainmem plan`'s own flags that `POST /api/plan` takes
+/// beside the `estimate` keys. `jobs` and `exhaustive` are left to the
+/// command line: the server's workers and deadline bound the search.
+const PLAN_KEYS: &[&str] = &["allow", "headroom", "top", "global-batch"];
+
+/// `POST /api/plan`: what `trainmem plan --format json` prints for the
+/// same JSON as `/api/estimate` plus the plan's keys (`allow`, `headroom`,
+/// `top`, `global-batch`): the layouts of the cluster that fit, fastest
+/// first. The request is read and checked as an estimate's is (no paths,
+/// a hub id for a loopback client only), then asked of the keyword door
+/// the Python package uses, which builds the plan's typed arguments. Its
+/// search is bounded by `plan::WORK_BUDGET`, and it is heavy work under
+/// the server's deadline.
+pub async fn plan(
+    State(pool): State<Arc<Pool>>,
+    client: Option<Extension<ClientAddress>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let admitted = match pool.admit(Weight::Heavy) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return refused(&pool, refusal),
+    };
+    let options = match json_body(&headers, body).and_then(|body| plan_options(&body, client)) {
+        Ok(options) => options,
+        Err(failure) => return failure.into_response(),
+    };
+    isolated_admitted(&pool, admitted, move |_| {
+        crate::cli::call("plan", &[], &options)
+            .map(|checked| checked.report)
+            .map_err(|message| Failure::bad(format!("error: {message}")))
+    })
+    .await
+}
+
+/// The keywords of `trainmem plan` for a plan request's body: its
+/// `estimate` keys checked as `/api/estimate` checks them, then each as
+/// text (a number's digits, `true` for a switch), the plan's own keys,
+/// and `format: json`.
+fn plan_options(
+    body: &[u8],
+    client: Option<Extension<ClientAddress>>,
+) -> Result<Vec<(String, Value)>, Failure> {
+    let mut object = object_of(body)?;
+    let mut own = Vec::new();
+    for key in PLAN_KEYS {
+        if let Some(value) = object.remove(*key) {
+            own.push((key.to_string(), value));
+        }
+    }
+    for refused in ["jobs", "exhaustive"] {
+        if object.contains_key(refused) {
+            return Err(Failure::bad(format!(
+                "error: invalid key `{refused}`: the web page's plan runs on the server's own workers; run `trainmem plan --{refused}` on the command line"
+            )));
+        }
+    }
+    let request = hub_model(request_of(object.clone())?, client)?;
+    if let Some(ModelSource::Config(_)) = request.model {
+        return Err(Failure::bad(
+            "error: invalid model `config`: a plan is searched for a preset or a hub id here; for a pasted config.json run `trainmem plan --model config.json`",
+        ));
+    }
+    let mut options = Vec::new();
+    for (key, value) in object.into_iter().chain(own) {
+        let value = match value {
+            Value::Null | Value::Bool(false) => continue,
+            Value::Number(n) => Value::String(n.to_string()),
+            other => other,
+        };
+        // `micro_batch` and `micro-batch` spell the same key.
+        let key = key.trim().replace('_', "-");
+        if key == "format" {
+            continue;
+        }
+        options.push((key, value));
+    }
+    options.push(("format".to_string(), Value::String("json".to_string())));
+    Ok(options)
+}
+
 /// `model` as a hub id (`meta-llama/Llama-3.1-8B`, no preset has that
 /// name): resolved as `--model` resolves it, through the local cache and
 /// the hub, only for a client on this machine (the hub is reached, and the
@@ -178,6 +259,11 @@ fn accept(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<EstimateRequest, Failure> {
+    read(&json_body(headers, body)?)
+}
+
+/// A body sent as JSON, read whole within its limits.
+fn json_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Failure> {
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -199,12 +285,17 @@ fn accept(
             ),
         )
     })?;
-    read(&body)
+    Ok(body)
 }
 
 /// The request in a body. Its cost is bounded by the body's size, so it is
 /// read here rather than on the pool.
 fn read(body: &[u8]) -> Result<EstimateRequest, Failure> {
+    request_of(object_of(body)?)
+}
+
+/// The JSON object of a body, parsed by the guarded parser.
+fn object_of(body: &[u8]) -> Result<serde_json::Map<String, Value>, Failure> {
     let value = json::parse(body).map_err(|refusal| match refusal {
         JsonRefusal::Invalid(e) => {
             Failure::bad(format!("error: the request body is not valid JSON: {e}"))
@@ -213,11 +304,17 @@ fn read(body: &[u8]) -> Result<EstimateRequest, Failure> {
             "error: duplicate key `{key}` in the request body; give each key once"
         )),
     })?;
-    let Value::Object(mut object) = value else {
+    let Value::Object(object) = value else {
         return Err(Failure::bad(
             r#"error: the request body must be a JSON object of `trainmem estimate` flags, such as {"params": "7B", "optimizer": "adam"}"#,
         ));
     };
+    Ok(object)
+}
+
+/// The request of a body's object: a pasted config.json parsed, paths
+/// refused, the flags typed.
+fn request_of(mut object: serde_json::Map<String, Value>) -> Result<EstimateRequest, Failure> {
     // A config.json pasted as text is untrusted JSON: parsed by the same
     // guarded parser as the body (duplicate keys refused).
     for (key, value) in object.iter_mut() {
@@ -372,7 +469,7 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 /// answered (504) or its client left before.
 const CANCELLED: &str = "error: the work was stopped: its request was answered without it";
 
-const ROUTES: &str = "the server answers GET /, GET /favicon.ico, POST /api/estimate, POST /api/techniques, GET /api/presets and GET /api/options";
+const ROUTES: &str = "the server answers GET /, GET /favicon.ico, POST /api/estimate, POST /api/techniques, POST /api/plan, GET /api/presets and GET /api/options";
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,8 @@
 //! [`crate::request::EstimateRequest`] that `trainmem estimate`'s flags fill,
 //! and resolves, prices and renders it by the same calls, so the page and the
 //! CLI cannot disagree; `POST /api/techniques` is `trainmem techniques` on
-//! that request; `GET /api/presets` and `GET /api/options` list the
+//! that request; `POST /api/plan` is `trainmem plan` on it and the plan's
+//! keys; `GET /api/presets` and `GET /api/options` list the
 //! catalogues for the page's menus; `GET /` is the page, embedded in the
 //! binary, and `GET /favicon.ico` its icon.
 //!
@@ -136,6 +137,7 @@ pub fn router(host: &str, limits: &Limits) -> Router {
         .route("/favicon.ico", get(page::favicon))
         .route("/api/estimate", post(api::estimate))
         .route("/api/techniques", post(api::techniques))
+        .route("/api/plan", post(api::plan))
         .route("/api/presets", get(api::presets))
         .route("/api/options", get(api::options))
         .fallback(api::not_found)

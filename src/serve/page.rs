@@ -14,6 +14,7 @@ const PAGE: &str = concat!(
     include_str!("page/settings.js"),
     include_str!("page/answer.js"),
     include_str!("page/suggest.js"),
+    include_str!("page/plan.js"),
     include_str!("page/charts.js"),
     include_str!("page/compare.js"),
     include_str!("page/downloads.js"),

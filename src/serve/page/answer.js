@@ -64,7 +64,10 @@ function hideResult() {
   result.classList.add("hidden");
   for (const id of ["verdict", "peakline", "legend", "notes", "command"]) $(id).textContent = "";
   for (const id of ["bar", "timeline"]) $(id).querySelectorAll(":not(title)").forEach((n) => n.remove());
+  for (const id of ["reserved-line", "time-line", "recipe-line"]) $(id).textContent = "";
+  $("shard-hint").classList.add("hidden");
   delete result.dataset.peak; delete result.dataset.fits; delete $("bar").dataset.drawnPeak;
+  delete result.dataset.reserved; delete result.dataset.stepTime; delete result.dataset.verdict;
 }
 
 function unitOf(units) { return units === "gib" ? [2 ** 30, "GiB"] : [1e9, "GB"]; }
@@ -89,7 +92,9 @@ function show(e, r) {
   const reserved = e.memory.reserved;
   result.dataset.fits = fits === null ? "" : String(fits);
   const verdict = $("verdict");
-  verdict.className = fits === null ? "" : fits ? "fits" : "over";
+  verdict.className = fits === null ? "" : fits ? "fits" : e.fits_allocated ? "tight" : "over";
+  result.dataset.reserved = String(reserved);
+  result.dataset.verdict = fits === null ? "" : fits ? "fits" : e.fits_allocated ? "tight" : "over";
   const gpu = e.parallelism.gpus > 1 ? "per GPU" : "on the GPU";
   verdict.textContent = fits === null ? `Peak ${gpu}: ${size(peak, units)}`
     : fits ? `Fits: peak ${size(peak, units)} ${gpu}, reserved ${size(reserved, units)}, ${size(capacity - reserved, units)} spare`
@@ -98,16 +103,42 @@ function show(e, r) {
   const label = e.capacity ? e.capacity.label.replace(/\(([\d.]+) GB\)/, (m, gb) => `(${gb} GB = ${(e.capacity.bytes / 2 ** 30).toFixed(2)} GiB)`) : "";
   $("peakline").textContent = `${e.model.name}, ${e.parameters.total.toLocaleString("en")} parameters (${e.parameters.trainable.toLocaleString("en")} trainable)` +
     (e.capacity ? `; capacity ${label} per GPU` : "; no capacity given") + `; the peak is reached in ${e.timeline ? e.timeline.peak.phase : "the step"}.`;
+  // Shown before the charts are drawn: they are drawn in their laid-out width.
+  result.classList.remove("hidden");
+  figures(e, units, capacity);
   drawBar(e, units, capacity);
   drawTimeline(e, units, capacity);
-  table($("pieces"), e.memory, units, e.parallelism.gpus > 1 ? "per GPU" : "bytes");
-  const offloaded = e.parallelism.offload !== "none" && e.host && e.host.total > 0;
+  table($("pieces"), e, units);
+  const offloaded = Boolean(e.host) && (e.parallelism.offload !== "none" || e.host.activations > 0) && e.host.total > 0;
   $("host").classList.toggle("hidden", !offloaded);
-  if (offloaded) table($("host-pieces"), e.host, units, "host");
+  if (offloaded) hostTable($("host-pieces"), e, units);
   const notes = $("notes"); notes.textContent = "";
   for (const n of e.notes.concat(e.activations ? e.activations.notes || [] : [])) notes.append(element("li", {}, n));
   $("command").textContent = commandLine(r);
-  result.classList.remove("hidden");
   drawCompare();
   suggest(e, r);
+  planHint(e, r);
 }
+
+// The figures beside the verdict: what the allocator reserves, the step
+// time with its stated uncertainty, and what the precision recipe keeps.
+function figures(e, units, capacity) {
+  const m = e.memory;
+  $("reserved-line").textContent = `Reserved by the allocator: ${size(m.reserved, units)} per GPU (the peak plus the caching allocator's rounding and free blocks, and the CUDA context)` +
+    (capacity ? `: ${m.reserved <= capacity ? size(capacity - m.reserved, units) + " left of the capacity" : size(m.reserved - capacity, units) + " more than the capacity"}.` : ".");
+  const t = e.time;
+  const line = $("time-line");
+  if (t && t.step_time_s > 0) {
+    const u = t.uncertainty;
+    const within = u ? ` (approximate: on ${u.held_out_cases} published runs held out of the fit its mean error is ${Math.round(100 * u.mean_abs_error)}%, ${Math.round(100 * u.within_15_percent)}% of them within 15%)` : " (approximate)";
+    line.textContent = `Step time about ${seconds(t.step_time_s)} on ${t.device || "this GPU"}, ${Math.round(t.tokens_per_s).toLocaleString("en")} tokens/s over the job${within}.`;
+    $("result").dataset.stepTime = String(t.step_time_s);
+  } else {
+    line.textContent = "Step time: not priced for this GPU (give a GPU from the list to price it).";
+    delete $("result").dataset.stepTime;
+  }
+  const p = e.precision;
+  $("recipe-line").textContent = p ? `Precision ${p.name}: ${p.summary}.` : "";
+}
+
+function seconds(s) { return s >= 10 ? s.toFixed(1) + " s" : s >= 1 ? s.toFixed(2) + " s" : Math.round(s * 1000) + " ms"; }

@@ -173,7 +173,7 @@ test("the table's rows at the peak sum to the drawn peak, each piece explained",
   const totals = await page.$$eval("#pieces tr[data-total] th", (ths) => ths.map((th) => th.textContent));
   assert.match(totals[0], /^steady total/);
   assert.match(totals[1], /^peak of a step/);
-  assert.match(await page.textContent("#pieces-hint"), /steady total adds the pieces/);
+  assert.match(await page.textContent("#pieces-hint"), /steady total adds the five pieces as if all were held at once/);
   // Explained on hover (title) and reachable by Tab and tap (a disclosure).
   const summary = page.locator("#pieces tr[data-kind=temporaries] summary");
   assert.match(await summary.getAttribute("title"), /Short-lived buffers/);
@@ -181,10 +181,10 @@ test("the table's rows at the peak sum to the drawn peak, each piece explained",
   await page.keyboard.press("Enter");
   assert.equal(await page.locator("#pieces tr[data-kind=temporaries] details").evaluate((d) => d.open), true);
   assert.equal(await page.locator("#pieces tr[data-kind=temporaries] .why").isVisible(), true);
-  // Column headings name the unit; no column headed "bytes".
+  // The caption names the unit of the figures; no column is headed "bytes".
   const headings = await page.$$eval("#pieces thead th", (ths) => ths.map((th) => th.textContent));
-  assert.ok(headings.includes("steady (GB)") && headings.includes("at the peak (GB)"), headings.join("|"));
-  assert.ok(!headings.includes("bytes"));
+  assert.deepEqual(headings, ["piece", "dtype", "steady", "at the peak", "share"]);
+  assert.match(await page.textContent("#pieces caption"), /^Memory per GPU, in GB \(10⁹ bytes\)/, "the unit of the figures");
   assert.match(await page.textContent("#bar-hint"), /temporaries/);
   await page.close();
 });

@@ -53,8 +53,9 @@ function table(node, e, units) {
   const atPeak = peakKinds(e);
   node.tHead.textContent = ""; node.tBodies[0].textContent = "";
   const unit = unitName(units);
+  node.caption.textContent = `Memory per GPU, in ${unit} (${unit === "GB" ? "10⁹" : "2³⁰"} bytes)`;
   const head = element("tr");
-  for (const h of ["piece", "dtype", `steady (${unit})`, `at the peak (${unit})`, "share of the peak"]) head.append(element("th", { scope: "col" }, h));
+  for (const [h, title] of [["piece", ""], ["dtype", "the dtype it is kept in"], ["steady", `its size, ${unit}`], ["at the peak", `what of it is live at the peak, ${unit}`], ["share", "share of the peak"]]) head.append(element("th", { scope: "col", title }, h));
   node.tHead.append(head);
   const dtypes = e.dtypes || {};
   const dtypeOf = { weights: dtypes.weights, master_weights: dtypes.master_weights, gradients: dtypes.gradients, optimizer_states: dtypes.optimizer_states, activations: e.precision ? e.precision.activations : undefined };
@@ -71,9 +72,9 @@ function table(node, e, units) {
   }
   const phase = e.timeline ? e.timeline.peak.phase : null;
   const totals = [
-    ["steady total: the five pieces as if all held at once", memory.total, null, "steady"],
-    [`peak of a step: what is live at its highest point${phase ? " (" + phase + ")" : ""}`, null, memory.peak, "peak"],
-    ["reserved by the allocator at the peak (what the GPU must hold)", null, memory.reserved, "reserved"],
+    ["steady total", memory.total, null, "steady"],
+    [`peak of a step${phase ? " (" + phase + ")" : ""}`, null, memory.peak, "peak"],
+    ["reserved by the allocator", null, memory.reserved, "reserved"],
   ];
   for (const [name, steady, live, key] of totals) {
     const tr = element("tr", { class: "total", "data-total": key });
@@ -82,7 +83,7 @@ function table(node, e, units) {
     node.tBodies[0].append(tr);
   }
   const gap = memory.total - memory.peak;
-  $("pieces-hint").textContent = `The steady total adds the pieces as if all were held at once (${size(memory.total, units)}); the peak (${size(memory.peak, units)}) is the most live at one moment: activations are freed in backward as gradients appear, temporaries come and go, and the CUDA overhead is counted there. ` +
+  $("pieces-hint").textContent = `The steady total adds the five pieces as if all were held at once (${size(memory.total, units)}); the peak of a step (${size(memory.peak, units)}) is the most live at one moment${phase ? ", in " + phase : ""}: activations are freed in backward as gradients appear, temporaries come and go, and the CUDA overhead is counted there. What the allocator reserves (${size(memory.reserved, units)}) is what the GPU must hold. ` +
     (gap >= 0 ? `Here the peak is ${size(gap, units)} below the steady total.` : `Here the peak is ${size(-gap, units)} above the steady total (temporaries and the overhead).`);
 }
 
@@ -182,7 +183,7 @@ function drawTimeline(e, units, capacity) {
   const W = pixelWidth(chart), H = 180;
   chart.setAttribute("viewBox", `0 0 ${W} ${H}`);
   chart.dataset.width = String(W);
-  const left = 64, right = 8, top = 18, bottom = 38;
+  const left = 64, right = 8, top = 26, bottom = 38;
   const plotW = W - left - right, plotH = H - top - bottom;
   const highest = Math.max(capacity || 0, ...phases.map((p) => p.peak)) * 1.06 || 1;
   const step = tickStep(highest, units, 4);
@@ -209,9 +210,9 @@ function drawTimeline(e, units, capacity) {
   if (capacity) {
     const cy = y(capacity);
     chart.append(svg("line", { x1: left, x2: W - right, y1: cy, y2: cy, stroke: "var(--capacity)", "stroke-width": 2, "stroke-dasharray": "4 3", class: "capacity-line" }));
-    // Above the line at the right, below it when the line is at the top.
-    const above = cy - 6 > top - 4;
-    chart.append(label({ x: W - right - 2, y: above ? cy - 6 : cy + 14, "text-anchor": "end", "font-size": CHART_TICK_PX, fill: "var(--capacity)", class: "capacity-label" }, `capacity ${size(capacity, units)}`));
+    // Its key above the plot, where no phase is drawn: a dash and its label.
+    chart.append(svg("line", { x1: left, x2: left + 22, y1: 9, y2: 9, stroke: "var(--capacity)", "stroke-width": 2, "stroke-dasharray": "4 3" }));
+    chart.append(svg("text", { x: left + 28, y: 13, "font-size": CHART_TICK_PX, fill: "var(--capacity)", class: "capacity-label" }, `capacity ${size(capacity, units)}`));
   }
 }
 

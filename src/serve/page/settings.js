@@ -85,7 +85,8 @@ function linkState(r) {
 
 function restore() {
   const p = new URLSearchParams(location.hash.slice(1));
-  if (![...p.keys()].length) return;
+  // A link with no setting of the page (`#top`) changes nothing.
+  if (![...p.keys()].some((k) => LABELS[k] || k === "source")) return;
   for (const s of SPECS) if (s.kind === "check") setValue(s.key, false);
   for (const s of SPECS) if (s.kind === "number" && !["micro-batch", "seq-len"].includes(s.key)) setValue(s.key, s.value);
   for (const key of ["micro-batch", "seq-len", "lora-rank", "zero", "fsdp", "quantize"]) setValue(key, "");
@@ -210,7 +211,6 @@ function summarize() {
   $("summary-verdict").textContent = $("verdict").textContent;
   $("summary-verdict").className = $("verdict").className;
   $("summary").classList.toggle("hidden", !last);
-  $("summary").removeAttribute("aria-hidden");
 }
 
 function describeDevice() {

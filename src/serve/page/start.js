@@ -24,6 +24,7 @@ async function start() {
   $("pin").addEventListener("click", pinNow);
   $("unpin").addEventListener("click", () => unpin());
   startModelBox();
+  $("to-answer").addEventListener("click", () => $("answer").scrollIntoView({ block: "start" }));
   window.addEventListener("hashchange", () => { restore(); schedule(); restorePins(); });
   const pinned = restorePins();
   await update();

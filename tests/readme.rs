@@ -5,7 +5,7 @@
 //!
 //! The book's generated reference pages (docs/src/reference/architectures.md
 //! and launch-keys.md) are written from the library's own tables, and the
-//! book's images (docs/src/images) are copies of docs/*.svg and page.png;
+//! book's images (docs/src/images) are copies of docs/*.svg and the page screenshots;
 //! they must equal what this file writes, and `TRAINMEM_UPDATE_DOCS=1 cargo
 //! test --test readme` rewrites them.
 
@@ -132,7 +132,7 @@ fn the_summary_names_every_page() {
     }
 }
 
-/// The charts the book shows are copies of docs/*.svg and docs/page.png
+/// The charts the book shows are copies of docs/*.svg and docs/page-*.png
 /// (which tests/plot.rs, timeline.rs and techniques.rs keep current), since
 /// mdBook publishes only what is under docs/src.
 #[test]

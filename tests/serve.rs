@@ -361,6 +361,47 @@ fn a_pasted_config_is_priced_like_its_preset() {
     }
 }
 
+/// A truncated config.json (only the hidden size and the layer count)
+/// still builds a model from `LlamaConfig`'s defaults, and the answer names
+/// each key it took a default for, so the page can warn.
+#[test]
+fn a_truncated_config_names_the_keys_it_defaulted() {
+    let request =
+        json!({"config": {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16}});
+    let answer = post(&request.to_string());
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let got: Value = serde_json::from_str(&answer.body).unwrap();
+    let defaulted: Vec<(&str, &str)> = got["model"]["defaulted_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["key"].as_str().unwrap(), k["default"].as_str().unwrap()))
+        .collect();
+    for (key, default) in [
+        ("vocab_size", "32000"),
+        ("intermediate_size", "11008"),
+        ("num_attention_heads", "32"),
+        ("tie_word_embeddings", "false"),
+    ] {
+        assert!(
+            defaulted.contains(&(key, default)),
+            "{key} = {default} in {defaulted:?}"
+        );
+    }
+    for given in ["hidden_size", "num_hidden_layers", "model_type"] {
+        assert!(defaulted.iter().all(|(key, _)| *key != given), "{given}");
+    }
+    // A complete published file lacks none of the keys that size it.
+    let full = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/presets/llama-3.2-1b.json"
+    ))
+    .unwrap();
+    let answer = post(&json!({ "config": full }).to_string());
+    let got: Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(got["model"]["defaulted_keys"], json!([]));
+}
+
 #[test]
 fn bad_configs_are_refused() {
     assert_rejected(&post(r#"{"config": "{"}"#), 400, "not valid JSON");

@@ -5,9 +5,12 @@
 //! absent takes the default of the transformers config class, which each
 //! architecture passes in; the architecture files name where it comes from.
 
+use std::cell::RefCell;
+
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::model::DefaultedKey;
 
 /// The largest size accepted for any single config value (a dimension, a
 /// count of heads, layers or experts): 2^32 - 1. No real model comes near it,
@@ -26,6 +29,57 @@ const TOP_K: &str = "num_experts_per_tok";
 
 /// How much of an offending value an error message quotes.
 const QUOTED_CHARACTERS: usize = 40;
+
+thread_local! {
+    /// The keys read while [`recording_defaults`] runs that the file lacked,
+    /// with the default each took; `None` when nothing records.
+    static DEFAULTED: RefCell<Option<Vec<DefaultedKey>>> = const { RefCell::new(None) };
+}
+
+/// Runs `read` (an architecture laying out a config.json) and returns, with
+/// its answer, every key it asked for that the file lacks and the default
+/// taken, in the order first asked, each once. A truncated file (only
+/// `hidden_size` and `num_hidden_layers`) still builds a model from the
+/// config class's defaults, as transformers does; this says which.
+/// Recording is per thread; a nested call records for the outer one.
+pub fn recording_defaults<T>(read: impl FnOnce() -> T) -> (T, Vec<DefaultedKey>) {
+    let outer = DEFAULTED.with(|cell| cell.borrow_mut().replace(Vec::new()));
+    let answer = read();
+    let mine = DEFAULTED.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let mine = slot.take().unwrap_or_default();
+        if let Some(mut outer) = outer {
+            for key in &mine {
+                if !outer.iter().any(|k| k.key == key.key) {
+                    outer.push(key.clone());
+                }
+            }
+            *slot = Some(outer);
+        }
+        mine
+    });
+    (answer, mine)
+}
+
+/// Notes that `key` was absent and took `default` (as transformers spells
+/// it: `4096`, `false`, `none`), if something records.
+fn defaulted(key: &str, default: impl std::fmt::Display) {
+    DEFAULTED.with(|cell| {
+        if let Some(keys) = cell.borrow_mut().as_mut()
+            && !keys.iter().any(|k| k.key == key)
+        {
+            keys.push(DefaultedKey {
+                key: key.to_string(),
+                default: default.to_string(),
+            });
+        }
+    });
+}
+
+/// An optional default as a config class writes it: the value, or `none`.
+fn optional<T: std::fmt::Display>(default: Option<T>) -> String {
+    default.map_or_else(|| "none".to_string(), |value| value.to_string())
+}
 
 /// A config.json object, read key by key.
 pub struct Config<'a> {
@@ -81,7 +135,10 @@ impl<'a> Config<'a> {
     /// `default`; `null` is refused like any other non-number.
     pub fn size(&self, key: &str, default: u64) -> Result<u64> {
         match self.keys.get(key) {
-            None => Ok(default),
+            None => {
+                defaulted(key, default);
+                Ok(default)
+            }
             Some(value) => size_value(key, value),
         }
     }
@@ -90,7 +147,10 @@ impl<'a> Config<'a> {
     /// absent takes `default`, `null` is `None`.
     pub fn optional_size(&self, key: &str, default: Option<u64>) -> Result<Option<u64>> {
         match self.keys.get(key) {
-            None => Ok(default),
+            None => {
+                defaulted(key, optional(default));
+                Ok(default)
+            }
             Some(Value::Null) => Ok(None),
             Some(value) => size_value(key, value).map(Some),
         }
@@ -104,7 +164,10 @@ impl<'a> Config<'a> {
             .iter()
             .find_map(|key| self.keys.get(*key).map(|value| (*key, value)))
         {
-            None => Ok(default),
+            None => {
+                defaulted(keys.first().copied().unwrap_or_default(), default);
+                Ok(default)
+            }
             Some((key, value)) => size_value(key, value),
         }
     }
@@ -159,7 +222,10 @@ impl<'a> Config<'a> {
     /// Python's `if config.key:` treats `None`.
     pub fn flag(&self, key: &str, default: bool) -> Result<bool> {
         match self.keys.get(key) {
-            None => Ok(default),
+            None => {
+                defaulted(key, default);
+                Ok(default)
+            }
             Some(Value::Null) => Ok(false),
             Some(Value::Bool(flag)) => Ok(*flag),
             Some(other) => Err(Error::InvalidConfig {
@@ -215,7 +281,10 @@ impl<'a> Config<'a> {
     /// accepted as Python accepts them for floats.
     pub fn optional_number(&self, key: &str, default: Option<f64>) -> Result<Option<f64>> {
         match self.keys.get(key) {
-            None => Ok(default),
+            None => {
+                defaulted(key, optional(default));
+                Ok(default)
+            }
             Some(Value::Null) => Ok(None),
             Some(value) => match value.as_f64() {
                 Some(number) if number.is_finite() => Ok(Some(number)),
@@ -252,7 +321,10 @@ impl<'a> Config<'a> {
     /// `null` is `None`.
     pub fn string(&self, key: &str, default: Option<&'a str>) -> Result<Option<&'a str>> {
         match self.keys.get(key) {
-            None => Ok(default),
+            None => {
+                defaulted(key, optional(default));
+                Ok(default)
+            }
             Some(Value::Null) => Ok(None),
             Some(Value::String(text)) => Ok(Some(text.as_str())),
             Some(other) => Err(Error::InvalidConfig {
@@ -416,6 +488,55 @@ mod tests {
             Err(Error::InvalidConfig { key, problem }) => (key, problem),
             other => panic!("expected InvalidConfig, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn recording_names_each_absent_key_once_with_its_default() {
+        let file = json!({"hidden_size": 4096, "attention_bias": null});
+        let config = Config::new(&file).unwrap();
+        let (read, defaulted) = recording_defaults(|| {
+            (
+                config.size("hidden_size", 1).unwrap(),
+                config.size("intermediate_size", 11008).unwrap(),
+                config.size("intermediate_size", 11008).unwrap(),
+                config.flag("attention_bias", true).unwrap(),
+                config.flag("tie_word_embeddings", false).unwrap(),
+                config.optional_size("head_dim", None).unwrap(),
+            )
+        });
+        assert_eq!(read, (4096, 11008, 11008, false, false, None));
+        let named: Vec<(&str, &str)> = defaulted
+            .iter()
+            .map(|k| (k.key.as_str(), k.default.as_str()))
+            .collect();
+        // Present keys (`null` included) are the file's, not defaults.
+        assert_eq!(
+            named,
+            [
+                ("intermediate_size", "11008"),
+                ("tie_word_embeddings", "false"),
+                ("head_dim", "none")
+            ]
+        );
+        // Outside a recording nothing is kept.
+        config.size("vocab_size", 32000).unwrap();
+        let (_, none) = recording_defaults(|| ());
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_nested_recording_also_records_for_the_outer_one() {
+        let file = json!({});
+        let config = Config::new(&file).unwrap();
+        let ((_, inner), outer) = recording_defaults(|| {
+            config.size("hidden_size", 768).unwrap();
+            recording_defaults(|| config.size("vocab_size", 50257).unwrap())
+        });
+        assert_eq!(inner.len(), 1);
+        assert_eq!(
+            outer.iter().map(|k| k.key.as_str()).collect::<Vec<_>>(),
+            ["hidden_size", "vocab_size"]
+        );
     }
 
     #[test]

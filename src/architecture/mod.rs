@@ -87,7 +87,7 @@ pub use dimensions::{
     Softcap, StateSpace, dimensions, supported_for_activations,
 };
 
-pub use self::config::MAX_EXPERTS;
+pub use self::config::{MAX_EXPERTS, recording_defaults};
 pub use self::decoder::{MAX_LAYERS, MAX_TENSORS};
 // The task is the model layer's; `super::task` still names it here.
 pub use self::implementation::Implementation;

@@ -246,6 +246,9 @@ pub struct ModelSummary {
     pub task: Option<crate::architecture::Task>,
     /// The checkpoint on disk, when read from one: what loading it costs.
     pub checkpoint: Option<CheckpointSummary>,
+    /// The keys its config.json lacked and the defaults taken (empty
+    /// without a config.json): what a truncated file silently became.
+    pub defaulted_keys: Vec<crate::model::DefaultedKey>,
 }
 
 /// Parameter counts of an estimate.
@@ -463,6 +466,7 @@ fn estimate_with_timeline(
             model_type: model.model_type.clone(),
             task: model.task,
             checkpoint: model.checkpoint.clone(),
+            defaulted_keys: model.defaulted_keys.clone(),
         },
         optimizer: setup.optimizer.name,
         optimizer_in_backward: setup.steps_in_backward(),

@@ -320,7 +320,16 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
             problem: "a config.json must hold a JSON object".to_string(),
         });
     }
-    let (task, tensors) = architecture::tensors_for_task(config, None)?;
+    // The keys the file lacks, read by the inventory or the activation
+    // sizes, and the defaults they took: said, not silently assumed.
+    let (laid_out, defaulted_keys) = architecture::recording_defaults(|| {
+        let (task, tensors) = architecture::tensors_for_task(config, None)?;
+        // Activation sizes for the architectures that have an activation
+        // model; the parameter inventory does not depend on them.
+        let dimensions = architecture::dimensions_for_task(config, Some(task)).ok();
+        Ok::<_, Error>((task, tensors, dimensions))
+    });
+    let (task, tensors, dimensions) = laid_out?;
     let mut model = Model::from_tensors(name, source, tensors);
     model.model_type = config
         .get("model_type")
@@ -328,9 +337,8 @@ fn from_config(config: &Value, name: &str, source: String) -> Result<Model> {
         .map(str::to_string);
     model.task = Some(task);
     model.config = Some(config.clone());
-    // Activation sizes for the architectures that have an activation model;
-    // the parameter inventory does not depend on them.
-    model.dimensions = architecture::dimensions_for_task(config, Some(task)).ok();
+    model.dimensions = dimensions;
+    model.defaulted_keys = defaulted_keys;
     if let Some(tokens) = architecture::input_tokens(config)? {
         model.notes.push(format!("{INPUT_TOKENS_NOTE}{tokens}"));
     }

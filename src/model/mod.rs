@@ -53,6 +53,19 @@ pub struct Model {
     /// carries one (`trainmem.trace_activations`): its activations.
     #[serde(skip)]
     pub traced: Option<ActivationTrace>,
+    /// The keys its config.json lacked, each with the default the config
+    /// class took for it; empty for a model not read from a config.json.
+    pub defaulted_keys: Vec<DefaultedKey>,
+}
+
+/// A key a config.json lacked and the default taken for it
+/// (`intermediate_size`, `11008`): what a truncated file silently became.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DefaultedKey {
+    /// The key, as transformers' config class names it.
+    pub key: String,
+    /// The default taken, as the config class writes it (`4096`, `false`, `none`).
+    pub default: String,
 }
 
 /// How many tensors and parameters play one role.
@@ -96,6 +109,7 @@ impl Model {
             dimensions: None,
             notes: Vec::new(),
             traced: None,
+            defaulted_keys: Vec::new(),
             tensors: vec![Tensor::new(
                 "parameters",
                 Shape::vector(parameters.0),
@@ -121,6 +135,7 @@ impl Model {
             dimensions: None,
             notes: Vec::new(),
             traced: None,
+            defaulted_keys: Vec::new(),
             tensors,
         }
     }

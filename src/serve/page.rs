@@ -12,6 +12,7 @@ const PAGE: &str = concat!(
     include_str!("page/body.html"),
     include_str!("page/state.js"),
     include_str!("page/settings.js"),
+    include_str!("page/model.js"),
     include_str!("page/answer.js"),
     include_str!("page/suggest.js"),
     include_str!("page/plan.js"),

@@ -7,7 +7,7 @@
 import { before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -77,6 +77,12 @@ export async function open(width, height, hash = "") {
   return page;
 }
 
+// The text a download holds: `button` clicked, the file read.
+export async function downloaded(page, button) {
+  const [file] = await Promise.all([page.waitForEvent("download"), page.click(button)]);
+  return { name: file.suggestedFilename(), text: readFileSync(await file.path(), "utf8") };
+}
+
 // Waits for the answer to settle after a change.
 export async function settled(page) {
   await page.waitForTimeout(200);
@@ -91,16 +97,24 @@ export async function answer(page) {
     drawn: document.getElementById("bar").dataset.drawnPeak,
     verdict: document.getElementById("verdict").textContent,
     hidden: document.getElementById("result").classList.contains("hidden"),
+    stale: document.getElementById("result").classList.contains("stale"),
     error: document.getElementById("error").classList.contains("hidden") ? null : document.getElementById("error").textContent,
   }));
 }
 
-export function serve() {
+// `options.env`: variables added to the server's environment (a test hub's
+// `HF_ENDPOINT`); `options.before`: run first, its answer awaited (to start
+// that hub and say where it listens: it may return `{ env }`);
+// `options.after`: run once the server is stopped (to stop the hub).
+export function serve(options = {}) {
 before(async () => {
   trainmem = binary();
+  const prepared = options.before ? (await options.before()) || {} : {};
+  // A variable given as `undefined` is removed from the server's environment.
+  const env = Object.fromEntries(Object.entries({ ...process.env, ...(options.env || {}), ...(prepared.env || {}) }).filter(([, v]) => v !== undefined));
   const port = await freePort();
   url = `http://127.0.0.1:${port}/`;
-  server = spawn(trainmem, ["serve", "--port", String(port), "--host", "127.0.0.1"], { stdio: ["ignore", "ignore", "inherit"] });
+  server = spawn(trainmem, ["serve", "--port", String(port), "--host", "127.0.0.1"], { stdio: ["ignore", "ignore", "inherit"], env });
   process.once("exit", () => { if (server.exitCode === null) server.kill("SIGKILL"); });
   await waitUntilServing(url, server);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
@@ -110,6 +124,7 @@ before(async () => {
 after(async () => {
   if (browser) await browser.close();
   if (server && server.exitCode === null) server.kill("SIGKILL");
+  if (options.after) await options.after();
   assert.deepEqual(problems, [], "no script or console errors on the page");
 });
 }

@@ -115,19 +115,22 @@ test("a pasted config.json takes LoRA", async () => {
   await page.close();
 });
 
-test("an error names the field in plain words and clears the stale answer", async () => {
+test("an error names the field in plain words and keeps the last answer, marked stale", async () => {
   const page = await open(1200, 900);
-  assert.equal((await answer(page)).hidden, false);
+  const good = await answer(page);
+  assert.equal(good.hidden, false);
   await page.fill("#micro-batch", "0");
   const got = await answer(page);
-  assert.equal(got.hidden, true, "the stale answer is gone");
-  assert.equal(got.peak, undefined);
+  assert.equal(got.hidden, false, "the last good answer stays");
+  assert.equal(got.stale, true, "marked stale");
+  assert.equal(got.peak, good.peak);
   assert.match(got.error, /^Micro-batch per GPU \(sequences\): /);
   assert.equal(await page.getAttribute("#micro-batch", "aria-invalid"), "true");
   await page.fill("#micro-batch", "1");
   const fixed = await answer(page);
   assert.equal(fixed.error, null);
   assert.equal(fixed.hidden, false);
+  assert.equal(fixed.stale, false);
   await page.close();
 });
 
@@ -137,7 +140,8 @@ test("at 390 px the answer is on the first screen and nothing scrolls sideways",
   const layout = await page.evaluate(() => ({
     scroll: document.documentElement.scrollWidth,
     client: document.documentElement.clientWidth,
-    verdictTop: document.getElementById("verdict").getBoundingClientRect().top,
+    // The settings come first on a phone, under the pinned summary of the answer.
+    verdictTop: document.getElementById("summary").getBoundingClientRect().top,
   }));
   assert.ok(layout.scroll <= layout.client, `page is ${layout.scroll} px wide in a ${layout.client} px window`);
   assert.ok(layout.verdictTop < 844, `the verdict starts at ${layout.verdictTop} px`);
@@ -171,7 +175,7 @@ test("the answer stays in view while editing, and downloads as JSON, CSV and Mar
   assert.ok(box && box.y >= 0 && box.y + box.height <= 900, `the verdict at ${JSON.stringify(box)} after scrolling ${scrolled} px`);
   const [json] = await Promise.all([page.waitForEvent("download"), page.click("#download-json")]);
   assert.equal(JSON.parse(readFileSync(await json.path(), "utf8")).memory.peak, want.memory.peak, "the JSON download is the answer");
-  for (const [button, shape] of [["#download-csv", /^[^\n]+,[^\n]+\n/], ["#download-md", /^\| .+ \|\n\| --- \| ---: \|\n/]]) {
+  for (const [button, shape] of [["#download-csv", /^[^\n]+,[^\n]+\n/], ["#download-md", /^# trainmem estimate: .+\n[^]*\| piece \| memory on the GPU \(GiB\) \| bytes \|\n\| --- \| ---: \| ---: \|\n/]]) {
     const [file] = await Promise.all([page.waitForEvent("download"), page.click(button)]);
     assert.match(readFileSync(await file.path(), "utf8"), shape, button);
   }

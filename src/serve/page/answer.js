@@ -4,16 +4,24 @@
 function schedule() {
   showSource();
   clearTimeout(timer);
-  timer = setTimeout(update, 120);
+  // An answer is coming: the one shown stays until it arrives.
+  document.body.dataset.pending = "1";
+  timer = setTimeout(update, DEBOUNCE_MS);
 }
 
 async function update() {
   const r = request();
   history.replaceState(null, "", linkState(r));
-  if (source === "config" && r.config.trim() === "") {
-    hideResult();
+  explainMissingConfig();
+  // A half-typed model or an empty paste box is not asked about: the last
+  // answer stays, marked stale, and the box says what it waits for.
+  const held = heldBack(r);
+  showHeld(held);
+  if (held) {
+    generation++;
     showError(null);
-    $("status").textContent = "";
+    markStale(true);
+    document.body.dataset.pending = "0";
     return;
   }
   const mine = ++generation;
@@ -22,37 +30,14 @@ async function update() {
     const response = await fetch("/api/estimate", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(r) });
     const body = await response.json();
     if (mine !== generation) return;
-    if (!response.ok) { hideResult(); showError(body.error || "the server answered " + response.status); }
-    else { showError(null); show(body, r); }
+    // A bad value keeps the last good answer on screen, marked stale.
+    if (!response.ok) { markStale(true); showError(body.error || "the server answered " + response.status); }
+    else { showError(null); markStale(false); show(body, r); modelAnswered(body); summarize(); }
   } catch (e) {
-    if (mine === generation) { hideResult(); showError("error: the server did not answer: " + e.message); }
+    if (mine === generation) { markStale(true); showError("error: the server did not answer: " + e.message); }
   } finally {
     if (mine === generation) document.body.dataset.pending = "0";
   }
-}
-
-// The key a message names: `--micro-batch`, `micro-batch` or "invalid micro-batch".
-function namedKey(message) {
-  // A hub id's or a model's own message names config.json only as advice.
-  if (/^(error: )?(hub id|invalid model|unknown model)\b/.test(message)) return "model";
-  const keys = Object.keys(LABELS).sort((a, b) => b.length - a.length);
-  for (const k of keys) {
-    const pattern = new RegExp("(--|`|invalid |\\b)" + k.replace(/[-+]/g, "\\$&") + "(`|\\b)");
-    if (pattern.test(message)) return k;
-  }
-  return null;
-}
-
-function showError(message) {
-  for (const e of document.querySelectorAll("[aria-invalid]")) e.removeAttribute("aria-invalid");
-  const box = $("error");
-  if (!message) { box.classList.add("hidden"); box.textContent = ""; return; }
-  const key = namedKey(message);
-  const plain = message.replace(/^error: /, "");
-  box.textContent = key ? LABELS[key] + ": " + plain : plain;
-  box.dataset.field = key || "";
-  if (key && $(key)) $(key).setAttribute("aria-invalid", "true");
-  box.classList.remove("hidden");
 }
 
 function hideResult() {

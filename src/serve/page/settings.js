@@ -69,19 +69,24 @@ function showSource() {
   }
   $("field-capacity").classList.toggle("hidden", getValue("device") !== "custom");
   for (const s of SPECS.filter((s) => s.needs)) $(s.key).disabled = getValue(s.needs) === "";
+  if (optimizers.length) describeOptimizer();
+  if (devices.length) describeDevice();
 }
 
 // The link: every setting as `#key=value&...` (a pasted config.json stays out).
+// Pinned setups ride along as `pin=<their own settings, encoded>`.
 function linkState(r) {
   const p = new URLSearchParams();
   if (source === "config") p.set("source", "config");
   for (const [k, v] of Object.entries(r)) if (k !== "config") p.set(k, String(v));
+  for (const pin of pins) p.append("pin", pinLink(pin.r));
   return "#" + p.toString();
 }
 
 function restore() {
   const p = new URLSearchParams(location.hash.slice(1));
-  if (![...p.keys()].length) return;
+  // A link with no setting of the page (`#top`) changes nothing.
+  if (![...p.keys()].some((k) => LABELS[k] || k === "source")) return;
   for (const s of SPECS) if (s.kind === "check") setValue(s.key, false);
   for (const s of SPECS) if (s.kind === "number" && !["micro-batch", "seq-len"].includes(s.key)) setValue(s.key, s.value);
   for (const key of ["micro-batch", "seq-len", "lora-rank", "zero", "fsdp", "quantize"]) setValue(key, "");
@@ -114,13 +119,107 @@ function fill(select, options) {
 
 async function loadCatalogues() {
   try {
-    const [options, presets] = await Promise.all([fetch("/api/options").then((r) => r.json()), fetch("/api/presets").then((r) => r.json())]);
-    for (const p of presets) $("presets").append(new Option(`${p.hub_id || ""} · ${(p.parameters / 1e9).toFixed(2)}B parameters`, p.name));
-    fill($("optimizer"), options.optimizers.map((o) => [`${o.name}: ${o.title}`, o.name]));
+    const [options, list] = await Promise.all([fetch("/api/options").then((r) => r.json()), fetch("/api/presets").then((r) => r.json())]);
+    presets = list;
+    // The name in the menu (it fits a phone), its title under it.
+    optimizers = options.optimizers;
+    fill($("optimizer"), options.optimizers.map((o) => [o.name, o.name]));
+    describeOptimizer();
     fill($("precision"), options.precisions.map((p) => [p.name, p.name]));
     devices = options.devices;
-    fill($("device"), [["custom capacity", "custom"]].concat(devices.map((d) => [`${d.name}: ${(d.bytes / 2 ** 30).toFixed(2)} GiB = ${(d.bytes / 1e9).toFixed(2)} GB`, d.name])));
+    // The name and GB in the menu (it fits a phone), both units under it.
+    fill($("device"), [["custom capacity", "custom"]].concat(devices.map((d) => [`${d.name} · ${(d.bytes / 1e9).toFixed(2)} GB`, d.name])));
+    describeDevice();
   } catch (e) {
     showError("error: the catalogues did not load: " + e.message);
   }
+}
+
+function describeOptimizer() {
+  const o = optimizers.find((o) => o.name === getValue("optimizer"));
+  let hint = $("optimizer-hint");
+  if (!hint) {
+    hint = element("div", { class: "hint", id: "optimizer-hint" });
+    $("optimizer").setAttribute("aria-describedby", hint.id);
+    $("field-optimizer").append(hint);
+  }
+  hint.textContent = o ? o.title : "";
+}
+
+// Errors on their field, in the page's words.
+
+// A control's label without its parenthesis: "Sequence length".
+function shortLabel(key) { return LABELS[key].replace(/ \(.*\)$/, ""); }
+
+// The control a message is about: the one it names first (`missing
+// --seq-len: activations need --seq-len S with --micro-batch` is about the
+// sequence length), the longest name where two start at one place.
+function namedKey(message) {
+  // A hub id's or a model's own message names config.json only as advice.
+  if (/^(error: )?(hub id|invalid model|unknown model)\b/.test(message)) return "model";
+  let best = null, at = Infinity;
+  // "model" and "config" are words of many messages: a flag named wins.
+  const words = ["model", "config", "params"];
+  for (const k of Object.keys(LABELS).filter((k) => !words.includes(k)).concat(words)) {
+    if (best && words.includes(k)) break;
+    const match = new RegExp("(--|`|invalid |\\b)" + k.replace(/[-+]/g, "\\$&") + "(`|\\b)").exec(message);
+    if (match && (match.index < at || (match.index === at && k.length > best.length))) { best = k; at = match.index; }
+  }
+  return best;
+}
+
+// `--seq-len S` becomes "Sequence length": the page has no flags.
+function inPageWords(message) {
+  let text = message.replace(/^error: /, "");
+  const keys = Object.keys(LABELS).filter((k) => !["model", "config", "params"].includes(k)).sort((a, b) => b.length - a.length);
+  for (const k of keys) {
+    text = text.replace(new RegExp("`?--" + k.replace(/[-+]/g, "\\$&") + "`?(?: [A-Z]\\b)?(?![\\w-])", "g"), "“" + shortLabel(k) + "”");
+  }
+  return text;
+}
+
+function showError(message) {
+  for (const e of document.querySelectorAll("[aria-invalid]")) e.removeAttribute("aria-invalid");
+  for (const e of document.querySelectorAll(".field-error")) e.remove();
+  const box = $("error");
+  if (!message) { box.classList.add("hidden"); box.textContent = ""; return; }
+  const key = namedKey(message);
+  const plain = inPageWords(message);
+  box.textContent = key ? LABELS[key] + ": " + plain : plain;
+  box.dataset.field = key || "";
+  const input = key && $(key);
+  if (input) {
+    input.setAttribute("aria-invalid", "true");
+    // The same words under the control, where the eye is.
+    const near = element("div", { class: "field-error", id: "error-" + key }, plain);
+    (input.closest(".field") || input.parentElement).append(near);
+    input.setAttribute("aria-errormessage", near.id);
+  }
+  box.classList.remove("hidden");
+}
+
+// The answer shown is not for the settings on screen.
+function markStale(on) {
+  const stale = on && !!last;
+  $("result").classList.toggle("stale", stale);
+  $("stale").classList.toggle("hidden", !stale);
+  $("summary-stale").classList.toggle("hidden", !stale);
+}
+
+// The phone's pinned summary: the verdict the answer shows.
+function summarize() {
+  $("summary-verdict").textContent = $("verdict").textContent;
+  $("summary-verdict").className = $("verdict").className;
+  $("summary").classList.toggle("hidden", !last);
+}
+
+function describeDevice() {
+  const d = devices.find((d) => d.name === getValue("device"));
+  let hint = $("device-hint");
+  if (!hint) {
+    hint = element("div", { class: "hint", id: "device-hint" });
+    $("device").setAttribute("aria-describedby", hint.id);
+    $("field-device").append(hint);
+  }
+  hint.textContent = d ? `${d.product || d.name}: ${(d.bytes / 2 ** 30).toFixed(2)} GiB = ${(d.bytes / 1e9).toFixed(2)} GB` : "";
 }

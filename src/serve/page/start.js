@@ -19,15 +19,18 @@ async function start() {
   $("copy-command").addEventListener("click", () => last && copy(commandLine(last.r), "Command"));
   $("copy-link").addEventListener("click", () => copy(location.href, "Link"));
   $("download-json").addEventListener("click", () => last && download("trainmem.json", "application/json", JSON.stringify(last.e, null, 2) + "\n"));
-  $("download-csv").addEventListener("click", () => last && download("trainmem.csv", "text/csv", rows().map((r) => r.join(",")).join("\n") + "\n"));
-  $("download-md").addEventListener("click", () => last && download("trainmem.md", "text/markdown", rows().map((r, i) => "| " + r.join(" | ") + " |" + (i === 0 ? "\n| --- | ---: |" : "")).join("\n") + "\n"));
-  $("pin").addEventListener("click", () => { if (last) { pinned = last; $("status").textContent = "Pinned: change a setting to compare."; drawCompare(); } });
-  $("unpin").addEventListener("click", () => { pinned = null; drawCompare(); });
-  window.addEventListener("hashchange", () => { restore(); schedule(); });
+  $("download-csv").addEventListener("click", () => last && download("trainmem.csv", "text/csv", csv()));
+  $("download-md").addEventListener("click", () => last && download("trainmem.md", "text/markdown", markdown()));
+  $("pin").addEventListener("click", pinNow);
+  $("unpin").addEventListener("click", () => unpin());
+  startModelBox();
+  $("to-answer").addEventListener("click", () => $("answer").scrollIntoView({ block: "start" }));
+  window.addEventListener("hashchange", () => { restore(); schedule(); restorePins(); });
+  const pinned = restorePins();
   await update();
   // Milliseconds from navigation to the first answer on screen.
   document.body.dataset.firstAnswerMs = String(Math.round(performance.now()));
-  await catalogues;
+  await Promise.all([catalogues, pinned]);
   document.body.dataset.ready = "1";
 }
 

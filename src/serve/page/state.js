@@ -65,7 +65,13 @@ let generation = 0;
 
 let timer = null;
 
-let pinned = null;
+// Pinned setups to compare: `{ r, e }` (the request, its answer), oldest first.
+let pins = [];
+
+let optimizers = [];
+
+// Typing waits this long for the next keystroke before asking.
+const DEBOUNCE_MS = 250;
 
 let fitGeneration = 0;
 

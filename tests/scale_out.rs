@@ -391,3 +391,78 @@ fn fine_tuning_errors_are_one_line() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
     }
 }
+
+/// FSDP's parameter offload from torch's source: FSDP2 (`CPUOffloadPolicy`)
+/// keeps no model state on the device, the host holds the shards, their
+/// gradients in the parameters' dtype (no fp32 copy, unlike ZeRO-Offload)
+/// and the states; FSDP1 (`CPUOffload(offload_params=True)`) also keeps
+/// each unit's reduced gradient shard on the device until backward ends.
+#[test]
+fn fsdp_parameter_offload() {
+    let run = |framework: &str| {
+        estimate(&[
+            "--model",
+            "llama-2-7b",
+            "--gpus",
+            "4",
+            "--framework",
+            framework,
+            "--fsdp",
+            "full-shard",
+            "--precision",
+            "bf16",
+            "--offload",
+            "optimizer+params",
+        ])
+    };
+    let fsdp2 = run("fsdp2");
+    for piece in ["weights", "gradients", "optimizer_states", "total"] {
+        assert_eq!(int(&fsdp2["memory"][piece]), 0, "{piece}");
+    }
+    let host_weights = int(&fsdp2["host"]["weights"]);
+    assert_eq!(int(&fsdp2["host"]["gradients"]), host_weights);
+    // AdamW's two bf16 moments, and its 0-d fp32 `step` counters.
+    let states = int(&fsdp2["host"]["optimizer_states"]) - 2 * host_weights;
+    assert!((1..1_000_000).contains(&states), "{states}");
+    // Every rank's step still gathers layers on the device.
+    assert!(int(&fsdp2["memory"]["peak"]) > 0);
+    let fsdp1 = run("fsdp1");
+    assert_eq!(int(&fsdp1["memory"]["weights"]), 0);
+    // bf16 gradients of a quarter of the model, flat: about 3.4 GB.
+    let shard = int(&fsdp1["memory"]["gradients"]);
+    assert!((3_300_000_000..3_500_000_000).contains(&shard), "{shard}");
+    assert!(int(&fsdp1["memory"]["peak"]) > int(&fsdp2["memory"]["peak"]) + shard / 2);
+}
+
+/// FSDP-QLoRA: the 4-bit data is sharded with the parameters, but
+/// bitsandbytes' quantization state (absmax, nested state) is an attribute
+/// every rank keeps whole; torchao's NF4Tensor is sharded whole.
+#[test]
+fn fsdp_qlora_keeps_the_quantization_state_whole() {
+    let weights = |quantize: &str, gpus: &str| {
+        let e = estimate(&[
+            "--model",
+            "llama-2-7b",
+            "--gpus",
+            gpus,
+            "--framework",
+            "fsdp1",
+            "--fsdp",
+            "full-shard",
+            "--precision",
+            "bf16",
+            "--lora-rank",
+            "8",
+            "--quantize",
+            quantize,
+        ]);
+        int(&e["memory"]["weights"])
+    };
+    let (one, two) = (weights("nf4", "1"), weights("nf4", "2"));
+    // fp32 absmax, one per 64 values of ~6.5B quantized weights: ~0.4 GB
+    // on each of the two ranks instead of half of it.
+    let state = 2 * two - one;
+    assert!((350_000_000..450_000_000).contains(&state), "{state}");
+    let (one, two) = (weights("nf4-torchao", "1"), weights("nf4-torchao", "2"));
+    assert!(2 * two - one < 1_000_000, "{one} {two}");
+}

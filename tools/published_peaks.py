@@ -29,7 +29,7 @@ import json
 import subprocess
 import sys
 
-BINARY = "./target/release/trainmem"
+BINARY = __import__("os").environ.get("TRAINMEM", "./target/release/trainmem")
 
 
 def predict(case):

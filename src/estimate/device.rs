@@ -256,10 +256,19 @@ pub fn per_stage_indexed(
                 *largest = (*largest).max(elements);
             }
             let weight_bytes = precision.weight_bytes(tensor, shape)?;
+            // A quantized weight's state outside its parameter data stays
+            // whole on every rank when the parameters are sharded.
+            let unsharded_state = match tensor.quantization {
+                Some(quantization) if zero.shards_weights() => quantization
+                    .unsharded_state_bytes(elements, shape.dims().first().copied().unwrap_or(1))?,
+                _ => Bytes::ZERO,
+            };
             if tensor.quantization.is_some() {
+                let data = Bytes(weight_bytes.0.saturating_sub(unsharded_state.0));
                 group
                     .weights
-                    .add_bytes(weight_bytes, zero.shards_weights(), degree)?;
+                    .add_bytes(data, zero.shards_weights(), degree)?;
+                group.weights.add_bytes(unsharded_state, false, degree)?;
             } else {
                 group.weights.add(
                     shape,
@@ -276,6 +285,8 @@ pub fn per_stage_indexed(
                     layer: facts.layer,
                     elements,
                     weight_bytes,
+                    unsharded_state,
+                    degree,
                     precision: &precision,
                     compute,
                     fsdp_policy,
@@ -404,6 +415,10 @@ struct Footprint<'a> {
     layer: Option<u64>,
     elements: Count,
     weight_bytes: Bytes,
+    /// The part of a quantized weight every rank keeps whole (not gathered).
+    unsharded_state: Bytes,
+    /// The ranks its parameters are sharded over.
+    degree: u64,
     precision: &'a crate::precision::Precision,
     compute: DType,
     fsdp_policy: bool,
@@ -424,6 +439,8 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
         layer,
         elements,
         weight_bytes,
+        unsharded_state,
+        degree,
         precision,
         compute,
         fsdp_policy,
@@ -444,9 +461,25 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
     if parallelism.zero.shards_weights() {
         let gathered = match (tensor.quantization, fsdp_policy) {
             (None, true) => compute.size_of(elements)?,
+            // The packed data in its storage dtype: FSDP gathers the
+            // quantized parameter as stored (peft's and Answer.AI's recipes
+            // set `bnb_4bit_quant_storage` to the compute dtype so that FSDP
+            // can flatten it with the other parameters, and
+            // `MixedPrecision` leaves it uncast).
+            (Some(_), _) => Bytes(weight_bytes.0.saturating_sub(unsharded_state.0)),
             _ => weight_bytes,
         };
         module.gathered = module.gathered.add(gathered, WHAT)?;
+        if parallelism.framework.is_fsdp() && parallelism.offload == Offload::OptimizerAndParams {
+            // `CPUOffload(offload_params=True)` / `CPUOffloadPolicy`: the
+            // rank's shard lives in pinned host memory and comes to the
+            // device, cast to the gathered dtype, before each all-gather.
+            module.host_shard = module
+                .host_shard
+                .add(Bytes(gathered.0.div_ceil(degree)), WHAT)?;
+            module.host_shard_kept = parallelism.framework == Framework::Fsdp1
+                && !(fsdp_policy && setup.precision.weights != compute);
+        }
     }
     if tensor.quantization.is_some() {
         module.dequantized = module.dequantized.max(compute.size_of(elements)?);
@@ -472,9 +505,15 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
                 .max(in_backward_step(setup, precision, elements)?);
         }
         if parallelism.zero.shards_gradients() && parallelism.framework.is_fsdp() {
-            module.reduce_buffer = module
-                .reduce_buffer
-                .add(precision.gradients.size_of(elements)?, WHAT)?;
+            let reduced = precision.gradients.size_of(elements)?;
+            module.reduce_buffer = module.reduce_buffer.add(reduced, WHAT)?;
+            if parallelism.framework == Framework::Fsdp2
+                && parallelism.offload == Offload::OptimizerAndParams
+            {
+                module.gradient_to_host = module
+                    .gradient_to_host
+                    .add(Bytes(reduced.0.div_ceil(degree)), WHAT)?;
+            }
         }
     }
     Ok(())
@@ -608,7 +647,30 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
     // partition with Adam: 16 host bytes (ZeRO-1/2), 18 (ZeRO-3), 20 (ZeRO-3
     // with the parameters offloaded too).
     let mut host = [Bytes::ZERO; 4];
-    if parallelism.offload != Offload::None {
+    let fsdp_offload =
+        parallelism.framework.is_fsdp() && parallelism.offload == Offload::OptimizerAndParams;
+    if fsdp_offload {
+        // FSDP's parameter offload (`CPUOffload(offload_params=True)`,
+        // FSDP2's `CPUOffloadPolicy`) puts the sharded parameters, their
+        // sharded gradients (FSDP1's pinned `_cpu_grad`, `zeros_like` the
+        // local shard, `_flat_param.py` lines 1256-1265; FSDP2's
+        // `new_sharded_grad.to("cpu")`) and so the optimizer and its step on
+        // the host, in the parameters' own dtype: no fp32 copy as
+        // ZeRO-Offload makes. FSDP1 still keeps each unit's reduced shard on
+        // the device as `_saved_grad_shard` until backward ends
+        // (`_accumulate_sharded_grad` in `_runtime_utils.py` lines 906-928;
+        // freed by `prepare_gradient_for_optim`, `_flat_param.py` lines
+        // 1679-1721): those gradients stay in the device's figures. FSDP2
+        // copies each one out as it is reduced (`gradient_to_host`).
+        host[1] = std::mem::take(&mut master);
+        host[3] = std::mem::take(&mut states);
+        host[2] = if parallelism.framework == Framework::Fsdp1 {
+            gradients
+        } else {
+            std::mem::take(&mut gradients)
+        };
+        optimizer_step = Bytes::ZERO;
+    } else if parallelism.offload != Offload::None {
         host[1] = std::mem::take(&mut master);
         host[3] = std::mem::take(&mut states);
         host[2] = DType::Fp32.size_of(Count(trainable))?;

@@ -104,6 +104,27 @@ impl Quantization {
         total.map(Bytes).ok_or_else(overflow)
     }
 
+    /// The part of [`Quantization::bytes`] that is not the weight's
+    /// parameter data, and so stays whole on every rank when FSDP or ZeRO-3
+    /// shards the parameters: bitsandbytes keeps a 4-bit weight's
+    /// `QuantState` (absmax, code tables, the nested state of double
+    /// quantization) as an attribute of the `Params4bit` and of its module,
+    /// not as a parameter, and restores it on the flattened shard
+    /// (`fix_4bit_weight_quant_state_from_module`, "the quant state got lost
+    /// when the parameter got converted. This happens for example for fsdp",
+    /// `bitsandbytes/nn/modules.py` lines 487-501, 0.50.2); LLM.int8's `SCB`
+    /// is likewise an attribute of `Int8Params`. torchao's `NF4Tensor` is
+    /// one tensor subclass, sharded whole: none.
+    pub fn unsharded_state_bytes(self, elements: Count, rows: u64) -> Result<Bytes> {
+        let data = match self {
+            Quantization::Nf4 { .. } | Quantization::Fp4 { .. } => elements.0.div_ceil(2),
+            Quantization::Int8 => elements.0,
+            Quantization::Nf4Torchao => return Ok(Bytes::ZERO),
+        };
+        let total = self.bytes(elements, rows)?;
+        Ok(Bytes(total.0.saturating_sub(data)))
+    }
+
     /// `nf4 with double quantization`.
     pub fn describe(self) -> String {
         match self {
@@ -126,6 +147,29 @@ impl Quantization {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The quantization state FSDP does not shard: everything but the
+    /// packed data (the q_proj [256, 256] keeps 34,900 - 32,768 bytes).
+    #[test]
+    fn the_state_outside_the_parameter_data() {
+        let nf4 = Quantization::Nf4 { double_quant: true };
+        assert_eq!(
+            nf4.unsharded_state_bytes(Count(65_536), 256).unwrap(),
+            Bytes(34_900 - 32_768)
+        );
+        assert_eq!(
+            Quantization::Int8
+                .unsharded_state_bytes(Count(65_536), 256)
+                .unwrap(),
+            Bytes(256 * 4)
+        );
+        assert_eq!(
+            Quantization::Nf4Torchao
+                .unsharded_state_bytes(Count(65_536), 256)
+                .unwrap(),
+            Bytes::ZERO
+        );
+    }
 
     /// The fixture's q_proj [256, 256] with nf4 and double quantization: 34,900 bytes.
     #[test]

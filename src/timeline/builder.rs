@@ -650,19 +650,57 @@ fn gather(
             continue;
         };
         if slot.is_none() {
-            let bytes = unit.module.map_or(Bytes::ZERO, |m| m.gathered);
-            let tensor = if target == index {
-                "gathered parameters"
+            let module = unit.module.copied().unwrap_or_default();
+            // Parameters offloaded to the host: the rank's shard comes to
+            // the device first. FSDP1 without parameter mixed precision keeps
+            // it as the flat parameter's data until the unit is resharded
+            // (`pre_unshard`, `_use_sharded_flat_param` in
+            // `torch/distributed/fsdp/_flat_param.py`): one block with the
+            // gathered unit.
+            let kept_shard = if module.host_shard_kept {
+                module.host_shard
             } else {
-                "gathered parameters (prefetched)"
+                Bytes::ZERO
+            };
+            let bytes = module.gathered.add(kept_shard, "the gathered parameters")?;
+            let tensor = match (target == index, kept_shard > Bytes::ZERO) {
+                (true, false) => "gathered parameters",
+                (false, false) => "gathered parameters (prefetched)",
+                (true, true) => "gathered parameters and their shard from the host",
+                (false, true) => "gathered parameters and their shard from the host (prefetched)",
             };
             let block = b.alloc(Kind::Weights, tensor, bytes)?;
+            // FSDP2 (`FSDPParam.all_gather_inputs`: `.to(self.device)` then
+            // the cast to `param_dtype`, `_fsdp_param.py` lines 1141-1147)
+            // and FSDP1's low-precision shard (`_use_low_precision_shard`,
+            // freed in `post_unshard`): the copies die once the all-gather
+            // output holds them.
+            if !module.host_shard_kept {
+                b.transient(
+                    Kind::Temporaries,
+                    "shard copied from the host for the all-gather",
+                    module.host_shard,
+                )?;
+            }
             if let Some(slot) = gathered.get_mut(target) {
                 *slot = block;
             }
         }
     }
     Ok(())
+}
+
+/// FSDP2 with parameters offloaded: the reduce-scatter output, cast to the
+/// sharded parameter's dtype, lives on the device until
+/// `new_sharded_grad.to(torch.device("cpu"))` (`foreach_reduce` in
+/// `torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py`, lines
+/// 776-809, torch 2.15): nothing of it stays.
+fn gradient_to_host(b: &mut Builder, module: &Module) -> Result<()> {
+    b.transient(
+        Kind::Temporaries,
+        "gradient shard before its copy to the host",
+        module.gradient_to_host,
+    )
 }
 
 /// The gradient one module's backward produces, and what stays of it.
@@ -709,11 +747,13 @@ fn gradients(
             module.gradient,
         )?;
         if policy.sharded {
-            b.transient(
+            let buffer = b.alloc(
                 Kind::Temporaries,
                 "reduce-scatter buffer",
                 module.reduce_buffer,
             )?;
+            gradient_to_host(b, module)?;
+            b.free(buffer)?;
         }
         return b.free(fresh);
     }
@@ -725,6 +765,7 @@ fn gradients(
             module.reduce_buffer,
         )?;
         kept.push(b.alloc(Kind::Gradients, "gradient shard", unit.gradient_share)?);
+        gradient_to_host(b, module)?;
         b.free(buffer)?;
         return b.free(whole);
     }

@@ -245,6 +245,17 @@ pub struct Module {
     /// bitsandbytes: its largest quantized weight dequantized to the compute
     /// dtype, alive during that one matmul (forward and backward).
     pub dequantized: Bytes,
+    /// FSDP with parameters offloaded to the host: the rank's shard of the
+    /// unit copied to the device for the all-gather, in the gathered dtype.
+    pub host_shard: Bytes,
+    /// Whether that copy lives as long as the gathered unit (FSDP1 without
+    /// parameter mixed precision: `flat_param_to(device)` in `pre_unshard`)
+    /// or only until the all-gather has copied it in (FSDP2, FSDP1's
+    /// low-precision shard).
+    pub host_shard_kept: bool,
+    /// FSDP2 with parameters offloaded: the reduce-scatter output of the
+    /// unit's gradient, on the device until its copy to the host.
+    pub gradient_to_host: Bytes,
 }
 
 /// The pieces that persist across steps, on the rank.

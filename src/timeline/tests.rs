@@ -155,3 +155,55 @@ fn the_reserved_estimate_covers_the_allocated_peak() {
         t.peak
     );
 }
+
+/// FSDP with parameters on the host: nothing resident, each layer's shard
+/// comes to the device for its all-gather. FSDP1 without mixed precision
+/// keeps that copy while the layer is gathered; FSDP2 drops it once the
+/// all-gather output holds it, and its reduced gradient shard lives only
+/// until its copy to the host.
+#[test]
+fn offloaded_parameters_come_and_go_with_their_unit() {
+    let offloaded = |kept: bool, to_host: u64| Module {
+        host_shard: Bytes(GB),
+        host_shard_kept: kept,
+        gradient_to_host: Bytes(to_host),
+        reduce_buffer: Bytes(GB),
+        ..layer(0, GB, 2 * GB)
+    };
+    let run = |module: Module| {
+        let modules = [
+            Module {
+                layer: Some(0),
+                ..module
+            },
+            Module {
+                layer: Some(1),
+                ..module
+            },
+        ];
+        let mut p = plan(&modules, None);
+        p.residents = Residents::default();
+        p.gathers = true;
+        p.prefetch = false;
+        p.gradients.sharded = true;
+        p.optimizer.temporaries = Bytes::ZERO;
+        build(&p).unwrap()
+    };
+    // FSDP1: gathered 2 GB + its shard 1 GB, the unsharded gradient 1 GB
+    // and the reduce-scatter input 1 GB.
+    let fsdp1 = run(offloaded(true, 0));
+    assert_eq!(fsdp1.peak.bytes, Bytes(5 * GB));
+    assert_eq!(fsdp1.peak.phase, Phase::Backward);
+    // FSDP2: the shard is gone when backward runs, the gradient shard
+    // (0.5 GB) joins the unsharded gradient and the buffer, then leaves.
+    let fsdp2 = run(offloaded(false, GB / 2));
+    assert_eq!(fsdp2.peak.bytes, Bytes(4 * GB + GB / 2));
+    assert_eq!(fsdp2.events.last().unwrap().total, Bytes::ZERO);
+    let copies = fsdp2
+        .events
+        .iter()
+        .filter(|e| e.tensor == "shard copied from the host for the all-gather" && e.bytes > 0)
+        .count();
+    // Forward and backward gather each of the two layers once.
+    assert_eq!(copies, 4);
+}

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use serde::{Deserialize, Deserializer};
 
 const ABOUT: &str = "How much memory training takes, piece by piece, and whether it fits.";
 
@@ -89,6 +90,12 @@ A config.json is counted as transformers builds AutoModelForCausalLM for its mod
 sum(p.numel() for p in model.parameters()), tied weights once. A checkpoint is counted
 from its headers.";
 
+/// A file name or model from a text (serde's own `OsString` form is the
+/// bytes of one platform): the keyword door's [`super::call`] gives text.
+fn os_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<OsString>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(|text| text.map(OsString::from))
+}
+
 /// The whole command line.
 #[derive(Debug, Parser)]
 #[command(
@@ -113,8 +120,9 @@ pub struct Cli {
     pub offline: bool,
 }
 
-/// The commands.
-#[derive(Debug, Subcommand)]
+/// The commands; serde reads one as `{"plan": {...}}` (the keyword door).
+#[derive(Debug, Subcommand, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Command {
     /// Optimizers' memory at several model sizes against one accelerator (the default).
     #[command(after_help = EXAMPLES)]
@@ -214,7 +222,8 @@ Examples:
   trainmem completions fish > ~/.config/fish/completions/trainmem.fish";
 
 /// `trainmem completions`.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_name = "SHELL")]
@@ -222,9 +231,11 @@ pub struct CompletionsArgs {
 }
 
 /// How `trainmem models` is written.
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ModelsArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub output: OutputArgs,
 
     /// Add each preset's hugging face hub id, the repository its config.json
@@ -235,9 +246,11 @@ pub struct ModelsArgs {
 }
 
 /// How a catalogue is written.
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct CatalogueArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub output: OutputArgs,
 
     /// Under the table, each entry's details: states, options, sources,
@@ -253,7 +266,8 @@ pub use crate::request::flags::{
 use crate::request::flags::{HARDWARE, MODEL, PRECISION, TRAINING};
 
 /// `trainmem estimate`.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct EstimateArgs {
     /// A bare parameter count instead of --model: 124M, 1.5B, 7B, 1T, 13e9 or 6738415616.
     #[arg(
@@ -270,27 +284,35 @@ pub struct EstimateArgs {
     /// hub id (`meta-llama/Llama-3.1-8B`): the local hugging face cache, else
     /// the hub's config.json and safetensors headers (never the weights).
     #[arg(long, value_name = "MODEL", help_heading = MODEL)]
+    #[serde(default, deserialize_with = "os_text")]
     pub model: Option<OsString>,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub training: TrainingArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub parallel: ParallelArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub finetune: FineTuneArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub workload: WorkloadArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub capacity: CapacityArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub speed: SpeedArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub report: ReportArgs,
 }
 
@@ -310,9 +332,11 @@ Examples:
   trainmem techniques ... --format json                for scripts";
 
 /// `trainmem techniques`: the estimate flags, and where to draw the chart.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct TechniquesArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub estimate: EstimateArgs,
 
     /// Draw the steps as an SVG chart into this file (ending in .svg; `-` for stdout).
@@ -358,7 +382,8 @@ Examples:
   trainmem check axolotl.yaml --device rtx-4090-24gb --strict     unknown is a failure too";
 
 /// `trainmem check`: launch configs, and any `estimate` flag to complete or override them.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct CheckArgs {
     /// Launch configs: TrainingArguments/SFTConfig, DeepSpeed, accelerate, axolotl,
     /// torchtune, LLaMA-Factory, torchtitan or litgpt files.
@@ -370,6 +395,7 @@ pub struct CheckArgs {
     pub strict: bool,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub estimate: EstimateArgs,
 
     /// Exit 0 when the verdict is tight: the allocated peak fits, the
@@ -408,9 +434,11 @@ Examples:
   trainmem plan ... --format json                     every kept layout, for scripts";
 
 /// `trainmem plan`: every `estimate` flag, and the search's own.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct PlanArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub estimate: EstimateArgs,
 
     /// The axes the search opens, comma-separated: zero, fsdp, megatron, tp,
@@ -459,9 +487,11 @@ Examples:
   trainmem timeline --model qwen2.5-7b --micro-batch 1 --seq-len 2048 --format json";
 
 /// `trainmem timeline`: every flag of `estimate`, and where to draw it.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct TimelineArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub estimate: EstimateArgs,
 
     /// Draw the timeline as an SVG chart into this file (ending in .svg; `-` for stdout).
@@ -474,12 +504,14 @@ pub struct TimelineArgs {
 }
 
 /// `trainmem fit`.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct FitArgs {
     /// Without a model: the largest parameter count that fits. With one:
     /// its largest micro-batch (given --seq-len), longest sequence (given
     /// --micro-batch) and the fewest GPUs. A preset, config.json, folder or safetensors.
     #[arg(long, value_name = "MODEL", conflicts_with = "params", help_heading = MODEL)]
+    #[serde(default, deserialize_with = "os_text")]
     pub model: Option<OsString>,
 
     /// A bare parameter count (with --layers --hidden --heads --ffn --vocab for activations).
@@ -487,29 +519,37 @@ pub struct FitArgs {
     pub params: Option<String>,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub training: TrainingArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub parallel: ParallelArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub finetune: FineTuneArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub workload: WorkloadArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub capacity: CapacityArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub report: ReportArgs,
 }
 
 /// `trainmem params`.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ParamsArgs {
     /// A preset name, a config.json, a model folder, a .safetensors file, an index or a hub id.
     #[arg(value_name = "MODEL")]
+    #[serde(default, deserialize_with = "os_text")]
     pub model: Option<OsString>,
 
     /// List every tensor: name, shape, role, parameters.
@@ -527,6 +567,7 @@ pub struct ParamsArgs {
     pub image_size: Option<u64>,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub output: OutputArgs,
 }
 
@@ -540,7 +581,8 @@ Examples:
       --micro-batch 4 --seq-len 4096 --device rtx-4090-24gb   the techniques that make it fit";
 
 /// `trainmem plot`: the compare flags, plus where and what to draw.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct PlotArgs {
     /// The SVG file to write, ending in .svg; `-` writes the SVG to stdout.
     #[arg(long, value_name = "FILE.svg", allow_hyphen_values = true)]
@@ -555,11 +597,13 @@ pub struct PlotArgs {
     pub kind: String,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub compare: CompareArgs,
 }
 
 /// `trainmem serve`.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ServeArgs {
     /// The port to listen on.
     #[arg(long, default_value = "8080")]
@@ -572,7 +616,8 @@ pub struct ServeArgs {
 }
 
 /// `trainmem compare` (and `trainmem` with no command, its defaults).
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct CompareArgs {
     /// Model sizes to price, comma-separated.
     #[arg(
@@ -587,10 +632,12 @@ pub struct CompareArgs {
     /// Compare on one model instead of --params sizes: a preset, a config.json,
     /// a model folder, a .safetensors file or an index.
     #[arg(long, value_name = "MODEL", help_heading = MODEL)]
+    #[serde(default, deserialize_with = "os_text")]
     pub model: Option<OsString>,
 
     /// Optimizers to compare, comma-separated, or `all` (one for `plot --kind
     /// techniques`). `--optimizers`, the old spelling, is still taken.
+    #[serde(rename = "optimizer")]
     #[arg(
         long = "optimizer",
         alias = "optimizers",
@@ -642,12 +689,15 @@ pub struct CompareArgs {
     pub slice_precision: String,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub parallel: ParallelArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub workload: WorkloadArgs,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub report: ReportArgs,
 }
 

@@ -14,7 +14,7 @@ mod timeline;
 mod usage;
 
 pub use args::Cli;
-pub use call::{CALLED, call};
+pub use call::{call, commands, help};
 pub use check::Checked;
 pub use in_process::run_args;
 

@@ -1,11 +1,9 @@
-//! `trainmem._engine`: the trainmem engine inside Python. [`call`] answers a
-//! command asked with a dict of keywords (`trainmem::cli::call`: the typed
-//! request and arguments built from the dict, no command line); [`run`]
-//! answers the commands `call` does not take (`plot`, `completions`, `--help`
-//! ...) from the words of a command line, parsed by the binary's clap
-//! definition. No subprocess either way.
-
-use std::ffi::OsString;
+//! `trainmem._engine`: the trainmem engine inside Python. [`call`] answers
+//! any command asked with a dict of keywords (`trainmem::cli::call`: the
+//! typed request and the command's arguments built from the dict through
+//! serde, as the web API's JSON is read); [`help`] gives a command's
+//! `--help` text from clap's definition. No command line is built and no
+//! subprocess runs.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -48,8 +46,10 @@ fn value_of(key: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
 
 /// Answers `trainmem COMMAND` with `positional` arguments (check's files)
 /// and `options`, a dict of flags' long names (`micro-batch`) to their
-/// values, in order; returns `(report, warnings, exit)` as [`run`] does.
-/// Bad input raises `Error`. The commands it takes are `COMMANDS`.
+/// values, in order; returns `(report, warnings, exit)`: the text the
+/// binary prints to stdout, its `warning:` lines and its exit status
+/// (`check` gives 1 when the run does not fit). Bad input raises `Error`.
+/// The commands it takes are `COMMANDS`.
 #[pyfunction]
 fn call(
     py: Python<'_>,
@@ -65,29 +65,24 @@ fn call(
             Ok((key, value))
         })
         .collect::<PyResult<Vec<(String, Value)>>>()?;
-    let positional: Vec<OsString> = positional.into_iter().map(OsString::from).collect();
     py.detach(|| trainmem::cli::call(&command, &positional, &pairs))
         .map(|checked| (checked.report, checked.warnings, checked.exit))
         .map_err(Error::new_err)
 }
 
-/// Runs `trainmem ARGS...` and returns `(report, warnings, exit)`: the text
-/// the binary prints to stdout, its `warning:` lines and its exit status
-/// (`check` gives 1 when the run does not fit). Bad input raises `Error`.
-/// For the commands [`call`] does not take, and `--help`.
+/// The text `trainmem COMMAND --help` prints (`trainmem --help` for
+/// `None`). An unknown command raises `Error`.
 #[pyfunction]
-fn run(py: Python<'_>, args: Vec<String>) -> PyResult<(String, Vec<String>, u8)> {
-    let words: Vec<OsString> = args.into_iter().map(OsString::from).collect();
-    py.detach(|| trainmem::cli::run_args(&words))
-        .map(|checked| (checked.report, checked.warnings, checked.exit))
-        .map_err(Error::new_err)
+#[pyo3(signature = (command=None))]
+fn help(command: Option<String>) -> PyResult<String> {
+    trainmem::cli::help(command.as_deref()).map_err(Error::new_err)
 }
 
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(call, m)?)?;
-    m.add_function(wrap_pyfunction!(run, m)?)?;
-    m.add("COMMANDS", trainmem::cli::CALLED.to_vec())?;
+    m.add_function(wrap_pyfunction!(help, m)?)?;
+    m.add("COMMANDS", trainmem::cli::commands())?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

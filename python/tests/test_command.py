@@ -97,7 +97,6 @@ def test_the_gpt2_total_of_the_readme():
         dict(model="gpt2", gpus=-1),
         dict(model="no-such-model"),
         dict(params="7B", micro_batch=1),
-        dict(model="gpt2", no_such_flag=1),
     ],
 )
 def test_errors_are_the_command_lines_one_line(binary, options):
@@ -111,18 +110,36 @@ def test_errors_are_the_command_lines_one_line(binary, options):
     assert str(raised.value) == line[len("error: ") :]
 
 
-def test_keywords_become_flags():
-    from trainmem._command import arguments
+def test_an_unknown_keyword_names_it_and_what_is_accepted():
+    """The dict door names the keyword the shell would call an argument, its
+    nearest flag and the flags the command takes, on one line."""
+    with pytest.raises(trainmem.Error) as raised:
+        trainmem.estimate(model="gpt2", micro_bach=1)
+    message = str(raised.value)
+    assert "`micro-bach`" in message and "did you mean `micro-batch`" in message, message
+    assert "accepted: the flags of `trainmem estimate`: " in message and "\n" not in message, message
 
-    assert arguments(
-        "estimate",
-        (),
-        dict(micro_batch=2, seq_len=None, gradient_checkpointing=True, cpu_offload=False, freeze=["embed", "norm"]),
-    ) == ["estimate", "--micro-batch=2", "--gradient-checkpointing", "--freeze=embed", "--freeze=norm"]
-    with pytest.raises(trainmem.Error, match="not a flag"):
-        arguments("estimate", (), {"model; rm": 1})
-    with pytest.raises(trainmem.Error, match="has a dict"):
-        arguments("estimate", (), {"model": {}})
+
+def test_every_command_is_the_dict_door(binary):
+    """plot, completions and the comparison, which the package once asked
+    of clap with an argv, are answered from keywords as the others are;
+    ``--help`` and ``--version`` are the text the binary prints."""
+    from trainmem import _engine
+
+    assert not hasattr(_engine, "run")
+    for name in ("plot", "completions", "serve", "compare", "schema"):
+        assert name in _engine.COMMANDS
+    chart = trainmem.run("plot", output="-", kind="scaling", params="1B,7B")
+    assert chart == cli(binary, "plot", "--output", "-", "--kind", "scaling", "--params", "1B,7B").stdout
+    assert chart.startswith("<svg")
+    assert trainmem.run("completions", "bash") == cli(binary, "completions", "bash").stdout
+    assert trainmem.run("compare") == cli(binary).stdout
+    for command in ("estimate", "check", "plot"):
+        assert trainmem.run(command, "--help") == cli(binary, command, "--help").stdout
+    assert trainmem.run("--help") == cli(binary, "--help").stdout
+    assert trainmem.run("--version") == cli(binary, "--version").stdout
+    with pytest.raises(trainmem.Error, match="unexpected argument 'extra'"):
+        trainmem.run("estimate", "extra", params="7B")
 
 
 def test_keywords_become_a_dict_not_a_command_line():
@@ -147,7 +164,7 @@ def test_keywords_become_a_dict_not_a_command_line():
 def test_any_subcommand_by_name():
     models = trainmem.command("models")()
     assert any(m["name"] == "gpt2" and m["parameters"] == 124_439_808 for m in models)
-    with pytest.raises(trainmem.Error, match="unrecognized subcommand"):
+    with pytest.raises(trainmem.Error, match="unknown command `no-such-command`.*accepted: .*estimate"):
         trainmem.command("no-such-command")()
     assert "--micro-batch" in trainmem.run("estimate", "--help")
 

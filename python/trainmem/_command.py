@@ -1,15 +1,16 @@
 """Keyword arguments to a ``trainmem`` command, answered in-process by the
 Rust engine: ``trainmem._engine.call`` takes them as a dict (flag names to
-values) and builds the typed request from it, as the web API does from its
-JSON; no command line is built. The commands it does not take
-(``_engine.COMMANDS`` lists those it does), and :func:`run` given words such
-as ``'--help'``, go to ``trainmem._engine.run``, the binary's clap parser."""
+values) and builds the command's typed arguments from it through serde, as
+the web API does from its JSON, for every command (``_engine.COMMANDS``).
+``'--help'`` and ``'--version'`` given to :func:`run` are answered by
+``_engine.help`` (the text clap renders from its definition) and
+``_engine.__version__``. No command line is built or parsed."""
 
 import json
 import os
 import warnings
 
-from ._engine import COMMANDS as _CALLED, Error, call as _call, run as _run_args
+from ._engine import Error, __version__ as _version, call as _call, help as _help
 
 __all__ = ["Error", "TrainmemWarning", "run", "command"]
 
@@ -69,30 +70,12 @@ def _text(name, value):
     return text
 
 
-def arguments(command, positional=(), options=None):
-    """The command line (without the program name) that ``command`` with
-    ``positional`` arguments and keyword ``options`` stands for."""
-    argv = [_text("command", command)] if command else []
-    argv += [_text("positional", p) for p in positional]
-    for name, value in (options or {}).items():
-        flag = _flag(name)
-        if value is None or value is False:
-            continue
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, (list, tuple)):
-            argv += [f"{flag}={_text(name, item)}" for item in value]
-        else:
-            # `--flag=value`: a value that starts with `-` stays a value.
-            argv.append(f"{flag}={_text(name, value)}")
-    return argv
-
-
 def keywords(options=None):
     """The dict ``_engine.call`` reads for keyword ``options``: each flag's
     long name (``micro-batch``) to its value as text, ``True`` for a switch,
     or a list of texts for a repeated flag; ``None`` and ``False`` leave the
-    flag out. Mistakes raise :class:`Error` as :func:`arguments` does."""
+    flag out. A name that cannot be a flag, or a value that is not text, a
+    number, a path, ``True`` or a list of them, raises :class:`Error`."""
     out = {}
     for name, value in (options or {}).items():
         key = _flag(name)[len("--") :]
@@ -107,16 +90,38 @@ def keywords(options=None):
     return out
 
 
+# Words that ask for text about trainmem rather than a report, as the
+# command line takes them.
+_HELP_WORDS = ("--help", "-h")
+_VERSION_WORDS = ("--version", "-V")
+
+
+def _asked(value):
+    return value not in (None, False)
+
+
+def _text_asked(command, words, options):
+    """The help or version text that ``command`` with positional ``words``
+    and keyword ``options`` asks for (``run('estimate', '--help')``,
+    ``run('--version')``, ``help=True``), or ``None`` for a report."""
+    if command in _HELP_WORDS:
+        return _help()
+    if command in _VERSION_WORDS or _asked(options.get("version")):
+        return f"trainmem {_version}\n"
+    if any(word in _HELP_WORDS for word in words) or _asked(options.get("help")):
+        return _help(command)
+    return None
+
+
 def _answer(command, positional, options):
-    """``(report, warnings, exit)`` of ``command``: from the dict when the
-    engine takes it so, else from the command line's words."""
-    if command in _CALLED and not any(str(p).startswith("-") for p in positional):
-        return _call(
-            _text("command", command),
-            [_text("positional", p) for p in positional],
-            keywords(options),
-        )
-    return _run_args(arguments(command, positional, options))
+    """``(report, warnings, exit)`` of ``command`` (``compare`` when none is
+    named, as ``trainmem`` alone is), from the dict of its keywords."""
+    command = _text("command", command) if command else None
+    words = [_text("positional", p) for p in positional]
+    text = _text_asked(command, words, options)
+    if text is not None:
+        return text, [], 0
+    return _call(command or "compare", words, keywords(options))
 
 
 def run(command, *positional, **options):

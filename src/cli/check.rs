@@ -32,10 +32,7 @@ pub struct Checked {
 
 /// Runs `check` with the matches of its command line.
 pub fn run(args: &CheckArgs, matches: &ArgMatches) -> Result<Checked> {
-    run_typed(
-        args,
-        &explicit(matches, "check", &["strict", "allow-tight"]),
-    )
+    run_typed(args, &explicit(matches, "check"))
 }
 
 /// Runs `check` with the `estimate` flags the user gave (`typed`, each

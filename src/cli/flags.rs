@@ -7,11 +7,11 @@
 use std::ffi::OsString;
 
 use clap::ArgMatches;
-use clap::CommandFactory;
 use clap::parser::ValueSource;
+use clap::{Args, CommandFactory};
 use serde_json::{Map, Value};
 
-use super::args::Cli;
+use super::args::{Cli, EstimateArgs};
 use crate::error::Result;
 use crate::request::{Door, EstimateRequest, ModelSource};
 
@@ -138,23 +138,25 @@ impl Flags {
 }
 
 /// The `estimate` flags typed on the command line of `subcommand`, as
-/// given, less the subcommand's `own` flags (long names without dashes).
-pub fn explicit(
-    matches: &ArgMatches,
-    subcommand: &str,
-    own: &[&str],
-) -> Vec<(String, Option<OsString>)> {
+/// given: its arguments that are [`EstimateArgs`]' (the subcommand's own,
+/// such as `plan --top`, are left out by being declared elsewhere, with no
+/// list of them to keep).
+pub fn explicit(matches: &ArgMatches, subcommand: &str) -> Vec<(String, Option<OsString>)> {
     let command = Cli::command();
     let Some(found) = command.find_subcommand(subcommand) else {
         return Vec::new();
     };
+    let estimate = EstimateArgs::augment_args(clap::Command::new("estimate"));
     let mut out = Vec::new();
     for argument in found.get_arguments() {
         let id = argument.get_id().as_str();
         let Some(long) = argument.get_long() else {
             continue;
         };
-        if own.contains(&long) || matches.value_source(id) != Some(ValueSource::CommandLine) {
+        let is_estimate = estimate
+            .get_arguments()
+            .any(|other| other.get_long() == Some(long));
+        if !is_estimate || matches.value_source(id) != Some(ValueSource::CommandLine) {
             continue;
         }
         let flag = format!("--{long}");

@@ -16,16 +16,6 @@ use crate::plan::{Allow, Axes, Request, Sharding, search};
 use crate::render::{self, plan::PlanReport};
 use crate::units::Bytes;
 
-/// The plan's own flags, which are not `estimate` flags.
-const OWN: &[&str] = &[
-    "allow",
-    "headroom",
-    "top",
-    "global-batch",
-    "jobs",
-    "exhaustive",
-];
-
 /// The `estimate` flags a layout sets: typed, they fix their axis.
 const LAYOUT: &[&str] = &[
     "--framework",
@@ -64,7 +54,7 @@ const MAX_STRUCTURES: usize = 1_000_000;
 
 /// Runs `plan` with the matches of its command line.
 pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
-    run_typed(args, &explicit(matches, "plan", OWN))
+    run_typed(args, &explicit(matches, "plan"))
 }
 
 /// Runs `plan` with the `estimate` flags the user gave (`typed`, each with

@@ -71,11 +71,12 @@ fn call(
 }
 
 /// The text `trainmem COMMAND --help` prints (`trainmem --help` for
-/// `None`). An unknown command raises `Error`.
+/// `None`; `-h`'s short form with `long=False`). An unknown command raises
+/// `Error`.
 #[pyfunction]
-#[pyo3(signature = (command=None))]
-fn help(command: Option<String>) -> PyResult<String> {
-    trainmem::cli::help(command.as_deref()).map_err(Error::new_err)
+#[pyo3(signature = (command=None, long=true))]
+fn help(command: Option<String>, long: bool) -> PyResult<String> {
+    trainmem::cli::help(command.as_deref(), long).map_err(Error::new_err)
 }
 
 #[pymodule]

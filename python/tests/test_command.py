@@ -135,8 +135,10 @@ def test_every_command_is_the_dict_door(binary):
     assert trainmem.run("completions", "bash") == cli(binary, "completions", "bash").stdout
     assert trainmem.run("compare") == cli(binary).stdout
     for command in ("estimate", "check", "plot"):
-        assert trainmem.run(command, "--help") == cli(binary, command, "--help").stdout
+        for flag in ("--help", "-h"):
+            assert trainmem.run(command, flag) == cli(binary, command, flag).stdout
     assert trainmem.run("--help") == cli(binary, "--help").stdout
+    assert trainmem.run("-h") == cli(binary, "-h").stdout
     assert trainmem.run("--version") == cli(binary, "--version").stdout
     with pytest.raises(trainmem.Error, match="unexpected argument 'extra'"):
         trainmem.run("estimate", "extra", params="7B")

@@ -105,11 +105,13 @@ def _text_asked(command, words, options):
     and keyword ``options`` asks for (``run('estimate', '--help')``,
     ``run('--version')``, ``help=True``), or ``None`` for a report."""
     if command in _HELP_WORDS:
-        return _help()
+        return _help(None, command == "--help")
     if command in _VERSION_WORDS or _asked(options.get("version")):
         return f"trainmem {_version}\n"
-    if any(word in _HELP_WORDS for word in words) or _asked(options.get("help")):
-        return _help(command)
+    asked = [word for word in words if word in _HELP_WORDS]
+    if asked or _asked(options.get("help")):
+        # `-h` alone asks for the short form, as at the shell.
+        return _help(command, asked[:1] != ["-h"])
     return None
 
 

@@ -134,6 +134,9 @@ pub fn call(
         if not_a_keyword(arg) || in_run(long) || object.contains_key(long) {
             continue;
         }
+        if arg.is_required_set() {
+            return Err(missing(arg));
+        }
         object.insert(long.to_string(), default_value(arg, long)?);
     }
     if run.is_some() {
@@ -189,9 +192,10 @@ pub fn call(
 }
 
 /// The help text of `trainmem COMMAND --help` (of `trainmem --help` for
-/// `None`), rendered from clap's definition as `--help` renders it: the
-/// long form where the command has any long text, else the short one.
-pub fn help(command: Option<&str>) -> Result<String, String> {
+/// `None`; `-h`'s when not `long`), rendered from clap's definition as
+/// `--help` renders it: the long form where the command has any long
+/// text, else the short one.
+pub fn help(command: Option<&str>, long: bool) -> Result<String, String> {
     let mut definition = definition().clone();
     let sub = match command {
         None => &mut definition,
@@ -202,7 +206,7 @@ pub fn help(command: Option<&str>) -> Result<String, String> {
                 .ok_or_else(|| unknown_command(name))?
         }
     };
-    let text = if has_long_help(sub) {
+    let text = if long && has_long_help(sub) {
         sub.render_long_help()
     } else {
         sub.render_help()
@@ -294,9 +298,7 @@ fn positionals(
         let (mine, after) = rest.split_at(taken);
         rest = after;
         if mine.is_empty() && arg.is_required_set() {
-            return Err(format!(
-                "the following required arguments were not provided: {arg}; For more information, try '--help'."
-            ));
+            return Err(missing(arg));
         }
         let value = if many {
             Value::Array(mine.iter().cloned().map(Value::String).collect())
@@ -324,6 +326,14 @@ fn answered(report: String) -> Checked {
 fn internal(command: &str, reason: &str) -> String {
     format!(
         "internal error: the keywords of `{command}` did not make its arguments ({reason}); accepted: please report the call"
+    )
+}
+
+/// What the shell says of a required argument not given (`plot`'s
+/// `--output`, `check`'s files).
+fn missing(arg: &Arg) -> String {
+    format!(
+        "the following required arguments were not provided: {arg}; For more information, try '--help'."
     )
 }
 
@@ -708,14 +718,21 @@ mod tests {
             assert!(names.contains(&name), "{name}: {names:?}");
         }
         assert!(!names.contains(&"help"));
-        // A required positional argument missing, as the shell says it.
-        match both("check", &[], &[("model", json!("gpt2"))]) {
-            (Err(called), Err(shell)) => assert_eq!(called, shell),
-            (called, shell) => panic!(
-                "{:?} {:?}",
-                called.map(|c| c.report),
-                shell.map(|c| c.report)
-            ),
+        // A required argument missing, as the shell says it: check's files,
+        // plot's --output, completions' shell.
+        for (command, pairs) in [
+            ("check", vec![("model", json!("gpt2"))]),
+            ("plot", vec![("kind", json!("scaling"))]),
+            ("completions", vec![]),
+        ] {
+            match both(command, &[], &pairs) {
+                (Err(called), Err(shell)) => assert_eq!(called, shell, "{command}"),
+                (called, shell) => panic!(
+                    "{command}: {:?} {:?}",
+                    called.map(|c| c.report),
+                    shell.map(|c| c.report)
+                ),
+            }
         }
     }
 
@@ -801,16 +818,23 @@ mod tests {
     /// `help` is the shell's `--help`, from clap's definition.
     #[test]
     fn help_is_the_shells() {
-        for command in [
+        let commands = [
             "estimate", "check", "plot", "serve", "plan", "params", "schema",
-        ] {
-            let shell = run_args(&[OsString::from(command), OsString::from("--help")])
-                .unwrap()
-                .report;
-            assert_eq!(help(Some(command)).unwrap(), shell, "{command}");
+        ];
+        for (flag, long) in [("--help", true), ("-h", false)] {
+            for command in commands {
+                let shell = run_args(&[OsString::from(command), OsString::from(flag)])
+                    .unwrap()
+                    .report;
+                assert_eq!(
+                    help(Some(command), long).unwrap(),
+                    shell,
+                    "{command} {flag}"
+                );
+            }
+            let shell = run_args(&[OsString::from(flag)]).unwrap().report;
+            assert_eq!(help(None, long).unwrap(), shell, "{flag}");
         }
-        let shell = run_args(&[OsString::from("--help")]).unwrap().report;
-        assert_eq!(help(None).unwrap(), shell);
-        assert!(help(Some("nope")).unwrap_err().contains("`nope`"));
+        assert!(help(Some("nope"), true).unwrap_err().contains("`nope`"));
     }
 }

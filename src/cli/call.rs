@@ -176,7 +176,7 @@ pub fn call(
         Value::Object(object)
     };
     let mut tagged = Map::new();
-    tagged.insert(command.to_string(), arguments);
+    tagged.insert(sub.get_name().to_string(), arguments);
     let parsed = Command::deserialize(Value::Object(tagged))
         .map_err(|error| internal(command, &error.to_string()))?;
     let answer = match parsed {
@@ -244,6 +244,7 @@ fn subcommand(command: &str) -> Result<&'static clap::Command, String> {
         .ok_or_else(|| unknown_command(command))
 }
 
+/// `command` named as unknown, with the nearest command and every one.
 fn unknown_command(command: &str) -> String {
     crate::error::Error::UnknownName {
         kind: "command",

@@ -157,7 +157,6 @@ pub(super) fn deliver(
 /// `trainmem techniques`' flags from plot's: the one optimizer, the model,
 /// the precision, the capacity, the layout and the workload.
 fn techniques_args(compare: &CompareArgs) -> Result<EstimateArgs> {
-    use clap::{Args, FromArgMatches};
     let optimizers: Vec<&str> = compare.optimizers.split(',').map(str::trim).collect();
     let [optimizer] = optimizers.as_slice() else {
         return Err(Error::InvalidValue {
@@ -172,23 +171,24 @@ fn techniques_args(compare: &CompareArgs) -> Result<EstimateArgs> {
             accepted: "plot --kind techniques prices one model: give --model, such as --model llama-3.1-8b".to_string(),
         });
     }
-    // `estimate`'s own defaults, as if no flag were given.
-    let mut args = EstimateArgs::augment_args(clap::Command::new("plot"))
-        .try_get_matches_from(["plot"])
-        .and_then(|matches| EstimateArgs::from_arg_matches(&matches))
-        .map_err(|error| Error::InvalidValue {
-            what: "--kind",
-            value: "techniques".to_string(),
-            reason: format!("the estimate flags' defaults: {error}"),
-        })?;
-    args.model = compare.model.clone();
+    // `estimate`'s own defaults, as if no flag were given: the typed
+    // request's, the ones the web API and the keyword door start from.
+    let defaults = crate::request::EstimateRequest::with_model(None, None)?.flags;
+    let mut args = EstimateArgs {
+        params: None,
+        model: compare.model.clone(),
+        training: defaults.training,
+        parallel: compare.parallel.clone(),
+        finetune: defaults.finetune,
+        workload: compare.workload.clone(),
+        capacity: defaults.capacity,
+        speed: defaults.speed,
+        report: compare.report.clone(),
+    };
     args.training.optimizer = (*optimizer).to_string();
     args.training.precision = compare.precision.clone();
     args.capacity.capacity = compare.capacity.clone();
     args.capacity.device = compare.device.clone();
-    args.parallel = compare.parallel.clone();
-    args.workload = compare.workload.clone();
-    args.report = compare.report.clone();
     Ok(args)
 }
 

@@ -51,16 +51,27 @@ async function price(r) {
   }
 }
 
-// The pins of the link if it has any, else those this browser kept.
-async function restorePins() {
+// The pins of the link if it has any, else those this browser kept: their
+// settings at once (the link keeps them), their answers not yet.
+function restorePinSettings() {
   const listed = new URLSearchParams(location.hash.slice(1)).getAll("pin");
   let requests = listed.map(pinFromLink);
   if (!listed.length) {
     try { requests = JSON.parse(localStorage.getItem(PINS_KEY) || "[]").filter((r) => r && typeof r === "object"); } catch { requests = []; }
   }
-  pins = await Promise.all(requests.slice(-MAX_PINS).map(price));
+  pins = requests.slice(-MAX_PINS).map((r) => ({ r, e: null, problem: "being priced" }));
+}
+
+// Each pin's answer asked.
+async function pricePins() {
+  pins = await Promise.all(pins.map((p) => price(p.r)));
   savePins();
   drawCompare();
+}
+
+async function restorePins() {
+  restorePinSettings();
+  await pricePins();
 }
 
 function pinNow() {

@@ -70,6 +70,9 @@ let pins = [];
 
 let optimizers = [];
 
+// The precision recipes (`GET /api/options`): name and summary.
+let precisions = [];
+
 // Typing waits this long for the next keystroke before asking.
 const DEBOUNCE_MS = 250;
 

@@ -13,11 +13,11 @@ use super::EstimateRequest;
 use super::flag_list::Flags;
 use crate::activation::{Loss, Recompute};
 use crate::error::{Error, Result};
+use crate::estimate::Capacity;
 use crate::format::Format;
 use crate::model::Model;
 use crate::parallel::{Framework, Offload, ZeroStage};
-use crate::plan::{Allow, Axes, Request, Sharding, search};
-use crate::render::plan::PlanReport;
+use crate::plan::{Allow, Axes, Outcome, Request, Sharding, search};
 use crate::units::{Bytes, UnitSystem};
 
 /// A plan asked for: the run, and the search's own settings.
@@ -77,9 +77,21 @@ pub const OWN_KEYS: &[&str] = &[
     "exhaustive",
 ];
 
-/// What a plan found, and how its report is to be written.
+/// What a plan searched and found, and how its report is to be written
+/// (each front door hands these to `render::plan`).
 pub struct Planned {
-    pub report: PlanReport,
+    pub model: String,
+    pub gpus: u64,
+    pub nodes: u64,
+    pub capacity: Capacity,
+    pub headroom_basis_points: u64,
+    /// The capacity less the headroom.
+    pub usable: Bytes,
+    /// The typed `estimate` flags less the layout's, which every row's
+    /// command starts with.
+    pub base_flags: Vec<String>,
+    pub outcome: Outcome,
+    pub notes: Vec<String>,
     pub format: Format,
     pub units: UnitSystem,
 }
@@ -429,7 +441,7 @@ pub fn plan(request: &PlanRequest) -> Result<Planned> {
     if !allow.offload {
         notes.push("offload not searched (--allow offload searches it, its host transfers and CPU optimizer step priced)".to_string());
     }
-    let report = PlanReport {
+    Ok(Planned {
         model: model.name.clone(),
         gpus,
         nodes,
@@ -443,9 +455,6 @@ pub fn plan(request: &PlanRequest) -> Result<Planned> {
             .collect(),
         outcome,
         notes,
-    };
-    Ok(Planned {
-        report,
         format,
         units,
     })

@@ -35,7 +35,7 @@ use crate::estimate::estimate as price;
 use crate::input::{PRESETS, preset_model};
 use crate::optimizer::OPTIMIZERS;
 use crate::precision::PRECISIONS;
-use crate::render::{self, Format};
+use crate::render::{self, Format, plan::PlanReport};
 use crate::request::plan::{OWN_KEYS, PlanRequest};
 use crate::request::{self, CONFIG, EstimateRequest, ModelSource};
 
@@ -172,12 +172,21 @@ pub async fn plan(
         let plan = PlanRequest::from_json(object, request).map_err(|e| Failure::from_error(&e))?;
         Ok(move |_: &Cancel| {
             let planned = request::plan::plan(&plan).map_err(|e| Failure::from_error(&e))?;
-            Ok(render::plan::plan(
-                &planned.report,
-                Format::Json,
-                planned.units,
-                plan.options.top,
-            ))
+            let units = planned.units;
+            // The renderer's report of what was found (the request may not
+            // name the renderers, so each door hands it over).
+            let report = PlanReport {
+                model: planned.model,
+                gpus: planned.gpus,
+                nodes: planned.nodes,
+                capacity: planned.capacity,
+                headroom_basis_points: planned.headroom_basis_points,
+                usable: planned.usable,
+                base_flags: planned.base_flags,
+                outcome: planned.outcome,
+                notes: planned.notes,
+            };
+            Ok(render::plan::plan(&report, Format::Json, units, plan.options.top))
         })
     })
     .await

@@ -57,6 +57,7 @@ function request() {
     if (s.key === "device" && value === "custom") continue;
     if (s.key === "zero" && getValue("fsdp") !== "") continue;
     if (s.needs && getValue(s.needs) === "") continue;
+    if (s.quiet && value === s.value) continue;
     r[s.key] = s.kind === "number" ? Number(value) : value;
   }
   return r;

@@ -39,7 +39,7 @@ async function start() {
     // A model box that names no preset was asked about without the list:
     // now it can say which presets match instead.
     if (heldBack(request())) schedule();
-  });
+  }).finally(cataloguesSettled);
   await Promise.all([catalogues, pricePins()]);
   document.body.dataset.ready = "1";
 }

@@ -85,6 +85,12 @@ const DEBOUNCE_MS = 250;
 
 let fitGeneration = 0;
 
+// Settled once the menus' catalogues have come (or failed to): the
+// suggestions wait for it, so that the first answer's heavy follow-up does
+// not take the server's workers from the page's own start.
+let cataloguesSettled;
+const catalogued = new Promise((resolve) => { cataloguesSettled = resolve; });
+
 const $ = (id) => document.getElementById(id);
 
 function element(name, attributes, text) {

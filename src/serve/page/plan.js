@@ -113,7 +113,7 @@ function showPlan(plan, r) {
     const time = layout.step_time_s ? seconds(layout.step_time_s) : "–";
     const first = element("th", { scope: "row" }, layoutWords(layout.layout));
     first.append(element("code", { class: "flags" }, layout.flags.join(" ")));
-    tr.append(first, element("td", {}, amount(layout.peak, units)), element("td", {}, time), element("td", {}, layout.tokens_per_s ? Math.round(layout.tokens_per_s).toLocaleString("en") : "–"));
+    tr.append(first, element("td", {}, amount(layout.peak, units)), element("td", {}, time), element("td", {}, layout.tokens_per_s ? grouped(Math.round(layout.tokens_per_s)) : "–"));
     const cell = element("td"); cell.append(button); tr.append(cell);
     node.tBodies[0].append(tr);
   });

@@ -93,6 +93,14 @@ const catalogued = new Promise((resolve) => { cataloguesSettled = resolve; });
 
 const $ = (id) => document.getElementById(id);
 
+// 1234567 as "1,234,567", as `toLocaleString("en")` writes a whole number,
+// without loading the browser's locale data (tens of milliseconds on a
+// page's first call, before its first answer could be drawn).
+function grouped(n) {
+  const [whole, fraction] = String(n).split(".");
+  return whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",") + (fraction ? "." + fraction : "");
+}
+
 function element(name, attributes, text) {
   const e = document.createElement(name);
   for (const [k, v] of Object.entries(attributes || {})) e.setAttribute(k, v);

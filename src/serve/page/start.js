@@ -6,12 +6,15 @@ async function start() {
   // answer does not wait for the menus' catalogues.
   for (const s of SPECS) setValue(s.key, s.value);
   restore();
-  restorePinSettings();
+  // The link's pins now (the first answer's link keeps them); this
+  // browser's own only once the first estimate is asked.
+  pins = unpriced(linkPins());
   showSource();
   // The first estimate is asked at once, before any other call: the
   // server's workers are few, and the catalogues (the presets' listing is
   // built on its first call) and the pins' answers would queue before it.
   const first = update();
+  if (!pins.length) pins = unpriced(storedPins());
   for (const b of document.querySelectorAll("[data-source]")) b.addEventListener("click", () => { source = b.dataset.source; schedule(); });
   // A config.json file is read here, in the browser, and sent as `config`.
   $("config-file").addEventListener("change", async () => {

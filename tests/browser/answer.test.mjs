@@ -364,6 +364,8 @@ test("first answer from navigation: the estimate is asked first, drawn before an
     await page.waitForSelector('body[data-ready="1"]');
     await settled(page);
     times.push(Number(await page.getAttribute("body", "data-first-answer-ms")));
+    // Drawn before the presets' list came, the answer still knows a preset is a whole file.
+    assert.equal(await page.isVisible("#model-note"), false, "no note of missing keys for a preset");
     // The first call is the estimate, and nothing else is asked until its answer came.
     assert.deepEqual(calls[0], ["asked", "/api/estimate"], JSON.stringify(calls));
     assert.deepEqual(calls[1], ["answered", "/api/estimate"], JSON.stringify(calls));

@@ -28,6 +28,12 @@ const RULES: &[Rule] = &[
         allowed: None,
         refused: &["render", "cli", "serve"],
     },
+    // The API does not call the command line: both build the typed request.
+    Rule {
+        folder: "serve",
+        allowed: None,
+        refused: &["cli"],
+    },
 ];
 
 fn rust_files(folder: &Path, out: &mut Vec<PathBuf>) {

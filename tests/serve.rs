@@ -981,10 +981,6 @@ fn the_plan_is_the_clis() {
             "reads no files",
         ),
         (
-            json!({"config": {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2}, "seq-len": 128, "gpus": 2, "device": "h100-80gb"}),
-            "preset or a hub id",
-        ),
-        (
             json!({"model": "gpt2", "seq-len": 128, "device": "h100-80gb"}),
             "--gpus",
         ),
@@ -997,5 +993,77 @@ fn the_plan_is_the_clis() {
         );
         assert_rejected(&answer, 400, mentions);
     }
+    still_serving();
+}
+
+/// A pasted config.json is planned as `trainmem plan --model config.json`
+/// plans the file: the same layouts, the same peaks; the base flags name
+/// it `config.json`.
+#[test]
+fn a_pasted_config_is_planned_as_its_file() {
+    let config = json!({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000});
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("config.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let body = json!({"config": config.to_string(), "micro-batch": 2, "seq-len": 512, "gpus": 4, "device": "rtx-4090-24gb", "allow": "zero,fsdp,tp,recompute", "top": 4});
+    let answer = request(
+        "POST",
+        "/api/plan",
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let (code, stdout, stderr) = cli(&[
+        "plan",
+        "--model",
+        file.to_str().unwrap(),
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "512",
+        "--gpus",
+        "4",
+        "--device",
+        "rtx-4090-24gb",
+        "--allow",
+        "zero,fsdp,tp,recompute",
+        "--top",
+        "4",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let api: Value = serde_json::from_str(&answer.body).unwrap();
+    let shell: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(!shell["layouts"].as_array().unwrap().is_empty());
+    // Each layout's command names the model as its door does.
+    let layouts = |plan: &Value| {
+        let mut layouts = plan["layouts"].clone();
+        for layout in layouts.as_array_mut().unwrap() {
+            layout.as_object_mut().unwrap().remove("command");
+        }
+        layouts
+    };
+    assert_eq!(layouts(&api), layouts(&shell));
+    assert_eq!(api["kept"], shell["kept"]);
+    assert_eq!(
+        api["base_flags"],
+        json!([
+            "--model",
+            "config.json",
+            "--gpus",
+            "4",
+            "--seq-len",
+            "512",
+            "--device",
+            "rtx-4090-24gb"
+        ])
+    );
+    assert!(
+        api["layouts"][0]["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("trainmem estimate --model config.json --gpus 4")
+    );
     still_serving();
 }

@@ -1,56 +1,18 @@
-//! `trainmem plan`: the typed flags become a base setup per framework and
-//! the search's axes; each kept layout is printed as the `estimate` command
-//! that reproduces it (the user's flags, then the layout's).
+//! `trainmem plan`: the typed flags and the plan's own become the
+//! [`PlanRequest`] the web API's plan builds too ([`crate::request::plan`]
+//! searches it); each kept layout is printed as the `estimate` command that
+//! reproduces it (the user's flags, then the layout's).
 
 use std::ffi::OsString;
 
 use clap::ArgMatches;
 
-use super::args::PlanArgs;
-use super::flags::{Flags, explicit};
-use crate::activation::{Loss, Recompute};
-use crate::error::{Error, Result};
-use crate::model::Model;
-use crate::parallel::{Framework, Offload, ZeroStage};
-use crate::plan::{Allow, Axes, Request, Sharding, search};
+use super::args::{EstimateArgs, PlanArgs};
+use super::flags::explicit;
+use crate::error::Result;
 use crate::render::{self, plan::PlanReport};
-use crate::units::Bytes;
-
-/// The `estimate` flags a layout sets: typed, they fix their axis.
-const LAYOUT: &[&str] = &[
-    "--framework",
-    "--zero",
-    "--fsdp",
-    "--tp",
-    "--pp",
-    "--ep",
-    "--cp",
-    "--sequence-parallel",
-    "--offload",
-    "--recompute",
-    "--recompute-every",
-    "--loss",
-    "--offload-activations",
-    "--micro-batch",
-    "--grad-accumulation",
-];
-
-/// Flags that change how a report is written, not what is priced.
-const REPORT: &[&str] = &["--format", "--units"];
-
-/// Micro-batches tried without --global-batch: powers of two up to this.
-const MAX_MICRO_BATCH: u64 = 128;
-
-/// The most GPUs a plan searches: their divisors are enumerated, and a
-/// million-GPU cluster is beyond any published run.
-const MAX_GPUS: u64 = 1 << 20;
-
-/// The largest --global-batch: each layout's micro-batches are its divisors.
-const MAX_GLOBAL_BATCH: u64 = 1 << 24;
-
-/// The most parallel structures a search enumerates before refusing:
-/// bounded work and memory whatever the flags.
-const MAX_STRUCTURES: usize = 1_000_000;
+use crate::request::plan::{PlanOptions, PlanRequest, Planned, plan};
+use crate::request::{EstimateRequest, ModelSource, RunFlags};
 
 /// Runs `plan` with the matches of its command line.
 pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
@@ -60,394 +22,84 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
 /// Runs `plan` with the `estimate` flags the user gave (`typed`, each with
 /// its value as given): those fix their axis of the search.
 pub fn run_typed(args: &PlanArgs, typed: &[(String, Option<OsString>)]) -> Result<String> {
-    let typed = typed.to_vec();
-    let estimate = &args.estimate;
-    let (format, units) =
-        super::resolve::report(&estimate.report, estimate.capacity.capacity.as_deref())?;
-    let typed_value = |flag: &str| {
-        typed
-            .iter()
-            .rev()
-            .find(|(f, _)| f == flag)
-            .map(|(_, v)| v.as_ref().map(|v| v.to_string_lossy().into_owned()))
-    };
-    let mut base = Flags::default();
-    for (flag, value) in &typed {
-        if !LAYOUT.contains(&flag.as_str()) && !REPORT.contains(&flag.as_str()) {
-            base.set(flag, value.clone());
-        }
-    }
-    let parallel = &estimate.parallel;
-    let gpus = match (
-        typed_value("--gpus"),
-        parallel.nodes,
-        parallel.gpus_per_node,
-    ) {
-        (Some(_), _, _) => parallel.gpus,
-        (None, Some(nodes), Some(per_node)) => {
-            let gpus = nodes
-                .checked_mul(per_node)
-                .ok_or_else(|| Error::InvalidValue {
-                    what: "--nodes",
-                    value: format!("{nodes} x --gpus-per-node {per_node}"),
-                    reason: "the GPU count overflows".to_string(),
-                })?;
-            base.set("--gpus", Some(OsString::from(gpus.to_string())));
-            gpus
-        }
-        _ => {
-            return Err(Error::Missing {
-                what: "cluster",
-                accepted: "plan needs --gpus N, or --nodes K with --gpus-per-node G".to_string(),
-            });
-        }
-    };
-    if gpus > MAX_GPUS {
-        return Err(Error::InvalidValue {
-            what: "--gpus",
-            value: gpus.to_string(),
-            reason: format!("plan searches clusters of up to {MAX_GPUS} GPUs"),
-        });
-    }
-    if let Some(batch) = args.global_batch
-        && batch > MAX_GLOBAL_BATCH
-    {
-        return Err(Error::InvalidValue {
-            what: "--global-batch",
-            value: batch.to_string(),
-            reason: format!("at most {MAX_GLOBAL_BATCH} sequences per step"),
-        });
-    }
-    if estimate.workload.seq_len.is_none() {
-        return Err(Error::Missing {
-            what: "--seq-len",
-            accepted: "plan prices each layout's activations: give --seq-len S".to_string(),
-        });
-    }
-    let capacity = super::resolve::capacity(&estimate.capacity)?.ok_or_else(|| Error::Missing {
-        what: "capacity",
-        accepted: "plan keeps the layouts that fit: give --device NAME (such as h100-80gb) or --capacity SIZE".to_string(),
-    })?;
-    if args.global_batch.is_some() && typed_value("--grad-accumulation").is_some() {
-        return Err(Error::InvalidValue {
-            what: "--grad-accumulation",
-            value: estimate.workload.grad_accumulation.to_string(),
-            reason: "--global-batch sets each layout's accumulation (B / (dp x micro-batch)): drop one of them".to_string(),
-        });
-    }
-    let allow = match &args.allow {
-        Some(list) => Allow::parse(list)?,
-        None => Allow::DEFAULT,
-    };
-    let headroom = headroom_basis_points(&args.headroom)?;
-    let usable = Bytes(
-        u64::try_from(u128::from(capacity.bytes.0) * u128::from(10_000 - headroom) / 10_000)
-            .unwrap_or(u64::MAX),
-    );
-    if args.jobs == 0 || args.jobs > 1024 {
-        return Err(Error::InvalidValue {
-            what: "--jobs",
-            value: args.jobs.to_string(),
-            reason: "give 1 to 1024 worker threads".to_string(),
-        });
-    }
-
-    // One base setup per framework searched, the user's flags parsed as
-    // `estimate` parses them (the framework decides how the recipe is kept).
-    let frameworks = frameworks(typed_value("--framework").flatten(), &allow, &typed_value)?;
-    let mut notes = Vec::new();
-    let mut bases = Vec::new();
-    let mut model: Option<Model> = None;
-    for framework in &frameworks {
-        let flags = base.with(&[("--framework", framework.name()), ("--micro-batch", "1")]);
-        let (m, setup, _, _) = flags.request()?.resolve()?;
-        if model.is_none() {
-            model = Some(m);
-        }
-        bases.push((*framework, setup));
-    }
-    let model = model.ok_or_else(|| Error::Missing {
-        what: "framework",
-        accepted: "--allow names no framework: add zero, fsdp or megatron".to_string(),
-    })?;
-    if model.dimensions.is_none() {
-        return Err(Error::Missing {
-            what: "architecture",
-            accepted: format!(
-                "plan prices activations, and the architecture of {} is unknown: give --model with a config.json or preset",
-                model.name
-            ),
-        });
-    }
-    let sizes = crate::parallel::Splittable::of(&model);
-    let nodes = bases
-        .first()
-        .map_or(1, |(_, setup)| setup.parallelism.nodes);
-    let per_node = (gpus / nodes.max(1)).max(1);
-    let fixed = |flag: &str| -> Result<Option<u64>> {
-        typed_value(flag)
-            .flatten()
-            .map(|v| {
-                v.parse::<u64>().map_err(|_| Error::InvalidValue {
-                    what: "layout",
-                    value: format!("{flag} {v}"),
-                    reason: "a positive whole number".to_string(),
-                })
-            })
-            .transpose()
-    };
-    let degrees = |flag: &str, open: bool, all: Vec<u64>| -> Result<Vec<u64>> {
-        Ok(match fixed(flag)? {
-            Some(v) => vec![v],
-            None if open => all,
-            None => vec![1],
-        })
-    };
-    let seq_len = estimate.workload.seq_len.unwrap_or(1);
-    let tensor = degrees(
-        "--tp",
-        allow.tp,
-        crate::plan::divisors(per_node)
-            .into_iter()
-            .filter(|d| gpus.is_multiple_of(*d))
-            .collect(),
-    )?;
-    let pipeline = degrees(
-        "--pp",
-        allow.pp,
-        match sizes.layers {
-            Some(layers) => crate::plan::divisors(layers)
-                .into_iter()
-                .filter(|d| gpus.is_multiple_of(*d))
-                .collect(),
-            None => vec![1],
+    let request = PlanRequest {
+        estimate: estimate_request(&args.estimate),
+        typed: typed.to_vec(),
+        options: PlanOptions {
+            allow: args.allow.clone(),
+            headroom: args.headroom.clone(),
+            top: args.top,
+            global_batch: args.global_batch,
+            jobs: args.jobs,
+            exhaustive: args.exhaustive,
         },
-    )?;
-    let context = degrees(
-        "--cp",
-        allow.cp,
-        crate::plan::divisors(gpus)
-            .into_iter()
-            .filter(|cp| seq_len.is_multiple_of(2 * cp) || *cp == 1)
-            .collect(),
-    )?;
-    let experts = sizes.experts.unwrap_or(0);
-    if allow.ep && args.allow.is_some() && experts == 0 {
-        notes.push(format!(
-            "--allow ep: {} has no routed experts to split, so expert parallelism stays 1",
-            model.name
-        ));
-    }
-    let expert = degrees(
-        "--ep",
-        allow.ep && experts > 0,
-        crate::plan::divisors(experts.max(1)),
-    )?;
-    let shardings = shardings(&frameworks, nodes, &typed_value)?;
-    let sequence_parallel = match typed_value("--sequence-parallel") {
-        Some(_) => vec![true],
-        None if allow.sp => vec![false, true],
-        None => vec![false],
     };
-    let offload = match typed_value("--offload").flatten() {
-        Some(v) => vec![Offload::parse(&v)?],
-        None if allow.offload => vec![
-            Offload::None,
-            Offload::Optimizer,
-            Offload::OptimizerAndParams,
-        ],
-        None => vec![Offload::None],
-    };
-    let every = fixed("--recompute-every")?;
-    let recompute = match typed_value("--recompute").flatten() {
-        Some(v) => vec![(Recompute::parse(&v)?, every.unwrap_or(1))],
-        None if allow.recompute => vec![
-            (Recompute::None, 1),
-            (Recompute::Selective, 1),
-            (Recompute::Op, 1),
-            (Recompute::Full, 1),
-            (Recompute::Full, 2),
-            (Recompute::Full, 4),
-        ],
-        None => vec![(Recompute::None, 1)],
-    };
-    let loss = match typed_value("--loss").flatten() {
-        Some(v) => vec![Loss::parse(&v)?],
-        None if allow.loss => vec![Loss::Standard, Loss::Chunked(8), Loss::Fused],
-        None => vec![Loss::Standard],
-    };
-    let offload_activations = match typed_value("--offload-activations") {
-        Some(_) => vec![true],
-        None if allow.offload => vec![false, true],
-        None => vec![false],
-    };
-    let micro_batches = match fixed("--micro-batch")? {
-        Some(v) => vec![v],
-        None => std::iter::successors(Some(1u64), |b| Some(b * 2))
-            .take_while(|b| *b <= MAX_MICRO_BATCH)
-            .collect(),
-    };
-    let axes = Axes {
-        gpus,
-        nodes,
-        shardings,
-        tensor,
-        pipeline,
-        context,
-        expert,
-        sequence_parallel,
-        offload,
-        recompute,
-        loss,
-        offload_activations,
-        micro_batches,
-        global_batch: args.global_batch,
-        accumulation: estimate.workload.grad_accumulation,
-    };
-    let bound = [
-        axes.tensor.len(),
-        axes.pipeline.len(),
-        axes.context.len(),
-        axes.expert.len(),
-        axes.shardings.len(),
-        axes.offload.len(),
-    ]
-    .iter()
-    .try_fold(1usize, |product, n| product.checked_mul(*n))
-    .unwrap_or(usize::MAX);
-    if bound > MAX_STRUCTURES {
-        return Err(Error::InvalidValue {
-            what: "plan",
-            value: format!("{bound} parallel structures"),
-            reason: format!(
-                "more than {MAX_STRUCTURES} to search: fix a degree (--tp, --pp, --cp, --ep) or narrow --allow"
-            ),
-        });
-    }
-    let request = Request {
-        bases,
-        axes,
-        usable,
-        jobs: args.jobs,
-        prune: !args.exhaustive,
-        model: &model,
-    };
-    let outcome = search(&request)?;
-    if outcome.candidates == 0 {
-        return Err(Error::InvalidValue {
-            what: "plan",
-            value: match args.global_batch {
-                Some(batch) => format!("--global-batch {batch} on {gpus} GPUs"),
-                None => format!("{gpus} GPUs"),
-            },
-            reason: if let Some(refusal) = &outcome.refusal {
-                format!(
-                    "no layout is accepted; the first refused says: {}",
-                    refusal.trim_start_matches("error: ")
-                )
-            } else if outcome.batch_mismatch > 0 {
-                "no layout's data-parallel degree divides the global batch: give a global batch that is a multiple of the data-parallel degrees (a power of two usually is)".to_string()
-            } else {
-                "no layout of the allowed axes is accepted for this model: widen --allow, or drop a fixed layout flag".to_string()
-            },
-        });
-    }
-    if outcome.batch_mismatch > 0 {
-        notes.push(format!(
-            "{} parallel structures skipped: their data-parallel degree does not divide --global-batch {}",
-            outcome.batch_mismatch,
-            args.global_batch.unwrap_or(0)
-        ));
-    }
-    if !allow.offload {
-        notes.push("offload not searched (--allow offload searches it, its host transfers and CPU optimizer step priced)".to_string());
-    }
-    let report = PlanReport {
-        model: model.name.clone(),
-        gpus,
-        nodes,
-        capacity,
-        headroom_basis_points: headroom,
-        usable,
-        base_flags: base
-            .words()
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        outcome,
-        notes,
-    };
-    Ok(render::plan::plan(&report, format, units, args.top))
+    let planned = plan(&request)?;
+    let (format, units) = (planned.format, planned.units);
+    Ok(render::plan::plan(
+        &report(planned),
+        format,
+        units,
+        args.top,
+    ))
 }
 
-/// The frameworks searched: the one typed, or those `--allow` opens.
-fn frameworks(
-    typed: Option<String>,
-    allow: &Allow,
-    typed_value: &dyn Fn(&str) -> Option<Option<String>>,
-) -> Result<Vec<Framework>> {
-    if let Some(name) = typed {
-        return Ok(vec![Framework::parse(&name)?]);
+/// The report of what a plan found.
+pub fn report(planned: Planned) -> PlanReport {
+    PlanReport {
+        model: planned.model,
+        gpus: planned.gpus,
+        nodes: planned.nodes,
+        capacity: planned.capacity,
+        headroom_basis_points: planned.headroom_basis_points,
+        usable: planned.usable,
+        base_flags: planned.base_flags,
+        outcome: planned.outcome,
+        notes: planned.notes,
     }
-    if typed_value("--fsdp").is_some() {
-        return Ok(vec![Framework::Fsdp2]);
-    }
-    let mut out = Vec::new();
-    let zero_typed = typed_value("--zero").flatten();
-    if allow.zero {
-        out.push(Framework::DeepSpeed);
-    }
-    // bitsandbytes' 4-bit and 8-bit weights run through transformers and
-    // peft (DeepSpeed, FSDP), not Megatron-core.
-    let quantized = typed_value("--quantize").is_some();
-    if allow.megatron && !quantized && zero_typed.as_deref().is_none_or(|z| z == "0" || z == "1") {
-        out.push(Framework::Megatron);
-    }
-    if allow.fsdp && zero_typed.is_none() {
-        out.push(Framework::Fsdp2);
-    }
-    if out.is_empty() {
-        return Err(Error::InvalidValue {
-            what: "--allow",
-            value: "(no framework)".to_string(),
-            reason: "name at least one framework to shard with: zero, fsdp or megatron".to_string(),
-        });
-    }
-    Ok(out)
 }
 
-/// The shardings of the frameworks searched, narrowed by a typed --zero or --fsdp.
-fn shardings(
-    frameworks: &[Framework],
-    nodes: u64,
-    typed_value: &dyn Fn(&str) -> Option<Option<String>>,
-) -> Result<Vec<Sharding>> {
-    let zero = typed_value("--zero")
-        .flatten()
-        .map(|z| ZeroStage::parse(&z))
-        .transpose()?;
-    let fsdp = typed_value("--fsdp")
-        .flatten()
-        .map(|s| ZeroStage::from_fsdp(&s))
-        .transpose()?;
-    Ok(frameworks
-        .iter()
-        .flat_map(|f| Sharding::all_of(*f, nodes))
-        .filter(|s| zero.is_none_or(|z| s.zero == z))
-        .filter(|s| fsdp.is_none_or(|(z, hybrid)| s.zero == z && s.hybrid == hybrid))
-        .collect())
+/// The typed request of the command line's `estimate` flags: `--model`
+/// read as the command line reads it (a file, a folder, a preset, a hub id).
+fn estimate_request(estimate: &EstimateArgs) -> EstimateRequest {
+    EstimateRequest {
+        model: estimate.model.clone().map(ModelSource::Path),
+        params: estimate.params.clone(),
+        flags: RunFlags {
+            training: estimate.training.clone(),
+            parallel: estimate.parallel.clone(),
+            finetune: estimate.finetune.clone(),
+            workload: estimate.workload.clone(),
+            capacity: estimate.capacity.clone(),
+            speed: estimate.speed.clone(),
+            report: estimate.report.clone(),
+        },
+    }
 }
 
-/// `--headroom`: `5%` or `0.05`, in basis points below 10,000.
-fn headroom_basis_points(text: &str) -> Result<u64> {
-    let invalid = || Error::InvalidValue {
-        what: "--headroom",
-        value: text.to_string(),
-        reason: "a share of the capacity from 0 to under 100%: such as 5% or 0.05".to_string(),
-    };
-    let fraction = crate::request::resolve::share(text).ok_or_else(invalid)?;
-    if !(fraction.is_finite() && (0.0..1.0).contains(&fraction)) {
-        return Err(invalid());
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+
+    /// The plan's own settings a JSON request leaves out are the command
+    /// line's defaults.
+    #[test]
+    fn the_json_defaults_are_the_shells() {
+        let cli = Cli::try_parse_from(["trainmem", "plan", "--params", "7B"]).unwrap();
+        let Some(Command::Plan(args)) = cli.command else {
+            panic!("not plan");
+        };
+        let shell = PlanOptions {
+            allow: args.allow,
+            headroom: args.headroom,
+            top: args.top,
+            global_batch: args.global_batch,
+            jobs: args.jobs,
+            exhaustive: args.exhaustive,
+        };
+        assert_eq!(shell, PlanOptions::default());
     }
-    Ok((fraction * 10_000.0).round().min(9_999.0) as u64)
 }

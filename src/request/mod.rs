@@ -17,7 +17,9 @@
 //! object), or `params` (a bare count).
 
 pub mod change;
+pub mod flag_list;
 pub mod flags;
+pub mod plan;
 pub mod resolve;
 pub mod run;
 pub mod techniques;

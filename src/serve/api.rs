@@ -35,7 +35,8 @@ use crate::estimate::estimate as price;
 use crate::input::{PRESETS, preset_model};
 use crate::optimizer::OPTIMIZERS;
 use crate::precision::PRECISIONS;
-use crate::render::{self, Format};
+use crate::render::{self, Format, plan::PlanReport};
+use crate::request::plan::{OWN_KEYS, PlanRequest};
 use crate::request::{self, CONFIG, EstimateRequest, ModelSource};
 
 /// A JSON body that is already text.
@@ -130,41 +131,29 @@ pub async fn techniques(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    // Always heavy: its place is taken before the body is parsed, so that
-    // a flood of them is shed cheaply.
-    let admitted = match pool.admit(Weight::Heavy) {
-        Ok(admitted) => admitted,
-        Err(refusal) => return refused(&pool, refusal),
-    };
-    let request = match accept(&headers, body).and_then(|r| hub_model(r, client)) {
-        Ok(request) => request,
-        Err(failure) => return failure.into_response(),
-    };
-    isolated_admitted(&pool, admitted, move |cancel| {
-        let flags = &request.flags;
-        let units = request::resolve::units(&flags.report, flags.capacity.capacity.as_deref())
-            .map_err(|e| Failure::from_error(&e))?;
-        // Stopped between estimates once the request was answered without it.
-        let ladder = request::techniques::ladder_until(&request, &|| cancel.is_set())
-            .map_err(|e| Failure::from_error(&e))?
-            .ok_or_else(|| Failure::new(StatusCode::GATEWAY_TIMEOUT, CANCELLED))?;
-        Ok(render::techniques(&ladder, Format::Json, units))
+    heavy(&pool, client, headers, body, &[], |_, request| {
+        Ok(move |cancel: &Cancel| {
+            let flags = &request.flags;
+            let units = request::resolve::units(&flags.report, flags.capacity.capacity.as_deref())
+                .map_err(|e| Failure::from_error(&e))?;
+            // Stopped between estimates once the request was answered without it.
+            let ladder = request::techniques::ladder_until(&request, &|| cancel.is_set())
+                .map_err(|e| Failure::from_error(&e))?
+                .ok_or_else(|| Failure::new(StatusCode::GATEWAY_TIMEOUT, CANCELLED))?;
+            Ok(render::techniques(&ladder, Format::Json, units))
+        })
     })
     .await
 }
-
-/// The keys of `trainmem plan`'s own flags that `POST /api/plan` takes
-/// beside the `estimate` keys. `jobs` and `exhaustive` are left to the
-/// command line: the server's workers and deadline bound the search.
-const PLAN_KEYS: &[&str] = &["allow", "headroom", "top", "global-batch"];
 
 /// `POST /api/plan`: what `trainmem plan --format json` prints for the
 /// same JSON as `/api/estimate` plus the plan's keys (`allow`, `headroom`,
 /// `top`, `global-batch`): the layouts of the cluster that fit, fastest
 /// first. The request is read and checked as an estimate's is (no paths,
-/// a hub id for a loopback client only), then asked of the keyword door
-/// the Python package uses, which builds the plan's typed arguments. Its
-/// search is bounded by `plan::WORK_BUDGET`, and it is heavy work under
+/// a hub id for a loopback client only, a pasted config.json as `config`),
+/// then becomes the [`PlanRequest`] the command line builds too. `jobs` and
+/// `exhaustive` are left to the command line: the search runs on one of the
+/// server's workers, bounded by `plan::WORK_BUDGET`, as heavy work under
 /// the server's deadline.
 pub async fn plan(
     State(pool): State<Arc<Pool>>,
@@ -172,66 +161,73 @@ pub async fn plan(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let admitted = match pool.admit(Weight::Heavy) {
-        Ok(admitted) => admitted,
-        Err(refusal) => return refused(&pool, refusal),
-    };
-    let options = match json_body(&headers, body).and_then(|body| plan_options(&body, client)) {
-        Ok(options) => options,
-        Err(failure) => return failure.into_response(),
-    };
-    isolated_admitted(&pool, admitted, move |_| {
-        crate::cli::call("plan", &[], &options)
-            .map(|checked| checked.report)
-            .map_err(|message| Failure::bad(format!("error: {message}")))
+    heavy(&pool, client, headers, body, OWN_KEYS, |object, request| {
+        for refused in ["jobs", "exhaustive"] {
+            if object.keys().any(|k| k.trim().replace('_', "-") == refused) {
+                return Err(Failure::bad(format!(
+                    "error: invalid key `{refused}`: the web page's plan runs on the server's own workers; run `trainmem plan --{refused}` on the command line"
+                )));
+            }
+        }
+        let plan = PlanRequest::from_json(object, request).map_err(|e| Failure::from_error(&e))?;
+        Ok(move |_: &Cancel| {
+            let planned = request::plan::plan(&plan).map_err(|e| Failure::from_error(&e))?;
+            let units = planned.units;
+            // The renderer's report of what was found (the request may not
+            // name the renderers, so each door hands it over).
+            let report = PlanReport {
+                model: planned.model,
+                gpus: planned.gpus,
+                nodes: planned.nodes,
+                capacity: planned.capacity,
+                headroom_basis_points: planned.headroom_basis_points,
+                usable: planned.usable,
+                base_flags: planned.base_flags,
+                outcome: planned.outcome,
+                notes: planned.notes,
+            };
+            Ok(render::plan::plan(&report, Format::Json, units, plan.options.top))
+        })
     })
     .await
 }
 
-/// The keywords of `trainmem plan` for a plan request's body: its
-/// `estimate` keys checked as `/api/estimate` checks them, then each as
-/// text (a number's digits, `true` for a switch), the plan's own keys,
-/// and `format: json`.
-fn plan_options(
-    body: &[u8],
+/// Heavy work on a JSON request (the advisor's, the plan's): its place
+/// taken before the body is parsed, so that a flood of them is shed
+/// cheaply; the body read and checked as an estimate's is (less its `own`
+/// keys, which only `prepare` reads); then `prepare` given the body's
+/// object and its request, and the work it returns run on the pool.
+async fn heavy<W>(
+    pool: &Pool,
     client: Option<Extension<ClientAddress>>,
-) -> Result<Vec<(String, Value)>, Failure> {
-    let mut object = object_of(body)?;
-    let mut own = Vec::new();
-    for key in PLAN_KEYS {
-        if let Some(value) = object.remove(*key) {
-            own.push((key.to_string(), value));
-        }
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    own: &[&str],
+    prepare: impl FnOnce(serde_json::Map<String, Value>, EstimateRequest) -> Result<W, Failure>,
+) -> Response
+where
+    W: FnOnce(&Cancel) -> Result<String, Failure> + Send + 'static,
+{
+    let admitted = match pool.admit(Weight::Heavy) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return refused(pool, refusal),
+    };
+    let work = json_body(&headers, body)
+        .and_then(|body| object_of(&body))
+        .and_then(|object| {
+            let mut estimate_keys = object.clone();
+            for key in object.keys() {
+                if own.contains(&key.trim().to_ascii_lowercase().replace('_', "-").as_str()) {
+                    estimate_keys.remove(key);
+                }
+            }
+            let request = hub_model(request_of(estimate_keys)?, client)?;
+            prepare(object, request)
+        });
+    match work {
+        Ok(work) => isolated_admitted(pool, admitted, work).await,
+        Err(failure) => failure.into_response(),
     }
-    for refused in ["jobs", "exhaustive"] {
-        if object.contains_key(refused) {
-            return Err(Failure::bad(format!(
-                "error: invalid key `{refused}`: the web page's plan runs on the server's own workers; run `trainmem plan --{refused}` on the command line"
-            )));
-        }
-    }
-    let request = hub_model(request_of(object.clone())?, client)?;
-    if let Some(ModelSource::Config(_)) = request.model {
-        return Err(Failure::bad(
-            "error: invalid model `config`: a plan is searched for a preset or a hub id here; for a pasted config.json run `trainmem plan --model config.json`",
-        ));
-    }
-    let mut options = Vec::new();
-    for (key, value) in object.into_iter().chain(own) {
-        let value = match value {
-            Value::Null | Value::Bool(false) => continue,
-            Value::Number(n) => Value::String(n.to_string()),
-            other => other,
-        };
-        // `micro_batch` and `micro-batch` spell the same key.
-        let key = key.trim().replace('_', "-");
-        if key == "format" {
-            continue;
-        }
-        options.push((key, value));
-    }
-    options.push(("format".to_string(), Value::String("json".to_string())));
-    Ok(options)
 }
 
 /// `model` as a hub id (`meta-llama/Llama-3.1-8B`, no preset has that

@@ -9,7 +9,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { serve, cli, open, answer, settled, url, trainmem } from "./harness.mjs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { serve, cli, open, answer, settled, browser, root, url, trainmem } from "./harness.mjs";
 
 serve();
 
@@ -137,7 +140,7 @@ test("two GPUs without sharding hint to shard, and the plan panel is `trainmem p
   await page.click("#shard-plan");
   await page.waitForSelector("#plan-table tbody tr");
   await page.waitForSelector('body[data-plan-pending="0"]');
-  const want = JSON.parse(execFileSync(trainmem, ["plan", "--model", "llama-3.1-8b", "--micro-batch", "1", "--seq-len", "2048", "--precision", "mixed-bf16", "--optimizer", "adamw", "--device", "h100-80gb", "--gpus", "2", "--attention", "sdpa", "--implementation", "transformers", "--allow", "zero,fsdp,tp,pp,recompute,loss", "--format", "json"], { encoding: "utf8" }));
+  const want = JSON.parse(execFileSync(trainmem, ["plan", "--model", "llama-3.1-8b", "--micro-batch", "1", "--seq-len", "2048", "--precision", "mixed-bf16", "--optimizer", "adamw", "--device", "h100-80gb", "--gpus", "2", "--attention", "sdpa", "--implementation", "transformers", "--format", "json"], { encoding: "utf8" }));
   const rows = await page.$$eval("#plan-table tbody tr", (trs) => trs.map((tr) => ({ peak: Number(tr.dataset.peak), flags: JSON.parse(tr.dataset.flags) })));
   assert.ok(rows.length > 0 && rows.length <= 5);
   assert.deepEqual(rows[0].flags, want.layouts[0].flags, "the top layout is the CLI's");
@@ -159,6 +162,104 @@ test("two GPUs without sharding hint to shard, and the plan panel is `trainmem p
   assert.match(refused.body.error, /^error: invalid key `exhaustive`/);
   const path = await api("api/plan", { model: "../x", "seq-len": 2048, gpus: 2, device: "h100-80gb" });
   assert.equal(path.status, 400);
+  await page.close();
+});
+
+// The flags a layout sets: the plan panel leaves them to the search.
+const LAYOUT_FLAGS = ["--framework", "--zero", "--fsdp", "--tp", "--pp", "--cp", "--ep", "--sequence-parallel", "--offload", "--recompute", "--recompute-every", "--loss", "--offload-activations"];
+
+// A link's flags less the layout's: the plan's base.
+function planBase(link) {
+  const out = [];
+  const flags = flagsOf(link);
+  for (let i = 0; i < flags.length; i++) {
+    const takesValue = flags[i + 1] !== undefined && !flags[i + 1].startsWith("--");
+    if (!LAYOUT_FLAGS.includes(flags[i])) out.push(...flags.slice(i, i + (takesValue ? 2 : 1)));
+    if (takesValue) i++;
+  }
+  return out;
+}
+
+// The plan panel opened on `gpus` GPUs of `device` and searched; its rows.
+async function planRows(page, gpus, device) {
+  await page.click("#plan-title");
+  await page.fill("#plan-gpus", String(gpus));
+  await page.selectOption("#plan-device", device);
+  await page.click("#plan-run");
+  // The search waits for the advisor's suggestions (heavy work both) on a debug build.
+  await page.waitForSelector("#plan-table:not(.hidden) tbody tr", { timeout: 90_000 });
+  await page.waitForSelector('body[data-plan-pending="0"]', { timeout: 90_000 });
+  return page.$$eval("#plan-table tbody tr", (trs) => trs.map((tr) => ({ peak: Number(tr.dataset.peak), flags: JSON.parse(tr.dataset.flags) })));
+}
+
+test("layouts on the context-parallel and Megatron axes apply from the plan panel", async () => {
+  // 32k tokens of a 0.5B model on four 24 GB cards: sharded, recomputed and with the fused loss it fits.
+  const hash = "#model=qwen2.5-0.5b&micro-batch=1&seq-len=32768&precision=mixed-bf16&optimizer=adamw&device=rtx-4090-24gb&gpus=4&fsdp=full-shard&recompute=full&loss=fused";
+  const page = await open(1400, 1000, hash);
+  assert.equal((await answer(page)).fits, "true");
+  const rows = await planRows(page, 4, "rtx-4090-24gb");
+  const want = JSON.parse(execFileSync(trainmem, ["plan", ...planBase(hash), "--format", "json"], { encoding: "utf8", maxBuffer: 1 << 28 }));
+  assert.deepEqual(rows.map((r) => r.flags), want.layouts.slice(0, rows.length).map((l) => l.flags), "the panel's layouts are `trainmem plan`'s (its default axes)");
+  // A context-parallel layout, one that recomputes every n-th layer if the search keeps one.
+  const every = rows.findIndex((r) => r.flags.includes("--cp") && r.flags.includes("--recompute-every"));
+  const cp = every >= 0 ? every : rows.findIndex((r) => r.flags.includes("--cp"));
+  const megatron = rows.findIndex((r) => r.flags.join(" ").includes("--framework megatron"));
+  assert.ok(cp >= 0 && megatron >= 0 && cp !== megatron, `a context-parallel and a Megatron layout among ${JSON.stringify(rows.map((r) => r.flags))}`);
+  for (const index of [cp, megatron]) {
+    const row = rows[index];
+    const before = page.url();
+    const button = page.locator("#plan-table tbody tr").nth(index).locator("button");
+    assert.equal(await button.isDisabled(), false, `layout ${row.flags.join(" ")} applies`);
+    await button.click();
+    const got = await answer(page);
+    assert.equal(got.error, null, `applied alone: ${row.flags.join(" ")}`);
+    assert.equal(Number(got.peak), row.peak, "the applied layout's peak is the row's");
+    // The layout's settings replace the setup's (those it leaves out are at their defaults).
+    assert.equal(Number(got.peak), cli(over(planBase(before), row.flags)).memory.peak, "and `estimate` with its flags");
+    const value = (flag) => row.flags[row.flags.indexOf(flag) + 1];
+    if (index === cp) {
+      assert.equal(await page.inputValue("#cp"), value("--cp"));
+      assert.equal(await page.inputValue("#tp"), row.flags.includes("--tp") ? value("--tp") : "1");
+      assert.equal(await page.inputValue("#recompute-every"), row.flags.includes("--recompute-every") ? value("--recompute-every") : "1");
+      assert.equal(await page.isChecked("#sequence-parallel"), row.flags.includes("--sequence-parallel"));
+    } else {
+      assert.equal(await page.inputValue("#framework"), "megatron");
+      assert.equal(await page.isChecked("#sequence-parallel"), row.flags.includes("--sequence-parallel"));
+    }
+    await page.goBack();
+    await answer(page);
+    assert.equal(page.url(), before, "Back returns to the setup before the layout");
+    assert.equal(await page.inputValue("#cp"), "1");
+    assert.equal(await page.inputValue("#framework"), "");
+    assert.equal(await page.inputValue("#fsdp"), "full-shard");
+  }
+  await page.close();
+});
+
+test("a pasted config.json is planned, and a layout of it applied", async () => {
+  const config = readFileSync(path.join(root, "presets", "llama-3.2-1b.json"), "utf8");
+  const dir = mkdtempSync(path.join(os.tmpdir(), "trainmem-plan-config-"));
+  const file = path.join(dir, "config.json");
+  writeFileSync(file, config);
+  const page = await open(1400, 1000, "#model=llama-3.2-1b&micro-batch=1&seq-len=1024&precision=mixed-bf16&optimizer=adamw&device=h100-80gb&gpus=1");
+  await answer(page);
+  await page.click("#source-config");
+  await page.fill("#config", config);
+  const pasted = await answer(page);
+  assert.equal(pasted.error, null);
+  assert.equal(pasted.fits, "true");
+  const base = planBase(page.url());
+  const rows = await planRows(page, 4, "rtx-4090-24gb");
+  assert.match(await page.textContent("#plan-command"), /^trainmem plan --model config\.json /);
+  const want = JSON.parse(execFileSync(trainmem, ["plan", "--model", file, ...over(base, ["--gpus", "4", "--device", "rtx-4090-24gb"]), "--format", "json"], { encoding: "utf8", maxBuffer: 1 << 28 }));
+  rmSync(dir, { recursive: true, force: true });
+  assert.ok(rows.length > 0);
+  assert.deepEqual(rows, want.layouts.slice(0, rows.length).map((l) => ({ peak: l.peak, flags: l.flags })), "the pasted config's layouts are the file's");
+  await page.locator("#plan-table tbody tr").first().locator("button").click();
+  const got = await answer(page);
+  assert.equal(got.error, null);
+  assert.equal(Number(got.peak), rows[0].peak, "the layout applied to the pasted config");
+  assert.equal(await page.inputValue("#gpus"), "4");
   await page.close();
 });
 
@@ -250,11 +351,27 @@ test("labels: host memory per node, the precision explained", async () => {
   await page.close();
 });
 
-test("first answer from navigation (printed; release build for the book's figure)", async () => {
-  const page = await open(1400, 1000, "#model=llama-3.1-8b&micro-batch=1&seq-len=2048&device=h100-80gb");
-  await settled(page);
-  const ms = Number(await page.getAttribute("body", "data-first-answer-ms"));
-  console.log(`# first answer ${ms} ms after navigation (${process.env.TRAINMEM_BIN || "debug build"})`);
-  assert.ok(ms > 0);
-  await page.close();
+test("first answer from navigation: the estimate is asked first, drawn before any other call (times printed)", async () => {
+  const hash = "#model=llama-3.1-8b&micro-batch=1&seq-len=2048&device=h100-80gb";
+  const times = [];
+  // Five loads of the page in a row (page.test.mjs prints the first load on a fresh server).
+  for (let run = 0; run < 5; run++) {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const calls = [];
+    page.on("request", (r) => { if (r.url().includes("/api/")) calls.push(["asked", new URL(r.url()).pathname]); });
+    page.on("requestfinished", (r) => { if (r.url().includes("/api/")) calls.push(["answered", new URL(r.url()).pathname]); });
+    await page.goto(url + hash);
+    await page.waitForSelector('body[data-ready="1"]');
+    await settled(page);
+    times.push(Number(await page.getAttribute("body", "data-first-answer-ms")));
+    // Drawn before the presets' list came, the answer still knows a preset is a whole file.
+    assert.equal(await page.isVisible("#model-note"), false, "no note of missing keys for a preset");
+    // The first call is the estimate, and nothing else is asked until its answer came.
+    assert.deepEqual(calls[0], ["asked", "/api/estimate"], JSON.stringify(calls));
+    assert.deepEqual(calls[1], ["answered", "/api/estimate"], JSON.stringify(calls));
+    for (const later of ["/api/options", "/api/presets"]) assert.ok(calls.findIndex(([, p]) => p === later) > 1, `${later} after the first answer: ${JSON.stringify(calls)}`);
+    await page.close();
+  }
+  console.log(`# first answer ${times.join(", ")} ms after navigation, five loads (${process.env.TRAINMEM_BIN || "debug build"})`);
+  assert.ok(times.every((ms) => ms > 0));
 });

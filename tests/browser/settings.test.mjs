@@ -289,3 +289,63 @@ test("emptying the sequence length outlines Sequence length, in the page's words
   await page.close();
 });
 
+
+test("precision and optimizer names are explained under their menus, following the choice", async () => {
+  const page = await open(1400, 1000, "#model=llama-3.2-1b&micro-batch=1&seq-len=1024&precision=mixed-bf16&optimizer=adamw&device=h100-80gb");
+  await answer(page);
+  const options = await page.evaluate(() => fetch("/api/options").then((r) => r.json()));
+  const summary = (name) => options.precisions.find((p) => p.name === name).summary;
+  assert.equal(await page.getAttribute("#precision", "aria-describedby"), "precision-hint");
+  assert.equal(await page.isVisible("#precision-hint"), true, "a visible line, not only a tooltip");
+  assert.equal(await page.textContent("#precision-hint"), summary("mixed-bf16"));
+  for (const name of ["amp-bf16", "bf16", "mixed-fp16"]) {
+    await page.selectOption("#precision", name);
+    assert.equal(await page.textContent("#precision-hint"), summary(name), `the line follows the choice (${name})`);
+  }
+  // Each choice of the menu carries its explanation as its title.
+  const titles = await page.$$eval("#precision option", (all) => all.map((o) => [o.value, o.title]));
+  assert.deepEqual(titles, options.precisions.map((p) => [p.name, p.summary]));
+  const adam8 = options.optimizers.find((o) => o.name === "adamw-8bit");
+  await page.selectOption("#optimizer", "adamw-8bit");
+  assert.equal(await page.textContent("#optimizer-hint"), `${adam8.title}: ${adam8.summary}`);
+  await page.close();
+});
+
+test("a link sets what it names, and every control it leaves out goes back to its default", async () => {
+  const page = await open(1400, 1000);
+  await answer(page);
+  // What every control of the form holds.
+  const controls = () => page.$$eval("#groups input, #groups select", (all) => Object.fromEntries(all.map((c) => [c.id, c.type === "checkbox" ? c.checked : c.value])));
+  const defaults = await controls();
+  // A link that sets every control to something other than its default.
+  const every = {
+    "micro-batch": "4", "seq-len": "512", "grad-accumulation": "2", implementation: "litgpt", "keep-outputs": true,
+    precision: "bf16", optimizer: "sgd", device: "a100-40gb", gpus: "4", zero: "2", fsdp: "full-shard", offload: "optimizer",
+    tp: "2", pp: "2", cp: "2", ep: "2", "sequence-parallel": true, framework: "megatron",
+    "lora-rank": "8", "lora-targets": "q_proj", quantize: "nf4", recompute: "full", "recompute-every": "2", attention: "eager",
+    loss: "fused", "offload-activations": true, "optimizer-in-backward": true, units: "gib",
+  };
+  for (const [key, value] of Object.entries(every)) assert.notEqual(defaults[key], value, `${key} is not set to its default`);
+  assert.deepEqual(Object.keys(every).sort(), Object.keys(defaults).filter((k) => k !== "capacity").sort(), "every control but the custom capacity is in the link");
+  const link = "#model=qwen2.5-0.5b&" + new URLSearchParams(Object.entries(every).map(([k, v]) => [k, String(v)])).toString();
+  await page.evaluate((hash) => { location.hash = hash; }, link);
+  await answer(page);
+  const set = await controls();
+  for (const [key, value] of Object.entries(every)) assert.equal(set[key], value, `the link sets ${key}`);
+  assert.equal(await page.inputValue("#model"), "qwen2.5-0.5b");
+  // Then a hand-written link with the model only.
+  await page.evaluate(() => { location.hash = "#model=gpt2"; });
+  await answer(page);
+  assert.equal(await page.inputValue("#model"), "gpt2");
+  assert.deepEqual(await controls(), defaults, "every control the link leaves out is at its default");
+  // A control emptied on purpose is in the link as empty, and stays so.
+  await page.fill("#micro-batch", "");
+  await answer(page);
+  assert.match(page.url(), /[#&]micro-batch=(&|$)/);
+  const again = await open(1400, 1000, page.url().slice(page.url().indexOf("#")));
+  await answer(again);
+  assert.equal(await again.inputValue("#micro-batch"), "");
+  assert.equal(await again.inputValue("#seq-len"), defaults["seq-len"]);
+  await again.close();
+  await page.close();
+});

@@ -86,7 +86,7 @@ function show(e, r) {
     : e.fits_allocated ? `Does not fit (tight): peak ${size(peak, units)} ${gpu} fits, but the allocator reserves ${size(reserved, units)}, ${size(reserved - capacity, units)} over`
     : `Does not fit: peak ${size(peak, units)} ${gpu}, ${size(peak - capacity, units)} over`;
   const label = e.capacity ? e.capacity.label.replace(/\(([\d.]+) GB\)/, (m, gb) => `(${gb} GB = ${(e.capacity.bytes / 2 ** 30).toFixed(2)} GiB)`) : "";
-  $("peakline").textContent = `${e.model.name}, ${e.parameters.total.toLocaleString("en")} parameters (${e.parameters.trainable.toLocaleString("en")} trainable)` +
+  $("peakline").textContent = `${e.model.name}, ${grouped(e.parameters.total)} parameters (${grouped(e.parameters.trainable)} trainable)` +
     (e.capacity ? `; capacity ${label} per GPU` : "; no capacity given") + `; the peak is reached in ${e.timeline ? e.timeline.peak.phase : "the step"}.`;
   // Shown before the charts are drawn: they are drawn in their laid-out width.
   result.classList.remove("hidden");
@@ -116,7 +116,7 @@ function figures(e, units, capacity) {
   if (t && t.step_time_s > 0) {
     const u = t.uncertainty;
     const within = u ? ` (approximate: on ${u.held_out_cases} published runs held out of the fit its mean error is ${Math.round(100 * u.mean_abs_error)}%, ${Math.round(100 * u.within_15_percent)}% of them within 15%)` : " (approximate)";
-    line.textContent = `Step time about ${seconds(t.step_time_s)} on ${t.device || "this GPU"}, ${Math.round(t.tokens_per_s).toLocaleString("en")} tokens/s over the job${within}.`;
+    line.textContent = `Step time about ${seconds(t.step_time_s)} on ${t.device || "this GPU"}, ${grouped(Math.round(t.tokens_per_s))} tokens/s over the job${within}.`;
     $("result").dataset.stepTime = String(t.step_time_s);
   } else {
     line.textContent = "Step time: not priced for this GPU (give a GPU from the list to price it).";

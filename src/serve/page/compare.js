@@ -51,16 +51,34 @@ async function price(r) {
   }
 }
 
+// Pinned setups' settings, their answers not asked yet.
+function unpriced(requests) { return requests.slice(-MAX_PINS).map((r) => ({ r, e: null, problem: "being priced" })); }
+
+// The pins the link holds (`pin=` entries).
+function linkPins() { return new URLSearchParams(location.hash.slice(1)).getAll("pin").map(pinFromLink); }
+
+// The pins this browser kept (its first read of localStorage opens the
+// store: milliseconds the page's first estimate does not wait for).
+function storedPins() {
+  try { return JSON.parse(localStorage.getItem(PINS_KEY) || "[]").filter((r) => r && typeof r === "object"); } catch { return []; }
+}
+
 // The pins of the link if it has any, else those this browser kept.
-async function restorePins() {
-  const listed = new URLSearchParams(location.hash.slice(1)).getAll("pin");
-  let requests = listed.map(pinFromLink);
-  if (!listed.length) {
-    try { requests = JSON.parse(localStorage.getItem(PINS_KEY) || "[]").filter((r) => r && typeof r === "object"); } catch { requests = []; }
-  }
-  pins = await Promise.all(requests.slice(-MAX_PINS).map(price));
+function restorePinSettings() {
+  const listed = linkPins();
+  pins = unpriced(listed.length ? listed : storedPins());
+}
+
+// Each pin's answer asked.
+async function pricePins() {
+  pins = await Promise.all(pins.map((p) => price(p.r)));
   savePins();
   drawCompare();
+}
+
+async function restorePins() {
+  restorePinSettings();
+  await pricePins();
 }
 
 function pinNow() {

@@ -59,7 +59,7 @@ function markdown() {
   const per = e.parallelism.gpus > 1 ? "per GPU" : "on the GPU";
   const out = [`# trainmem estimate: ${mdCell(e.model.name)}`, ""];
   out.push(`**Verdict: ${verdictWords(e)}.** Peak ${size(e.memory.peak, units)} ${per}` + (e.capacity ? ` against ${size(e.capacity.bytes, units)} (${mdCell(e.capacity.label)}).` : "."), "");
-  out.push(`Model: ${mdCell(e.model.name)} (${mdCell(e.model.source)}), ${e.parameters.total.toLocaleString("en")} parameters, ${e.parameters.trainable.toLocaleString("en")} trainable.`, "");
+  out.push(`Model: ${mdCell(e.model.name)} (${mdCell(e.model.source)}), ${grouped(e.parameters.total)} parameters, ${grouped(e.parameters.trainable)} trainable.`, "");
   out.push("| setting | value |", "| --- | --- |");
   for (const [label, value] of settingRows(r)) out.push(`| ${mdCell(label)} | ${mdCell(value)} |`);
   out.push("", `| piece | memory ${per} (${unit}) | bytes |`, "| --- | ---: | ---: |");

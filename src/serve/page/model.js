@@ -106,9 +106,11 @@ function modelAnswered(e) {
   clearNotes();
   const defaulted = (e.model && e.model.defaulted_keys) || [];
   // A preset is a published file, whole; a pasted or fetched one may not be.
-  if (source === "params" || (source === "preset" && presetNamed($("model").value)) || !defaulted.length) return;
+  // (The answer says so itself: the first one comes before the presets' list.)
+  const preset = source === "preset" && (/^preset /.test((e.model && e.model.source) || "") || presetNamed($("model").value));
+  if (source === "params" || preset || !defaulted.length) return;
   note.append(element("b", {}, `This config.json lacks ${defaulted.length === 1 ? "1 key" : defaulted.length + " keys"}; the engine took ${e.model.model_type || "its config class"}'s defaults: `));
-  note.append(document.createTextNode(defaulted.map((k) => `${k.key} = ${k.default === "none" ? "none (derived from the other keys)" : k.default}`).join(", ") + `. The model priced has ${e.parameters.total.toLocaleString("en")} parameters; if that is not the model you meant, paste the whole file.`));
+  note.append(document.createTextNode(defaulted.map((k) => `${k.key} = ${k.default === "none" ? "none (derived from the other keys)" : k.default}`).join(", ") + `. The model priced has ${grouped(e.parameters.total)} parameters; if that is not the model you meant, paste the whole file.`));
   note.classList.remove("hidden");
 }
 

@@ -1,13 +1,13 @@
 // The plan panel: GPUs and a device in, the top layouts of `trainmem plan`
 // (`POST /api/plan`) out, one click applies a layout to the settings.
 
-// The axes the page searches: those it has a control for.
-const PLAN_ALLOW = "zero,fsdp,tp,pp,recompute,loss";
+// The axes the page searches are `trainmem plan`'s own default (every
+// axis but offload): the page has a control for each flag a layout sets.
 
 // The settings a layout sets: left out of the plan's request (a typed one
 // would fix its axis), and put back to their defaults before a layout is
 // applied. The micro-batch and accumulation are the training's, kept.
-const LAYOUT_KEYS = ["zero", "fsdp", "tp", "pp", "offload", "recompute", "loss", "offload-activations"];
+const LAYOUT_KEYS = ["framework", "zero", "fsdp", "tp", "pp", "cp", "ep", "sequence-parallel", "offload", "recompute", "recompute-every", "loss", "offload-activations"];
 
 // Layouts shown: the fastest few.
 const PLAN_SHOWN = 5;
@@ -53,7 +53,6 @@ function planRequest() {
   delete r.capacity;
   r.gpus = Number($("plan-gpus").value);
   r.device = $("plan-device").value;
-  r.allow = PLAN_ALLOW;
   return r;
 }
 
@@ -63,7 +62,7 @@ async function runPlan() {
   const node = $("plan-table");
   node.classList.add("hidden");
   $("plan-command").classList.add("hidden");
-  if (source === "config") { status.textContent = "A plan is searched for a preset or a hub id here: run `trainmem plan --model config.json` for a pasted config."; return; }
+  if (source === "config" && $("config").value.trim() === "") { status.textContent = "Paste a config.json or open the file first: the plan is searched for the model shown."; return; }
   const r = planRequest();
   status.textContent = "Searching the layouts…";
   document.body.dataset.planPending = "1";
@@ -89,6 +88,8 @@ function layoutWords(l) {
   if (l.tp > 1) words.push(`tp ${l.tp}`);
   if (l.pp > 1) words.push(`pp ${l.pp}`);
   if (l.cp > 1) words.push(`cp ${l.cp}`);
+  if (l.ep > 1) words.push(`ep ${l.ep}`);
+  if (l.sequence_parallel) words.push("sequence parallel");
   if (l.recompute !== "none") words.push(`recompute ${l.recompute}${l.recompute_every > 1 ? " every " + l.recompute_every : ""}`);
   if (l.loss !== "standard") words.push(`${l.loss} loss`);
   words.push(`micro-batch ${l.micro_batch}`);
@@ -112,7 +113,7 @@ function showPlan(plan, r) {
     const time = layout.step_time_s ? seconds(layout.step_time_s) : "–";
     const first = element("th", { scope: "row" }, layoutWords(layout.layout));
     first.append(element("code", { class: "flags" }, layout.flags.join(" ")));
-    tr.append(first, element("td", {}, amount(layout.peak, units)), element("td", {}, time), element("td", {}, layout.tokens_per_s ? Math.round(layout.tokens_per_s).toLocaleString("en") : "–"));
+    tr.append(first, element("td", {}, amount(layout.peak, units)), element("td", {}, time), element("td", {}, layout.tokens_per_s ? grouped(Math.round(layout.tokens_per_s)) : "–"));
     const cell = element("td"); cell.append(button); tr.append(cell);
     node.tBodies[0].append(tr);
   });
@@ -121,7 +122,7 @@ function showPlan(plan, r) {
     ? `${plan.kept} of ${plan.candidates} layouts fit ${plan.gpus} × ${plan.capacity.label} with ${plan.headroom} headroom; the fastest ${shown.length} (step times approximate, as above).` + (plan.notes.length ? " " + plan.notes.join("; ") + "." : "")
     : `No layout of ${plan.gpus} GPUs fits (${plan.candidates} searched): try more GPUs or a larger GPU.`;
   const command = $("plan-command");
-  command.textContent = ["trainmem", "plan"].concat(plan.base_flags.map((w) => quote(w)), ["--allow", PLAN_ALLOW]).join(" ");
+  command.textContent = ["trainmem", "plan"].concat(plan.base_flags.map((w) => quote(w))).join(" ");
   command.classList.remove("hidden");
 }
 

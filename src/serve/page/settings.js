@@ -57,6 +57,7 @@ function request() {
     if (s.key === "device" && value === "custom") continue;
     if (s.key === "zero" && getValue("fsdp") !== "") continue;
     if (s.needs && getValue(s.needs) === "") continue;
+    if (s.quiet && value === s.value) continue;
     r[s.key] = s.kind === "number" ? Number(value) : value;
   }
   return r;
@@ -70,31 +71,43 @@ function showSource() {
   $("field-capacity").classList.toggle("hidden", getValue("device") !== "custom");
   for (const s of SPECS.filter((s) => s.needs)) $(s.key).disabled = getValue(s.needs) === "";
   if (optimizers.length) describeOptimizer();
+  if (precisions.length) describePrecision();
   if (devices.length) describeDevice();
 }
 
 // The link: every setting as `#key=value&...` (a pasted config.json stays out).
 // Pinned setups ride along as `pin=<their own settings, encoded>`.
+// A control emptied on purpose (no micro-batch: no activations) is written
+// as `key=`, so that a key the link leaves out means the page's default.
 function linkState(r) {
   const p = new URLSearchParams();
   if (source === "config") p.set("source", "config");
   for (const [k, v] of Object.entries(r)) if (k !== "config") p.set(k, String(v));
+  for (const s of SPECS) if (s.kind !== "check" && s.value !== "" && getValue(s.key) === "") p.set(s.key, "");
   for (const pin of pins) p.append("pin", pinLink(pin.r));
   return "#" + p.toString();
 }
 
+// The link's settings on the controls; every control it leaves out is
+// put back to its default (a hand-written `#model=gpt2` is gpt2 with the
+// page's defaults, whatever the page showed before).
 function restore() {
   const p = new URLSearchParams(location.hash.slice(1));
   // A link with no setting of the page (`#top`) changes nothing.
   if (![...p.keys()].some((k) => LABELS[k] || k === "source")) return;
-  for (const s of SPECS) if (s.kind === "check") setValue(s.key, false);
-  for (const s of SPECS) if (s.kind === "number" && !["micro-batch", "seq-len"].includes(s.key)) setValue(s.key, s.value);
-  for (const key of ["micro-batch", "seq-len", "lora-rank", "zero", "fsdp", "quantize"]) setValue(key, "");
-  if (p.has("model")) { source = "preset"; $("model").value = p.get("model"); }
-  if (p.has("params")) { source = "params"; $("params").value = p.get("params"); }
+  for (const s of SPECS) setValue(s.key, s.value);
+  source = "preset";
+  $("model").value = p.has("model") ? p.get("model") : $("model").defaultValue;
+  $("params").value = p.has("params") ? p.get("params") : $("params").defaultValue;
+  if (p.has("params")) source = "params";
   if (p.get("source") === "config") source = "config";
   if (p.has("capacity") && !p.has("device")) setValue("device", "custom");
-  for (const [k, v] of p) if (LABELS[k] && !["model", "params", "config"].includes(k)) setValue(k, v);
+  for (const [k, v] of p) {
+    if (!LABELS[k] || ["model", "params", "config"].includes(k)) continue;
+    // A menu has no empty choice unless it lists one ("none").
+    if (v === "" && $(k).tagName === "SELECT" && ![...$(k).options].some((o) => o.value === "")) continue;
+    setValue(k, v);
+  }
 }
 
 function quote(text) { return /^[A-Za-z0-9._:+,=@%-]+$/.test(text) ? text : "'" + text.replace(/'/g, "'\\''") + "'"; }
@@ -109,11 +122,16 @@ function commandLine(r) {
   return parts.join(" ");
 }
 
-// A select's options replaced, its value kept.
+// A select's options replaced (`[text, value, title]`: the title is the
+// choice's explanation, shown on hover), its value kept.
 function fill(select, options) {
   const value = select.value;
   select.textContent = "";
-  for (const [text, v] of options) select.append(new Option(text, v));
+  for (const [text, v, title] of options) {
+    const option = new Option(text, v);
+    if (title) option.title = title;
+    select.append(option);
+  }
   setValue(select.id, value);
 }
 
@@ -123,9 +141,11 @@ async function loadCatalogues() {
     presets = list;
     // The name in the menu (it fits a phone), its title under it.
     optimizers = options.optimizers;
-    fill($("optimizer"), options.optimizers.map((o) => [o.name, o.name]));
+    fill($("optimizer"), options.optimizers.map((o) => [o.name, o.name, `${o.title}: ${o.summary}`]));
     describeOptimizer();
-    fill($("precision"), options.precisions.map((p) => [p.name, p.name]));
+    precisions = options.precisions;
+    fill($("precision"), options.precisions.map((p) => [p.name, p.name, p.summary]));
+    describePrecision();
     devices = options.devices;
     // The name and GB in the menu (it fits a phone), both units under it.
     fill($("device"), [["custom capacity", "custom"]].concat(devices.map((d) => [`${d.name} · ${(d.bytes / 1e9).toFixed(2)} GB`, d.name])));
@@ -135,15 +155,27 @@ async function loadCatalogues() {
   }
 }
 
+// The one line under a control that explains its choice, made on first use.
+function hintOf(key) {
+  let hint = $(key + "-hint");
+  if (!hint) {
+    hint = element("div", { class: "hint", id: key + "-hint" });
+    $(key).setAttribute("aria-describedby", hint.id);
+    $("field-" + key).append(hint);
+  }
+  return hint;
+}
+
+// The optimizer's name in prose and what it keeps (`trainmem optimizers`).
 function describeOptimizer() {
   const o = optimizers.find((o) => o.name === getValue("optimizer"));
-  let hint = $("optimizer-hint");
-  if (!hint) {
-    hint = element("div", { class: "hint", id: "optimizer-hint" });
-    $("optimizer").setAttribute("aria-describedby", hint.id);
-    $("field-optimizer").append(hint);
-  }
-  hint.textContent = o ? o.title : "";
+  hintOf("optimizer").textContent = o ? `${o.title}: ${o.summary}` : "";
+}
+
+// What the precision recipe keeps in which dtype (`trainmem precisions`).
+function describePrecision() {
+  const p = precisions.find((p) => p.name === getValue("precision"));
+  hintOf("precision").textContent = p ? p.summary : "";
 }
 
 // Errors on their field, in the page's words.
@@ -215,11 +247,5 @@ function summarize() {
 
 function describeDevice() {
   const d = devices.find((d) => d.name === getValue("device"));
-  let hint = $("device-hint");
-  if (!hint) {
-    hint = element("div", { class: "hint", id: "device-hint" });
-    $("device").setAttribute("aria-describedby", hint.id);
-    $("field-device").append(hint);
-  }
-  hint.textContent = d ? `${d.product || d.name}: ${(d.bytes / 2 ** 30).toFixed(2)} GiB = ${(d.bytes / 1e9).toFixed(2)} GB` : "";
+  hintOf("device").textContent = d ? `${d.product || d.name}: ${(d.bytes / 2 ** 30).toFixed(2)} GiB = ${(d.bytes / 1e9).toFixed(2)} GB` : "";
 }

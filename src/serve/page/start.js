@@ -6,8 +6,15 @@ async function start() {
   // answer does not wait for the menus' catalogues.
   for (const s of SPECS) setValue(s.key, s.value);
   restore();
+  // The link's pins now (the first answer's link keeps them); this
+  // browser's own only once the first estimate is asked.
+  pins = unpriced(linkPins());
   showSource();
-  const catalogues = loadCatalogues();
+  // The first estimate is asked at once, before any other call: the
+  // server's workers are few, and the catalogues (the presets' listing is
+  // built on its first call) and the pins' answers would queue before it.
+  const first = update();
+  if (!pins.length) pins = unpriced(storedPins());
   for (const b of document.querySelectorAll("[data-source]")) b.addEventListener("click", () => { source = b.dataset.source; schedule(); });
   // A config.json file is read here, in the browser, and sent as `config`.
   $("config-file").addEventListener("change", async () => {
@@ -26,11 +33,17 @@ async function start() {
   startModelBox();
   $("to-answer").addEventListener("click", () => $("answer").scrollIntoView({ block: "start" }));
   window.addEventListener("hashchange", () => { restore(); schedule(); restorePins(); });
-  const pinned = restorePins();
-  await update();
+  await first;
   // Milliseconds from navigation to the first answer on screen.
   document.body.dataset.firstAnswerMs = String(Math.round(performance.now()));
-  await Promise.all([catalogues, pinned]);
+  // Then what the first answer did not need: the menus' catalogues and the
+  // pinned setups' answers.
+  const catalogues = loadCatalogues().then(() => {
+    // A model box that names no preset was asked about without the list:
+    // now it can say which presets match instead.
+    if (heldBack(request())) schedule();
+  }).finally(cataloguesSettled);
+  await Promise.all([catalogues, pricePins()]);
   document.body.dataset.ready = "1";
 }
 

@@ -25,6 +25,12 @@ const GROUPS = [
     { key: "offload", label: "Offload to host", kind: "select", options: [["none", "none"], ["optimizer", "optimizer states"], ["optimizer+params", "states and weights (ZeRO-3)"]], value: "none" },
     { key: "tp", label: "Tensor parallel", kind: "number", value: "1" },
     { key: "pp", label: "Pipeline stages", kind: "number", value: "1" },
+    // `quiet`: left out of the request (and the link) at its default, as
+    // the command line leaves it out.
+    { key: "cp", label: "Context parallel (ring attention)", kind: "number", value: "1", quiet: true },
+    { key: "ep", label: "Expert parallel (MoE models)", kind: "number", value: "1", quiet: true },
+    { key: "sequence-parallel", label: "Sequence parallelism (with tensor parallel)", kind: "check", value: false },
+    { key: "framework", label: "Framework (its memory layout)", kind: "select", options: [["", "default: DeepSpeed, FSDP2 with FSDP"], ["deepspeed", "DeepSpeed"], ["megatron", "Megatron-core"], ["fsdp2", "FSDP2"], ["fsdp1", "FSDP1"]], value: "" },
   ]],
   ["Fine-tuning", [
     { key: "lora-rank", label: "LoRA rank (empty: full fine-tuning)", kind: "number", value: "" },
@@ -33,6 +39,7 @@ const GROUPS = [
   ]],
   ["Memory techniques", [
     { key: "recompute", label: "Activation recomputation", kind: "select", options: [["none", "none"], ["selective", "selective (attention core)"], ["op", "op (torchtitan per-op)"], ["full", "full (gradient checkpointing)"]], value: "none" },
+    { key: "recompute-every", label: "Recompute every N-th layer (with full)", kind: "number", value: "1", quiet: true },
     { key: "attention", label: "Attention kernel", kind: "select", options: [["sdpa", "sdpa"], ["flash", "flash"], ["eager", "eager"]], value: "sdpa" },
     { key: "loss", label: "Loss", kind: "select", options: [["standard", "standard"], ["shift-copy", "shift-copy"], ["chunked:8", "chunked (8 chunks)"], ["fused", "fused linear cross-entropy"]], value: "standard" },
     { key: "offload-activations", label: "Offload activations to host", kind: "check", value: false },
@@ -70,12 +77,29 @@ let pins = [];
 
 let optimizers = [];
 
+// The precision recipes (`GET /api/options`): name and summary.
+let precisions = [];
+
 // Typing waits this long for the next keystroke before asking.
 const DEBOUNCE_MS = 250;
 
 let fitGeneration = 0;
 
+// Settled once the menus' catalogues have come (or failed to): the
+// suggestions wait for it, so that the first answer's heavy follow-up does
+// not take the server's workers from the page's own start.
+let cataloguesSettled;
+const catalogued = new Promise((resolve) => { cataloguesSettled = resolve; });
+
 const $ = (id) => document.getElementById(id);
+
+// 1234567 as "1,234,567", as `toLocaleString("en")` writes a whole number,
+// without loading the browser's locale data (tens of milliseconds on a
+// page's first call, before its first answer could be drawn).
+function grouped(n) {
+  const [whole, fraction] = String(n).split(".");
+  return whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",") + (fraction ? "." + fraction : "");
+}
 
 function element(name, attributes, text) {
   const e = document.createElement(name);

@@ -10,6 +10,8 @@ async function suggest(e, r) {
   list.textContent = "";
   section.classList.add("hidden");
   if (e.fits !== false || !r["micro-batch"] || !r["seq-len"] || !e.activations_estimated) return;
+  await catalogued;
+  if (mine !== fitGeneration) return;
   try {
     const response = await fetch("/api/techniques", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(r) });
     if (mine !== fitGeneration || !response.ok) return;

@@ -20,9 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::space::{MORE_GPUS, SMALLER_BATCH, batch_sizes, candidates, gpu_counts};
 use crate::error::Result;
-use crate::estimate::{Estimate, estimate};
+use crate::estimate::Estimate;
 use crate::request::change::apply_all;
-use crate::request::{Category, Change, EstimateRequest, Slot};
+use crate::request::resolver::Resolver;
+use crate::request::{Category, Change, Slot};
 
 /// The most changes in one answer.
 pub const MAX_CHANGES: usize = 4;
@@ -73,13 +74,18 @@ pub struct Found {
 /// fits with the other changes: the fewest GPUs, the largest micro-batch.
 /// Memory only falls along its sizes (more sharded ranks, fewer sequences
 /// per micro-batch), so the mildest that fits is found by bisection.
-pub fn price(request: &EstimateRequest, changes: &[Change], spent: &AtomicU64) -> Result<Priced> {
+///
+/// `resolver` resolves the request's flags with the changes applied: the
+/// estimate is `estimate` of what `resolve` gives for them, each distinct
+/// model built once per search.
+pub fn price(resolver: &Resolver, changes: &[Change], spent: &AtomicU64) -> Result<Priced> {
+    let request = resolver.request();
     let once = |changes: &[Change]| -> Result<Estimate> {
         spent.fetch_add(1, Ordering::Relaxed);
-        let mut changed = request.clone();
-        apply_all(changes, &mut changed.flags);
-        let (model, setup, _, _) = changed.resolve()?;
-        estimate(&model, &setup)
+        let mut flags = request.flags.clone();
+        apply_all(changes, &mut flags);
+        let (model, setup) = resolver.resolve(&flags)?;
+        model.estimate(&setup)
     };
     let sized = changes
         .iter()
@@ -141,7 +147,7 @@ fn canonical(changes: &[Change]) -> Vec<Change> {
 /// not fit: each smaller set is looked up among those priced, or priced
 /// now (a set of a kind answered earlier was not priced in its level).
 fn drops_all_fail(
-    request: &EstimateRequest,
+    resolver: &Resolver,
     changes: &[Change],
     priced: &mut HashMap<Vec<Change>, bool>,
     spent: &AtomicU64,
@@ -154,7 +160,7 @@ fn drops_all_fail(
             Some(fits) => *fits,
             None => {
                 let fits =
-                    price(request, &dropped, spent).is_ok_and(|p| p.estimate.fits == Some(true));
+                    price(resolver, &dropped, spent).is_ok_and(|p| p.estimate.fits == Some(true));
                 priced.insert(key, fits);
                 fits
             }
@@ -222,13 +228,14 @@ fn sets_of(options: &[Change], size: usize) -> Vec<Vec<usize>> {
 
 /// Finds the minimal fitting sets of changes for `request`, asking `stop`
 /// between batches whether the answer is still wanted (`None` once not).
-pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Option<Found>> {
+pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Found>> {
+    let request = resolver.request();
     let options = candidates(request);
     let spent = AtomicU64::new(0);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_THREADS);
-    let base = price(request, &[], &spent)?.estimate;
+    let base = price(resolver, &[], &spent)?.estimate;
     let base_reserved = base.memory.reserved.0;
     let mut fitting: Vec<Priced> = Vec::new();
     // Whether each set priced fits, the run as given included.
@@ -290,7 +297,7 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
                             set.iter().map(|&i| options[i].clone()).collect();
                         let spent = &spent;
                         scope.spawn(move || {
-                            let result = price(request, &changes, spent);
+                            let result = price(resolver, &changes, spent);
                             (changes, result)
                         })
                     })
@@ -315,7 +322,7 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
                 priced.insert(canonical(&changes), fits);
                 if let Ok(p) = result
                     && fits
-                    && drops_all_fail(request, &p.changes, &mut priced, &spent)
+                    && drops_all_fail(resolver, &p.changes, &mut priced, &spent)
                 {
                     fitting.push(p);
                 }

@@ -173,10 +173,13 @@ mod tests {
     /// `resolve` refuses it.
     #[test]
     fn a_bad_source_is_refused_each_time() {
-        let bad = request(
-            serde_json::json!({"model": "no-such-preset", "micro-batch": 1,
-            "seq-len": 128}),
-        );
+        let bad = EstimateRequest::with_model(
+            Some(crate::request::ModelSource::Preset(
+                "no-such-preset".to_string(),
+            )),
+            None,
+        )
+        .unwrap();
         let resolver = Resolver::new(&bad);
         let expected = bad.resolve().map(|_| ()).unwrap_err();
         for _ in 0..2 {

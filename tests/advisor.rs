@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use trainmem::advisor::{self, Advice, MAX_ESTIMATES};
 use trainmem::estimate::{Estimate, estimate};
 use trainmem::request::change::apply_all;
-use trainmem::request::{Category, Change, EstimateRequest};
+use trainmem::request::{Category, Change, EstimateRequest, Slot};
 
 /// One named setup, as the web API's JSON keys.
 struct Scenario {
@@ -176,6 +176,19 @@ fn check_answers(name: &str, request: &EstimateRequest, advice: &Advice) {
         "{name}: {} estimates",
         advice.estimates
     );
+    // The work, counted: each model the search prices is built once (its
+    // inventory, LoRA and quantization applied, its names read), one per
+    // fine-tuning it tries: the run's own, LoRA, QLoRA; not once per estimate.
+    let fine_tunings = advisor::space::candidates(request)
+        .iter()
+        .filter(|c| c.slot() == Slot::Trained)
+        .count() as u64;
+    assert!(
+        advice.models <= 1 + fine_tunings,
+        "{name}: {} models built for {} estimates",
+        advice.models,
+        advice.estimates
+    );
 }
 
 #[test]
@@ -193,10 +206,11 @@ fn every_answer_fits_alone_and_is_minimal() {
                 .join(" + ")
         });
         report += &format!(
-            "{}: {} answers, {} estimates, first: {first:?}\n",
+            "{}: {} answers, {} estimates, {} models, first: {first:?}\n",
             scenario.name,
             advice.answers.len(),
-            advice.estimates
+            advice.estimates,
+            advice.models
         );
     }
     println!("{report}");

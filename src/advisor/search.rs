@@ -69,6 +69,38 @@ pub struct Found {
     pub exhausted: bool,
 }
 
+/// What a pricing is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// The estimate, fitting or not: the run as given, and each change
+    /// alone (the report lists them and the search orders by their savings).
+    Estimate,
+    /// Whether it fits, with the estimate when it does: larger sets, the
+    /// size bisections and the minimality checks, where a set that does
+    /// not fit is only a "no". A set whose allocated peak alone exceeds
+    /// the capacity is then not priced whole
+    /// ([`crate::estimate::PreparedModel::may_fit`]).
+    Fit,
+}
+
+/// A set of changes tried: its estimate, unless it was [`Wanted::Fit`]
+/// and certainly does not fit.
+#[derive(Debug, Clone)]
+pub struct Tried {
+    /// The changes, as applied (more GPUs with its count).
+    pub changes: Vec<Change>,
+    /// `estimate` of the request with exactly these changes; `None` for a
+    /// set found not to fit without it.
+    pub estimate: Option<Estimate>,
+}
+
+impl Tried {
+    /// Whether it fits.
+    pub fn fits(&self) -> bool {
+        self.estimate.as_ref().is_some_and(|e| e.fits == Some(true))
+    }
+}
+
 /// The request with `changes` applied, priced. A change whose size is
 /// searched (more GPUs, a smaller micro-batch) takes the mildest size that
 /// fits with the other changes: the fewest GPUs, the largest micro-batch.
@@ -77,15 +109,23 @@ pub struct Found {
 ///
 /// `resolver` resolves the request's flags with the changes applied: the
 /// estimate is `estimate` of what `resolve` gives for them, each distinct
-/// model built once per search.
-pub fn price(resolver: &Resolver, changes: &[Change], spent: &AtomicU64) -> Result<Priced> {
+/// model built once per search. Each try counts in `spent`, whole or not.
+pub fn price(
+    resolver: &Resolver,
+    changes: &[Change],
+    spent: &AtomicU64,
+    wanted: Wanted,
+) -> Result<Tried> {
     let request = resolver.request();
-    let once = |changes: &[Change]| -> Result<Estimate> {
+    let once = |changes: &[Change], wanted: Wanted| -> Result<Option<Estimate>> {
         spent.fetch_add(1, Ordering::Relaxed);
         let mut flags = request.flags.clone();
         apply_all(changes, &mut flags);
         let (model, setup) = resolver.resolve(&flags)?;
-        model.estimate(&setup)
+        if wanted == Wanted::Fit && !model.may_fit(&setup) {
+            return Ok(None);
+        }
+        model.estimate(&setup).map(Some)
     };
     let sized = changes
         .iter()
@@ -100,7 +140,7 @@ pub fn price(resolver: &Resolver, changes: &[Change], spent: &AtomicU64) -> Resu
         None => Vec::new(),
     };
     let (Some(at), Some(strongest)) = (sized, sizes.last()) else {
-        return once(changes).map(|estimate| Priced {
+        return once(changes, wanted).map(|estimate| Tried {
             changes: changes.to_vec(),
             estimate,
         });
@@ -111,26 +151,26 @@ pub fn price(resolver: &Resolver, changes: &[Change], spent: &AtomicU64) -> Resu
         set
     };
     // The strongest size first: if it does not fit, none does.
-    let mut best = Priced {
+    let mut best = Tried {
         changes: with(strongest),
-        estimate: once(&with(strongest))?,
+        estimate: once(&with(strongest), wanted)?,
     };
-    if best.estimate.fits != Some(true) {
+    if !best.fits() {
         return Ok(best);
     }
     let (mut low, mut high) = (0, sizes.len() - 1);
     while low < high {
         let middle = low + (high - low) / 2;
         let set = with(&sizes[middle]);
-        match once(&set) {
-            Ok(e) if e.fits == Some(true) => {
-                best = Priced {
-                    changes: set,
-                    estimate: e,
-                };
-                high = middle;
-            }
-            _ => low = middle + 1,
+        let tried = Tried {
+            estimate: once(&set, Wanted::Fit).unwrap_or(None),
+            changes: set,
+        };
+        if tried.fits() {
+            best = tried;
+            high = middle;
+        } else {
+            low = middle + 1;
         }
     }
     Ok(best)
@@ -159,8 +199,7 @@ fn drops_all_fail(
         let fits = match priced.get(&key) {
             Some(fits) => *fits,
             None => {
-                let fits =
-                    price(resolver, &dropped, spent).is_ok_and(|p| p.estimate.fits == Some(true));
+                let fits = price(resolver, &dropped, spent, Wanted::Fit).is_ok_and(|t| t.fits());
                 priced.insert(key, fits);
                 fits
             }
@@ -235,7 +274,12 @@ pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Fou
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_THREADS);
-    let base = price(resolver, &[], &spent)?.estimate;
+    let base = price(resolver, &[], &spent, Wanted::Estimate)?
+        .estimate
+        .ok_or_else(|| crate::error::Error::Missing {
+            what: "the run's estimate",
+            accepted: "internal error: the run as given was not priced".to_string(),
+        })?;
     let base_reserved = base.memory.reserved.0;
     let mut fitting: Vec<Priced> = Vec::new();
     // Whether each set priced fits, the run as given included.
@@ -289,15 +333,21 @@ pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Fou
                 exhausted = true;
                 break 'levels;
             }
-            let results: Vec<(Vec<Change>, Result<Priced>)> = std::thread::scope(|scope| {
+            let results: Vec<(Vec<Change>, Result<Tried>)> = std::thread::scope(|scope| {
                 let handles: Vec<_> = batch
                     .iter()
                     .map(|set| {
                         let changes: Vec<Change> =
                             set.iter().map(|&i| options[i].clone()).collect();
                         let spent = &spent;
+                        // Each change alone is reported, fitting or not.
+                        let wanted = if size == 1 {
+                            Wanted::Estimate
+                        } else {
+                            Wanted::Fit
+                        };
                         scope.spawn(move || {
-                            let result = price(resolver, &changes, spent);
+                            let result = price(resolver, &changes, spent, wanted);
                             (changes, result)
                         })
                     })
@@ -307,24 +357,37 @@ pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Fou
             for (set, (changes, result)) in batch.iter().zip(results) {
                 if size == 1 {
                     let index = set[0];
-                    if let Ok(p) = &result {
-                        saving[index] = base_reserved.saturating_sub(p.estimate.memory.reserved.0);
+                    if let Ok(Tried {
+                        estimate: Some(e), ..
+                    }) = &result
+                    {
+                        saving[index] = base_reserved.saturating_sub(e.memory.reserved.0);
                     }
                     singles.push(match &result {
-                        Ok(p) => (p.changes.clone(), Ok(p.estimate.clone())),
+                        Ok(Tried {
+                            changes,
+                            estimate: Some(e),
+                        }) => (changes.clone(), Ok(e.clone())),
+                        Ok(Tried { changes, .. }) => (
+                            changes.clone(),
+                            Err("internal error: not priced whole".to_string()),
+                        ),
                         Err(e) => (changes.clone(), Err(e.to_string())),
                     });
                 }
-                let fits = result.as_ref().is_ok_and(|p| p.estimate.fits == Some(true));
-                if let Ok(p) = &result {
-                    priced.insert(canonical(&p.changes), fits);
+                let fits = result.as_ref().is_ok_and(Tried::fits);
+                if let Ok(t) = &result {
+                    priced.insert(canonical(&t.changes), fits);
                 }
                 priced.insert(canonical(&changes), fits);
-                if let Ok(p) = result
+                if let Ok(Tried {
+                    changes,
+                    estimate: Some(estimate),
+                }) = result
                     && fits
-                    && drops_all_fail(resolver, &p.changes, &mut priced, &spent)
+                    && drops_all_fail(resolver, &changes, &mut priced, &spent)
                 {
-                    fitting.push(p);
+                    fitting.push(Priced { changes, estimate });
                 }
             }
         }

@@ -670,6 +670,43 @@ fn heaviest_step(
     Ok((device, activations, step))
 }
 
+/// `estimate(model, setup).memory.peak`, replayed for the peak alone: the
+/// same stages as [`estimate_with_facts`] and [`heaviest_step`], each
+/// replayed without the allocator simulation and without the report.
+fn heaviest_peak(model: &Model, facts: &prepared::ModelFacts, setup: &Setup) -> Result<Bytes> {
+    check_setup(model, &facts.sizes, setup)?;
+    let layout = setup.parallelism;
+    let stages = if layout.is_single() && layout.tensor == 1 && layout.pipeline == 1 {
+        facts.per_stage(
+            model,
+            &Setup {
+                parallelism: Parallelism::SINGLE,
+                ..setup.clone()
+            },
+        )?
+    } else {
+        facts.per_stage(model, setup)?
+    };
+    let mut peak: Option<Bytes> = None;
+    for (stage, activations) in stage_candidates(model, &facts.adapters, setup, stages.len())? {
+        let Some(device) = stages.get(stage) else {
+            continue;
+        };
+        let activations = match model.traced {
+            Some(_) => activations,
+            None => activations.map(|a| with_autocast(a, device)).transpose()?,
+        };
+        let step = timeline::peak_only(&step_plan::plan(
+            model,
+            setup,
+            device,
+            activations.as_ref().map(|a| &a.schedule),
+        )?)?;
+        peak = Some(peak.map_or(step.bytes, |p| p.max(step.bytes)));
+    }
+    peak.ok_or_else(|| Error::overflow("the pipeline stages"))
+}
+
 /// The stages that can be the most loaded, with their activations: every
 /// stage without a micro-batch, else those `activations_of` gives.
 fn stage_candidates(

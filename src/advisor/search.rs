@@ -29,9 +29,10 @@ use crate::request::{Category, Change, Slot};
 pub const MAX_CHANGES: usize = 4;
 
 /// The most estimates one search prices (the size bisections included),
-/// counted, not timed: a release build prices an 8B model in a few
-/// milliseconds of one core, so 192 estimates spread over 8 cores take
-/// well under 100 ms (figures in the closing note). A level cut
+/// counted, not timed: each model is built once per search and a set
+/// that cannot fit is priced on its peak alone, so a release build spends
+/// 15 to 42 ms of CPU on the 13 setups of `tests/advisor.rs`, up to 194
+/// estimates (2026-12-02; `docs/src/commands/techniques.md`). A level cut
 /// short by the budget has priced its most promising sets first.
 pub const MAX_ESTIMATES: u64 = 192;
 

@@ -12,8 +12,9 @@
 //! once per model, and each per-stage pass is kept for the setups that
 //! share it. The estimate is the same function of the same values:
 //! [`PreparedModel::estimate`] equals [`super::estimate`] field for field
-//! (tests below and `tests/advisor.rs` check it).
+//! (`request::resolver`'s tests and `tests/advisor.rs` check it).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::device::{DeviceMemory, ModelIndex, per_stage_indexed};
@@ -38,6 +39,8 @@ pub(super) struct ModelFacts {
     work: OnceLock<Work>,
     /// The per-stage passes priced, by what of the setup decides them.
     stages: Mutex<Vec<(StageKey, Arc<Vec<DeviceMemory>>)>>,
+    /// The per-stage passes run (not found kept).
+    passes: AtomicU64,
 }
 
 impl ModelFacts {
@@ -50,6 +53,7 @@ impl ModelFacts {
             adapters: AdapterFacts::of(model),
             work: OnceLock::new(),
             stages: Mutex::new(Vec::new()),
+            passes: AtomicU64::new(0),
         }
     }
 
@@ -70,6 +74,7 @@ impl ModelFacts {
         if let Some(stages) = found {
             return Ok(stages.as_ref().clone());
         }
+        self.passes.fetch_add(1, Ordering::Relaxed);
         let stages = per_stage_indexed(model, &self.index, setup)?;
         if let Ok(mut kept) = self.stages.lock() {
             if kept.len() >= MOST_STAGE_PASSES {
@@ -128,6 +133,12 @@ impl PreparedModel {
         &self.model
     }
 
+    /// The per-stage memory passes run so far: one per distinct layout,
+    /// precision and optimizer priced, however many estimates share it.
+    pub fn stage_passes(&self) -> u64 {
+        self.facts.passes.load(Ordering::Relaxed)
+    }
+
     /// `estimate(self.model(), setup)`, from the facts read once.
     pub fn estimate(&self, setup: &Setup) -> Result<Estimate> {
         Ok(super::estimate_with_facts(&self.model, &self.facts, setup, false)?.0)
@@ -153,76 +164,5 @@ impl PreparedModel {
             Ok(peak) => peak.0.saturating_add(super::RESERVED_MARGIN.0) <= capacity.bytes.0,
             Err(_) => true,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::request::EstimateRequest;
-
-    fn resolved(flags: serde_json::Value) -> (Model, Setup) {
-        let request = EstimateRequest::from_json(flags.as_object().unwrap()).unwrap();
-        let (model, setup, _, _) = request.resolve().unwrap();
-        (model, setup)
-    }
-
-    /// One prepared model priced under setups that share and do not share
-    /// their per-stage passes gives `estimate`'s answer each time.
-    #[test]
-    fn a_prepared_model_prices_as_estimate_does() {
-        let base = serde_json::json!({"model": "llama-3.2-1b", "micro-batch": 2,
-            "seq-len": 512, "optimizer": "adamw", "precision": "mixed-bf16", "device": "a100-40gb"});
-        let (model, _) = resolved(base.clone());
-        let prepared = PreparedModel::new(model.clone());
-        let variants = [
-            serde_json::json!({}),
-            serde_json::json!({"recompute": "full"}),
-            serde_json::json!({"micro-batch": 1, "grad-accumulation": 2}),
-            serde_json::json!({"gpus": 4, "zero": "3"}),
-            serde_json::json!({"gpus": 4, "zero": "3", "recompute": "full"}),
-            serde_json::json!({"gpus": 4, "fsdp": "full-shard", "offload": "optimizer"}),
-            serde_json::json!({"optimizer": "adamw-8bit"}),
-            serde_json::json!({"optimizer-in-backward": true}),
-            serde_json::json!({"precision": "bf16"}),
-            serde_json::json!({}),
-        ];
-        for variant in variants {
-            let mut flags = base.clone();
-            for (k, v) in variant.as_object().unwrap() {
-                flags[k] = v.clone();
-            }
-            let (same, setup) = resolved(flags);
-            assert_eq!(same, model, "{variant}");
-            let e = super::super::estimate(&model, &setup).unwrap();
-            assert_eq!(prepared.estimate(&setup).unwrap(), e, "{variant}");
-            // `may_fit` says no only when the estimate does not fit, at
-            // capacities around the peak and the reserved memory.
-            assert!(e.memory.reserved >= e.memory.peak, "{variant}");
-            for bytes in [
-                e.memory.peak.0 - 1,
-                e.memory.peak.0,
-                e.memory.reserved.0,
-                e.memory.reserved.0 + 1,
-            ] {
-                let mut at = setup.clone();
-                at.capacity = Some(crate::estimate::Capacity {
-                    bytes: crate::units::Bytes(bytes),
-                    ..setup.capacity.clone().unwrap()
-                });
-                let fits = prepared.estimate(&at).unwrap().fits == Some(true);
-                assert!(prepared.may_fit(&at) || !fits, "{variant} at {bytes}");
-                assert_eq!(
-                    prepared.may_fit(&at),
-                    e.memory.peak.0 + super::super::RESERVED_MARGIN.0 <= bytes,
-                    "{variant} at {bytes}"
-                );
-            }
-        }
-        // Thirteen passes priced one by one (two for each layout over four
-        // GPUs); the setups that differ in their workload alone share
-        // theirs: the single-device recipe, each layout and each of the
-        // three other recipes (one more if FSDP adjusts the precision).
-        assert!(prepared.facts.stages.lock().unwrap().len() <= 7);
     }
 }

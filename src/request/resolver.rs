@@ -119,9 +119,10 @@ impl<'r> Resolver<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::estimate;
+    use crate::estimate::{Capacity, estimate};
     use crate::request::Change;
     use crate::request::change::apply_all;
+    use crate::units::Bytes;
 
     fn request(value: serde_json::Value) -> EstimateRequest {
         EstimateRequest::from_json(value.as_object().unwrap()).unwrap()
@@ -129,7 +130,8 @@ mod tests {
 
     /// Each set of changes resolved and priced by the resolver gives what
     /// `resolve` then `estimate` give, refusals included; the sets that
-    /// keep the fine-tuning share one model.
+    /// keep the fine-tuning share one model, and the setups that differ
+    /// in their workload alone share one per-stage pass.
     #[test]
     fn a_resolver_resolves_as_resolve_does() {
         let base = request(
@@ -141,10 +143,12 @@ mod tests {
         let sets = [
             vec![],
             vec![Change::Recompute],
+            vec![Change::FusedLoss, Change::SelectiveRecompute],
             vec![Change::Lora],
             vec![Change::Lora, Change::Recompute],
             vec![Change::Qlora { with_lora: false }],
             vec![Change::Gpus { gpus: 4 }, Change::Recompute],
+            vec![Change::Gpus { gpus: 4 }],
             vec![Change::OptimizerInBackward, Change::PureBf16],
             vec![Change::MicroBatch {
                 micro_batch: 1,
@@ -167,6 +171,60 @@ mod tests {
         }
         // No LoRA, LoRA, QLoRA.
         assert_eq!(resolver.models_built(), 3);
+        // The run's own model, priced under eight sets, where `estimate`
+        // runs eleven per-stage passes (two under a parallel layout: the
+        // single-device method and the layout): one for the recipe as
+        // given (shared by four sets), the four-GPU layout and its
+        // method (shared by two), the bf16 in-backward recipe, the paged
+        // offload and its method; at most six.
+        let (own, _) = resolver.resolve(&base.flags).unwrap();
+        assert!(own.stage_passes() <= 6, "{}", own.stage_passes());
+    }
+
+    /// `may_fit` says no only when the estimate does not fit: at
+    /// capacities around the peak and the reserved memory of each set.
+    #[test]
+    fn may_fit_refuses_only_what_does_not_fit() {
+        let base = request(
+            serde_json::json!({"model": "qwen2.5-0.5b", "micro-batch": 2,
+            "seq-len": 2048, "optimizer": "adamw", "precision": "mixed-bf16",
+            "capacity": "8GB"}),
+        );
+        let resolver = Resolver::new(&base);
+        let sets = [
+            vec![],
+            vec![Change::Recompute],
+            vec![Change::OffloadActivations],
+            vec![Change::Lora, Change::ChunkedLoss],
+            vec![Change::Gpus { gpus: 2 }],
+            vec![Change::Gpus { gpus: 2 }, Change::OffloadOptimizer],
+            vec![Change::OptimizerInBackward, Change::Optimizer8bit],
+        ];
+        for set in &sets {
+            let mut changed = base.clone();
+            apply_all(set, &mut changed.flags);
+            let (model, setup) = resolver.resolve(&changed.flags).unwrap();
+            let e = model.estimate(&setup).unwrap();
+            assert!(e.memory.reserved >= e.memory.peak, "{set:?}");
+            let (peak, reserved) = (e.memory.peak.0, e.memory.reserved.0);
+            for bytes in [peak - 1, peak, reserved, reserved + 1] {
+                let at = Setup {
+                    capacity: Some(Capacity {
+                        bytes: Bytes(bytes),
+                        label: "test".to_string(),
+                    }),
+                    ..setup.clone()
+                };
+                let fits = model.estimate(&at).unwrap().fits == Some(true);
+                let may = model.may_fit(&at);
+                assert!(may || !fits, "{set:?} at {bytes}");
+                assert_eq!(
+                    may,
+                    peak + crate::estimate::RESERVED_MARGIN.0 <= bytes,
+                    "{set:?} at {bytes}"
+                );
+            }
+        }
     }
 
     /// A model source that cannot be read is refused for every set, as

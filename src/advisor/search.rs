@@ -31,7 +31,7 @@ pub const MAX_CHANGES: usize = 4;
 /// The most estimates one search prices (the size bisections included),
 /// counted, not timed: each model is built once per search and a set
 /// that cannot fit is priced on its peak alone, so a release build spends
-/// 15 to 42 ms of CPU on the 13 setups of `tests/advisor.rs`, up to 194
+/// 14 to 43 ms of CPU on the 13 setups of `tests/advisor.rs`, up to 194
 /// estimates (2026-12-02; `docs/src/commands/techniques.md`). A level cut
 /// short by the budget has priced its most promising sets first.
 pub const MAX_ESTIMATES: u64 = 192;

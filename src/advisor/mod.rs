@@ -38,6 +38,10 @@ pub struct Advice {
     pub singles: Vec<(Change, std::result::Result<Estimate, String>)>,
     /// The estimates the search priced.
     pub estimates: u64,
+    /// Those priced whole: the others were found not to fit from their
+    /// allocated peak alone, without the allocator simulation and the
+    /// report ([`crate::estimate::PreparedModel::may_fit`]).
+    pub whole: u64,
     /// The models it built for them: one per distinct fine-tuning of the
     /// request's model (its LoRA and quantization), however many sets
     /// share it.
@@ -86,6 +90,7 @@ pub fn advise_until(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Resul
             answers: Vec::new(),
             singles: Vec::new(),
             estimates: 1,
+            whole: 1,
             models: resolver.models_built(),
             exhausted: false,
         }));
@@ -98,6 +103,7 @@ pub fn advise_until(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Resul
         answers: shortlist(rank::rank(found.fitting)),
         singles: found.singles,
         estimates: found.estimates.saturating_add(1),
+        whole: found.whole.saturating_add(1),
         models: resolver.models_built(),
         exhausted: found.exhausted,
     }))

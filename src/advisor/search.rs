@@ -66,8 +66,21 @@ pub struct Found {
     pub singles: Vec<(Change, std::result::Result<Estimate, String>)>,
     /// The estimates priced.
     pub estimates: u64,
+    /// Those priced whole ([`Spent::whole`]).
+    pub whole: u64,
     /// Whether the search stopped at its budget before its levels ended.
     pub exhausted: bool,
+}
+
+/// What a search spent, counted.
+#[derive(Debug, Default)]
+pub struct Spent {
+    /// The sets tried (the size bisections' steps included): what
+    /// [`MAX_ESTIMATES`] bounds.
+    pub tries: AtomicU64,
+    /// Those priced whole (the allocator simulation and the report); the
+    /// others were found not to fit from their peak alone.
+    pub whole: AtomicU64,
 }
 
 /// What a pricing is for.
@@ -114,18 +127,19 @@ impl Tried {
 pub fn price(
     resolver: &Resolver,
     changes: &[Change],
-    spent: &AtomicU64,
+    spent: &Spent,
     wanted: Wanted,
 ) -> Result<Tried> {
     let request = resolver.request();
     let once = |changes: &[Change], wanted: Wanted| -> Result<Option<Estimate>> {
-        spent.fetch_add(1, Ordering::Relaxed);
+        spent.tries.fetch_add(1, Ordering::Relaxed);
         let mut flags = request.flags.clone();
         apply_all(changes, &mut flags);
         let (model, setup) = resolver.resolve(&flags)?;
         if wanted == Wanted::Fit && !model.may_fit(&setup) {
             return Ok(None);
         }
+        spent.whole.fetch_add(1, Ordering::Relaxed);
         model.estimate(&setup).map(Some)
     };
     let sized = changes
@@ -191,7 +205,7 @@ fn drops_all_fail(
     resolver: &Resolver,
     changes: &[Change],
     priced: &mut HashMap<Vec<Change>, bool>,
-    spent: &AtomicU64,
+    spent: &Spent,
 ) -> bool {
     (0..changes.len()).all(|i| {
         let mut dropped = changes.to_vec();
@@ -271,7 +285,7 @@ fn sets_of(options: &[Change], size: usize) -> Vec<Vec<usize>> {
 pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Found>> {
     let request = resolver.request();
     let options = candidates(request);
-    let spent = AtomicU64::new(0);
+    let spent = Spent::default();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_THREADS);
@@ -330,7 +344,7 @@ pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Fou
             if stop() {
                 return Ok(None);
             }
-            if spent.load(Ordering::Relaxed) >= MAX_ESTIMATES {
+            if spent.tries.load(Ordering::Relaxed) >= MAX_ESTIMATES {
                 exhausted = true;
                 break 'levels;
             }
@@ -409,7 +423,8 @@ pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Fou
         base,
         fitting,
         singles,
-        estimates: spent.load(Ordering::Relaxed),
+        estimates: spent.tries.load(Ordering::Relaxed),
+        whole: spent.whole.load(Ordering::Relaxed),
         exhausted,
     }))
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use trainmem::advisor::{self, Advice, MAX_ESTIMATES};
 use trainmem::estimate::{Estimate, estimate};
 use trainmem::request::change::apply_all;
-use trainmem::request::{Category, Change, EstimateRequest};
+use trainmem::request::{Category, Change, EstimateRequest, Slot};
 
 /// One named setup, as the web API's JSON keys.
 struct Scenario {
@@ -176,11 +176,25 @@ fn check_answers(name: &str, request: &EstimateRequest, advice: &Advice) {
         "{name}: {} estimates",
         advice.estimates
     );
+    // The work, counted: each model the search prices is built once (its
+    // inventory, LoRA and quantization applied, its names read), one per
+    // fine-tuning it tries: the run's own, LoRA, QLoRA; not once per estimate.
+    let fine_tunings = advisor::space::candidates(request)
+        .iter()
+        .filter(|c| c.slot() == Slot::Trained)
+        .count() as u64;
+    assert!(
+        advice.models <= 1 + fine_tunings,
+        "{name}: {} models built for {} estimates",
+        advice.models,
+        advice.estimates
+    );
 }
 
 #[test]
 fn every_answer_fits_alone_and_is_minimal() {
     let mut report = String::new();
+    let (mut tried, mut whole) = (0, 0);
     for scenario in scenarios().iter().filter(|s| !s.exhaustive) {
         let request = request(&scenario.request);
         let advice = advisor::advise(&request).unwrap();
@@ -193,12 +207,20 @@ fn every_answer_fits_alone_and_is_minimal() {
                 .join(" + ")
         });
         report += &format!(
-            "{}: {} answers, {} estimates, first: {first:?}\n",
+            "{}: {} answers, {} estimates ({} whole), {} models, first: {first:?}\n",
             scenario.name,
             advice.answers.len(),
-            advice.estimates
+            advice.estimates,
+            advice.whole,
+            advice.models
         );
+        assert!(advice.whole <= advice.estimates, "{}", scenario.name);
+        tried += advice.estimates;
+        whole += advice.whole;
     }
+    // Sets whose allocated peak alone is over the capacity are not priced
+    // whole: the allocator simulation and the report only for the others.
+    assert!(whole < tried, "{whole} of {tried} estimates priced whole");
     println!("{report}");
 }
 

@@ -20,6 +20,7 @@ pub use search::{MAX_CHANGES, MAX_ESTIMATES, Priced};
 
 use crate::error::{Error, Result};
 use crate::estimate::Estimate;
+use crate::request::resolver::Resolver;
 use crate::request::{Category, Change, EstimateRequest};
 
 /// The most answers given: the best of them, in rank order.
@@ -37,6 +38,14 @@ pub struct Advice {
     pub singles: Vec<(Change, std::result::Result<Estimate, String>)>,
     /// The estimates the search priced.
     pub estimates: u64,
+    /// Those priced whole: the others were found not to fit from their
+    /// allocated peak alone, without the allocator simulation and the
+    /// report ([`crate::estimate::PreparedModel::may_fit`]).
+    pub whole: u64,
+    /// The models it built for them: one per distinct fine-tuning of the
+    /// request's model (its LoRA and quantization), however many sets
+    /// share it.
+    pub models: u64,
     /// Whether the search stopped at [`MAX_ESTIMATES`] before its end.
     pub exhausted: bool,
 }
@@ -66,8 +75,9 @@ pub fn advise_until(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Resul
             accepted: "the techniques change activations and the step: give the run's --micro-batch and --seq-len, such as --micro-batch 1 --seq-len 2048".to_string(),
         });
     }
-    let (model, setup, _, _) = request.resolve()?;
-    let first = crate::estimate::estimate(&model, &setup)?;
+    let resolver = Resolver::new(request);
+    let (model, setup) = resolver.resolve(&request.flags)?;
+    let first = model.estimate(&setup)?;
     if !first.activations_estimated {
         return Err(Error::Missing {
             what: "the model's architecture",
@@ -80,10 +90,12 @@ pub fn advise_until(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Resul
             answers: Vec::new(),
             singles: Vec::new(),
             estimates: 1,
+            whole: 1,
+            models: resolver.models_built(),
             exhausted: false,
         }));
     }
-    let Some(found) = search::search(request, stop)? else {
+    let Some(found) = search::search(&resolver, stop)? else {
         return Ok(None);
     };
     Ok(Some(Advice {
@@ -91,6 +103,8 @@ pub fn advise_until(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Resul
         answers: shortlist(rank::rank(found.fitting)),
         singles: found.singles,
         estimates: found.estimates.saturating_add(1),
+        whole: found.whole.saturating_add(1),
+        models: resolver.models_built(),
         exhausted: found.exhausted,
     }))
 }

@@ -20,17 +20,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::space::{MORE_GPUS, SMALLER_BATCH, batch_sizes, candidates, gpu_counts};
 use crate::error::Result;
-use crate::estimate::{Estimate, estimate};
+use crate::estimate::Estimate;
 use crate::request::change::apply_all;
-use crate::request::{Category, Change, EstimateRequest, Slot};
+use crate::request::resolver::Resolver;
+use crate::request::{Category, Change, Slot};
 
 /// The most changes in one answer.
 pub const MAX_CHANGES: usize = 4;
 
 /// The most estimates one search prices (the size bisections included),
-/// counted, not timed: a release build prices an 8B model in a few
-/// milliseconds of one core, so 192 estimates spread over 8 cores take
-/// well under 100 ms (figures in the closing note). A level cut
+/// counted, not timed: each model is built once per search and a set
+/// that cannot fit is priced on its peak alone, so a release build spends
+/// 14 to 43 ms of CPU on the 13 setups of `tests/advisor.rs`, up to 194
+/// estimates (2026-12-02; `docs/src/commands/techniques.md`). A level cut
 /// short by the budget has priced its most promising sets first.
 pub const MAX_ESTIMATES: u64 = 192;
 
@@ -64,8 +66,53 @@ pub struct Found {
     pub singles: Vec<(Change, std::result::Result<Estimate, String>)>,
     /// The estimates priced.
     pub estimates: u64,
+    /// Those priced whole ([`Spent::whole`]).
+    pub whole: u64,
     /// Whether the search stopped at its budget before its levels ended.
     pub exhausted: bool,
+}
+
+/// What a search spent, counted.
+#[derive(Debug, Default)]
+pub struct Spent {
+    /// The sets tried (the size bisections' steps included): what
+    /// [`MAX_ESTIMATES`] bounds.
+    pub tries: AtomicU64,
+    /// Those priced whole (the allocator simulation and the report); the
+    /// others were found not to fit from their peak alone.
+    pub whole: AtomicU64,
+}
+
+/// What a pricing is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// The estimate, fitting or not: the run as given, and each change
+    /// alone (the report lists them and the search orders by their savings).
+    Estimate,
+    /// Whether it fits, with the estimate when it does: larger sets, the
+    /// size bisections and the minimality checks, where a set that does
+    /// not fit is only a "no". A set whose allocated peak alone exceeds
+    /// the capacity is then not priced whole
+    /// ([`crate::estimate::PreparedModel::may_fit`]).
+    Fit,
+}
+
+/// A set of changes tried: its estimate, unless it was [`Wanted::Fit`]
+/// and certainly does not fit.
+#[derive(Debug, Clone)]
+pub struct Tried {
+    /// The changes, as applied (more GPUs with its count).
+    pub changes: Vec<Change>,
+    /// `estimate` of the request with exactly these changes; `None` for a
+    /// set found not to fit without it.
+    pub estimate: Option<Estimate>,
+}
+
+impl Tried {
+    /// Whether it fits.
+    pub fn fits(&self) -> bool {
+        self.estimate.as_ref().is_some_and(|e| e.fits == Some(true))
+    }
 }
 
 /// The request with `changes` applied, priced. A change whose size is
@@ -73,13 +120,27 @@ pub struct Found {
 /// fits with the other changes: the fewest GPUs, the largest micro-batch.
 /// Memory only falls along its sizes (more sharded ranks, fewer sequences
 /// per micro-batch), so the mildest that fits is found by bisection.
-pub fn price(request: &EstimateRequest, changes: &[Change], spent: &AtomicU64) -> Result<Priced> {
-    let once = |changes: &[Change]| -> Result<Estimate> {
-        spent.fetch_add(1, Ordering::Relaxed);
-        let mut changed = request.clone();
-        apply_all(changes, &mut changed.flags);
-        let (model, setup, _, _) = changed.resolve()?;
-        estimate(&model, &setup)
+///
+/// `resolver` resolves the request's flags with the changes applied: the
+/// estimate is `estimate` of what `resolve` gives for them, each distinct
+/// model built once per search. Each try counts in `spent`, whole or not.
+pub fn price(
+    resolver: &Resolver,
+    changes: &[Change],
+    spent: &Spent,
+    wanted: Wanted,
+) -> Result<Tried> {
+    let request = resolver.request();
+    let once = |changes: &[Change], wanted: Wanted| -> Result<Option<Estimate>> {
+        spent.tries.fetch_add(1, Ordering::Relaxed);
+        let mut flags = request.flags.clone();
+        apply_all(changes, &mut flags);
+        let (model, setup) = resolver.resolve(&flags)?;
+        if wanted == Wanted::Fit && !model.may_fit(&setup) {
+            return Ok(None);
+        }
+        spent.whole.fetch_add(1, Ordering::Relaxed);
+        model.estimate(&setup).map(Some)
     };
     let sized = changes
         .iter()
@@ -94,7 +155,7 @@ pub fn price(request: &EstimateRequest, changes: &[Change], spent: &AtomicU64) -
         None => Vec::new(),
     };
     let (Some(at), Some(strongest)) = (sized, sizes.last()) else {
-        return once(changes).map(|estimate| Priced {
+        return once(changes, wanted).map(|estimate| Tried {
             changes: changes.to_vec(),
             estimate,
         });
@@ -105,26 +166,26 @@ pub fn price(request: &EstimateRequest, changes: &[Change], spent: &AtomicU64) -
         set
     };
     // The strongest size first: if it does not fit, none does.
-    let mut best = Priced {
+    let mut best = Tried {
         changes: with(strongest),
-        estimate: once(&with(strongest))?,
+        estimate: once(&with(strongest), wanted)?,
     };
-    if best.estimate.fits != Some(true) {
+    if !best.fits() {
         return Ok(best);
     }
     let (mut low, mut high) = (0, sizes.len() - 1);
     while low < high {
         let middle = low + (high - low) / 2;
         let set = with(&sizes[middle]);
-        match once(&set) {
-            Ok(e) if e.fits == Some(true) => {
-                best = Priced {
-                    changes: set,
-                    estimate: e,
-                };
-                high = middle;
-            }
-            _ => low = middle + 1,
+        let tried = Tried {
+            estimate: once(&set, Wanted::Fit).unwrap_or(None),
+            changes: set,
+        };
+        if tried.fits() {
+            best = tried;
+            high = middle;
+        } else {
+            low = middle + 1;
         }
     }
     Ok(best)
@@ -141,10 +202,10 @@ fn canonical(changes: &[Change]) -> Vec<Change> {
 /// not fit: each smaller set is looked up among those priced, or priced
 /// now (a set of a kind answered earlier was not priced in its level).
 fn drops_all_fail(
-    request: &EstimateRequest,
+    resolver: &Resolver,
     changes: &[Change],
     priced: &mut HashMap<Vec<Change>, bool>,
-    spent: &AtomicU64,
+    spent: &Spent,
 ) -> bool {
     (0..changes.len()).all(|i| {
         let mut dropped = changes.to_vec();
@@ -153,8 +214,7 @@ fn drops_all_fail(
         let fits = match priced.get(&key) {
             Some(fits) => *fits,
             None => {
-                let fits =
-                    price(request, &dropped, spent).is_ok_and(|p| p.estimate.fits == Some(true));
+                let fits = price(resolver, &dropped, spent, Wanted::Fit).is_ok_and(|t| t.fits());
                 priced.insert(key, fits);
                 fits
             }
@@ -222,13 +282,19 @@ fn sets_of(options: &[Change], size: usize) -> Vec<Vec<usize>> {
 
 /// Finds the minimal fitting sets of changes for `request`, asking `stop`
 /// between batches whether the answer is still wanted (`None` once not).
-pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Option<Found>> {
+pub fn search(resolver: &Resolver, stop: &dyn Fn() -> bool) -> Result<Option<Found>> {
+    let request = resolver.request();
     let options = candidates(request);
-    let spent = AtomicU64::new(0);
+    let spent = Spent::default();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_THREADS);
-    let base = price(request, &[], &spent)?.estimate;
+    let base = price(resolver, &[], &spent, Wanted::Estimate)?
+        .estimate
+        .ok_or_else(|| crate::error::Error::Missing {
+            what: "the run's estimate",
+            accepted: "internal error: the run as given was not priced".to_string(),
+        })?;
     let base_reserved = base.memory.reserved.0;
     let mut fitting: Vec<Priced> = Vec::new();
     // Whether each set priced fits, the run as given included.
@@ -278,19 +344,25 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
             if stop() {
                 return Ok(None);
             }
-            if spent.load(Ordering::Relaxed) >= MAX_ESTIMATES {
+            if spent.tries.load(Ordering::Relaxed) >= MAX_ESTIMATES {
                 exhausted = true;
                 break 'levels;
             }
-            let results: Vec<(Vec<Change>, Result<Priced>)> = std::thread::scope(|scope| {
+            let results: Vec<(Vec<Change>, Result<Tried>)> = std::thread::scope(|scope| {
                 let handles: Vec<_> = batch
                     .iter()
                     .map(|set| {
                         let changes: Vec<Change> =
                             set.iter().map(|&i| options[i].clone()).collect();
                         let spent = &spent;
+                        // Each change alone is reported, fitting or not.
+                        let wanted = if size == 1 {
+                            Wanted::Estimate
+                        } else {
+                            Wanted::Fit
+                        };
                         scope.spawn(move || {
-                            let result = price(request, &changes, spent);
+                            let result = price(resolver, &changes, spent, wanted);
                             (changes, result)
                         })
                     })
@@ -300,24 +372,37 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
             for (set, (changes, result)) in batch.iter().zip(results) {
                 if size == 1 {
                     let index = set[0];
-                    if let Ok(p) = &result {
-                        saving[index] = base_reserved.saturating_sub(p.estimate.memory.reserved.0);
+                    if let Ok(Tried {
+                        estimate: Some(e), ..
+                    }) = &result
+                    {
+                        saving[index] = base_reserved.saturating_sub(e.memory.reserved.0);
                     }
                     singles.push(match &result {
-                        Ok(p) => (p.changes.clone(), Ok(p.estimate.clone())),
+                        Ok(Tried {
+                            changes,
+                            estimate: Some(e),
+                        }) => (changes.clone(), Ok(e.clone())),
+                        Ok(Tried { changes, .. }) => (
+                            changes.clone(),
+                            Err("internal error: not priced whole".to_string()),
+                        ),
                         Err(e) => (changes.clone(), Err(e.to_string())),
                     });
                 }
-                let fits = result.as_ref().is_ok_and(|p| p.estimate.fits == Some(true));
-                if let Ok(p) = &result {
-                    priced.insert(canonical(&p.changes), fits);
+                let fits = result.as_ref().is_ok_and(Tried::fits);
+                if let Ok(t) = &result {
+                    priced.insert(canonical(&t.changes), fits);
                 }
                 priced.insert(canonical(&changes), fits);
-                if let Ok(p) = result
+                if let Ok(Tried {
+                    changes,
+                    estimate: Some(estimate),
+                }) = result
                     && fits
-                    && drops_all_fail(request, &p.changes, &mut priced, &spent)
+                    && drops_all_fail(resolver, &changes, &mut priced, &spent)
                 {
-                    fitting.push(p);
+                    fitting.push(Priced { changes, estimate });
                 }
             }
         }
@@ -338,7 +423,8 @@ pub fn search(request: &EstimateRequest, stop: &dyn Fn() -> bool) -> Result<Opti
         base,
         fitting,
         singles,
-        estimates: spent.load(Ordering::Relaxed),
+        estimates: spent.tries.load(Ordering::Relaxed),
+        whole: spent.whole.load(Ordering::Relaxed),
         exhausted,
     }))
 }

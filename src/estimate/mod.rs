@@ -8,6 +8,7 @@ mod device;
 mod fit;
 mod in_backward;
 mod memory;
+mod prepared;
 mod pricer;
 mod setup;
 mod slice;
@@ -21,6 +22,7 @@ pub use fit::{
     max_seq_len, min_gpus,
 };
 pub use memory::Memory;
+pub use prepared::PreparedModel;
 pub use pricer::{Priced, Pricer};
 pub use setup::{Capacity, Setup, StepOptions};
 pub use slice::{Slice, SliceTerm};
@@ -391,15 +393,24 @@ fn estimate_with_timeline(
     keep_events: bool,
 ) -> Result<(Estimate, Timeline)> {
     // The tensor names are read once for every walk below.
-    let index = device::ModelIndex::of(model);
-    check_setup(model, &index.splittable(model), setup)?;
+    estimate_with_facts(model, &prepared::ModelFacts::of(model), setup, keep_events)
+}
+
+/// [`estimate_with_timeline`] with what depends on `model` alone read
+/// into `facts` (once, when one model is priced under many setups).
+fn estimate_with_facts(
+    model: &Model,
+    facts: &prepared::ModelFacts,
+    setup: &Setup,
+    keep_events: bool,
+) -> Result<(Estimate, Timeline)> {
+    check_setup(model, &facts.sizes, setup)?;
     let precision = &setup.precision;
     let elements = Elements::of(model, setup)?;
     // The whole model on one accelerator describes the method (slice and
     // copies); the most loaded accelerator of the real layout is what fits.
-    let single = device::most_loaded(device::per_stage_indexed(
+    let single = device::most_loaded(facts.per_stage(
         model,
-        &index,
         &Setup {
             parallelism: Parallelism::SINGLE,
             ..setup.clone()
@@ -411,9 +422,10 @@ fn estimate_with_timeline(
     {
         vec![single.clone()]
     } else {
-        device::per_stage_indexed(model, &index, setup)?
+        facts.per_stage(model, setup)?
     };
-    let (device, activations, step) = heaviest_step(model, setup, stages, keep_events)?;
+    let (device, activations, step) =
+        heaviest_step(model, &facts.adapters, setup, stages, keep_events)?;
     let mut transients = device.transients;
     let (mut memory, mut host) = (device.memory, device.host);
     let paged_states = device.paged_states;
@@ -454,7 +466,7 @@ fn estimate_with_timeline(
         events: Vec::new(),
         ..step.clone()
     };
-    let (time, time_unavailable) = step_time(setup, || Work::of(model));
+    let (time, time_unavailable) = step_time(setup, || facts.work(model));
     let estimate = Estimate {
         time,
         time_unavailable,
@@ -612,11 +624,12 @@ fn check_fp8(setup: &Setup) -> Result<()> {
 /// loaded (the first holds the most micro-batches, the last the loss).
 fn heaviest_step(
     model: &Model,
+    adapters: &AdapterFacts,
     setup: &Setup,
     stages: Vec<device::DeviceMemory>,
     keep_events: bool,
 ) -> Result<(device::DeviceMemory, Option<Activations>, Timeline)> {
-    let candidates = stage_candidates(model, &AdapterFacts::of(model), setup, stages.len())?;
+    let candidates = stage_candidates(model, adapters, setup, stages.len())?;
     let mut best: Option<(usize, Option<Activations>, Timeline)> = None;
     for (stage, activations) in candidates {
         let Some(device) = stages.get(stage) else {
@@ -655,6 +668,43 @@ fn heaviest_step(
         )?)?;
     }
     Ok((device, activations, step))
+}
+
+/// `estimate(model, setup).memory.peak`, replayed for the peak alone: the
+/// same stages as [`estimate_with_facts`] and [`heaviest_step`], each
+/// replayed without the allocator simulation and without the report.
+fn heaviest_peak(model: &Model, facts: &prepared::ModelFacts, setup: &Setup) -> Result<Bytes> {
+    check_setup(model, &facts.sizes, setup)?;
+    let layout = setup.parallelism;
+    let stages = if layout.is_single() && layout.tensor == 1 && layout.pipeline == 1 {
+        facts.per_stage(
+            model,
+            &Setup {
+                parallelism: Parallelism::SINGLE,
+                ..setup.clone()
+            },
+        )?
+    } else {
+        facts.per_stage(model, setup)?
+    };
+    let mut peak: Option<Bytes> = None;
+    for (stage, activations) in stage_candidates(model, &facts.adapters, setup, stages.len())? {
+        let Some(device) = stages.get(stage) else {
+            continue;
+        };
+        let activations = match model.traced {
+            Some(_) => activations,
+            None => activations.map(|a| with_autocast(a, device)).transpose()?,
+        };
+        let step = timeline::peak_only(&step_plan::plan(
+            model,
+            setup,
+            device,
+            activations.as_ref().map(|a| &a.schedule),
+        )?)?;
+        peak = Some(peak.map_or(step.bytes, |p| p.max(step.bytes)));
+    }
+    peak.ok_or_else(|| Error::overflow("the pipeline stages"))
 }
 
 /// The stages that can be the most loaded, with their activations: every

@@ -280,6 +280,11 @@ pub fn check_context_parallel(cp: u64, seq_len: Option<u64>, eager: bool) -> Res
 /// How a layout that frameworks accept but trainmem prices approximately
 /// is priced: tp above the key/value heads.
 pub fn notes(model: &Model, layout: &Parallelism) -> Vec<String> {
+    // One rank holds every key/value head: nothing to say, and no need to
+    // read the model's layout (a search asks this of every estimate).
+    if layout.tensor <= 1 {
+        return Vec::new();
+    }
     let sizes = Splittable::of(model);
     match sizes.kv_heads {
         Some(kv_heads) if kv_heads > 0 && layout.tensor > kv_heads => vec![format!(

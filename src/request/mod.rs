@@ -21,6 +21,7 @@ pub mod flag_list;
 pub mod flags;
 pub mod plan;
 pub mod resolve;
+pub mod resolver;
 pub mod run;
 pub mod techniques;
 
@@ -277,32 +278,50 @@ impl EstimateRequest {
 
     /// The model, setup, format and units the request asks for.
     pub fn resolve(&self) -> Result<(Model, Setup, Format, UnitSystem)> {
-        let flags = &self.flags;
         // The model first: without one nothing else matters.
-        let model = model_of(self.params.as_deref(), self.model.as_ref(), &flags.workload)?;
-        let (format, units) = resolve::report(&flags.report, flags.capacity.capacity.as_deref())?;
-        let parallelism = resolve::parallelism(&flags.parallel)?;
-        let mut setup = resolve::setup(
-            &flags.training,
-            resolve::capacity(&flags.capacity)?,
-            parallelism,
+        let model = model_of(
+            self.params.as_deref(),
+            self.model.as_ref(),
+            &self.flags.workload,
         )?;
-        let (models, _) = run::resolve_run(
-            vec![model],
-            &mut setup,
-            &flags.workload,
-            &flags.parallel,
-            Some(&flags.finetune),
-            &run::Steps::ESTIMATE,
-        )?;
-        setup.speed = resolve::speed(&flags.speed, &flags.capacity, &parallelism)?;
-        setup.step.virtual_stages = flags.speed.virtual_stages;
-        let model = models.into_iter().next().ok_or_else(|| Error::Missing {
-            what: "model",
-            accepted: "internal error: the resolution lost the model".to_string(),
-        })?;
+        let (mut setup, steps, format, units) = resolve_flags(&self.flags, &model)?;
+        let model = steps.apply(model)?;
+        finish_setup(&self.flags, &mut setup)?;
         Ok((model, setup, format, units))
     }
+}
+
+/// The first part of the resolution of `flags` for `model` (the model of
+/// the request's source): the format and units, the setup before its
+/// speed, and the steps that make the model ([`run::ModelSteps`]). The
+/// caller applies the steps, then [`finish_setup`]: the sequence of
+/// [`EstimateRequest::resolve`], which [`resolver::Resolver`] shares.
+fn resolve_flags(
+    flags: &RunFlags,
+    model: &Model,
+) -> Result<(Setup, run::ModelSteps, Format, UnitSystem)> {
+    let (format, units) = resolve::report(&flags.report, flags.capacity.capacity.as_deref())?;
+    let parallelism = resolve::parallelism(&flags.parallel)?;
+    let mut setup = resolve::setup(
+        &flags.training,
+        resolve::capacity(&flags.capacity)?,
+        parallelism,
+    )?;
+    let steps = run::resolve_lone(
+        model,
+        &mut setup,
+        &flags.workload,
+        &flags.parallel,
+        Some(&flags.finetune),
+    )?;
+    Ok((setup, steps, format, units))
+}
+
+/// The last part of the resolution: the step's speed on the setup's layout.
+fn finish_setup(flags: &RunFlags, setup: &mut Setup) -> Result<()> {
+    setup.speed = resolve::speed(&flags.speed, &flags.capacity, &setup.parallelism)?;
+    setup.step.virtual_stages = flags.speed.virtual_stages;
+    Ok(())
 }
 
 /// What `--model` takes, for the messages that ask for one.

@@ -264,13 +264,18 @@ fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
 
 /// `model` with the images per sample (`--images`, default 1) its
 /// activations price (LLaVA's projector and merge); other models as they are.
-pub fn with_images(mut model: Model, args: &WorkloadArgs) -> Model {
-    if let Some(images) = model
+pub fn with_images(model: Model, args: &WorkloadArgs) -> Model {
+    with_images_per_sample(model, args.images)
+}
+
+/// [`with_images`] of the `--images` value alone.
+pub fn with_images_per_sample(mut model: Model, images: Option<u64>) -> Model {
+    if let Some(priced) = model
         .dimensions
         .as_mut()
         .and_then(|dims| dims.images.as_mut())
     {
-        images.per_sample = args.images.unwrap_or(1);
+        priced.per_sample = images.unwrap_or(1);
     }
     model
 }

@@ -74,3 +74,63 @@ pub fn resolve_run(
     }
     Ok((models, imaged))
 }
+
+/// What the sequence does to a lone model under [`Steps::ESTIMATE`], with
+/// the model itself left out: the image note, the images per sample, the
+/// architecture flags and the fine-tuning. Two runs of one model source
+/// with equal `ModelSteps` resolve to equal models, so a caller pricing
+/// many changes of one request (the advisor) builds each distinct model
+/// once ([`ModelSteps::build`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSteps {
+    note: Option<String>,
+    images: Option<u64>,
+    dimensions: Option<crate::model::Dimensions>,
+    finetune: Option<crate::finetune::FineTune>,
+}
+
+impl ModelSteps {
+    /// The lone model `model` after these steps: what [`resolve_run`]
+    /// returns for `vec![model.clone()]`.
+    pub fn build(&self, model: &Model) -> Result<Model> {
+        self.clone().apply(model.clone())
+    }
+
+    /// [`ModelSteps::build`] of a model given up.
+    pub fn apply(self, mut model: Model) -> Result<Model> {
+        model.notes.extend(self.note);
+        let mut model = resolve::with_images_per_sample(model, self.images);
+        if let Some(dimensions) = self.dimensions {
+            model.dimensions = Some(dimensions);
+        }
+        match &self.finetune {
+            Some(finetune) => finetune.apply(model),
+            None => Ok(model),
+        }
+    }
+}
+
+/// [`resolve_run`] of the lone `model` under [`Steps::ESTIMATE`], in the
+/// same order: `setup` is resolved, and the model's steps are returned for
+/// [`ModelSteps::build`] instead of being applied to a copy of the model.
+pub fn resolve_lone(
+    model: &Model,
+    setup: &mut Setup,
+    workload: &WorkloadArgs,
+    parallel: &ParallelArgs,
+    finetune: Option<&FineTuneArgs>,
+) -> Result<ModelSteps> {
+    let (imaged, note) = resolve::image_workload(workload, model)?;
+    resolve::apply_workload(setup, &imaged, parallel)?;
+    let dimensions = resolve::dimensions(&imaged)?;
+    let finetune = finetune.map(resolve::finetune).transpose()?;
+    if let Some(finetune) = &finetune {
+        resolve::apply_lora_dropout(setup, finetune);
+    }
+    Ok(ModelSteps {
+        note,
+        images: workload.images,
+        dimensions,
+        finetune,
+    })
+}

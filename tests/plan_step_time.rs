@@ -142,11 +142,12 @@ fn published_recipes_rank_near_the_best_with_their_throughput() {
         let report = plan(&base, &recipe.global_batch.to_string(), "5");
         let rows = report["layouts"].as_array().unwrap();
         let step_of = |row: &Value| row["time"]["step_time_s"].as_f64().unwrap();
-        let best = step_of(&rows[0]);
-        let fifth = step_of(rows.last().unwrap());
+        // The JSON lists every layout that fits, plan's top five first.
+        let best = rows.iter().map(step_of).fold(f64::INFINITY, f64::min);
+        let fifth = rows.iter().take(5).map(step_of).fold(0.0, f64::max);
         let step = published["step_time_s"].as_f64().unwrap();
-        // Among the top five (no slower than the fifth row) or within 5%
-        // of the best.
+        // Among the top five (no slower than the slowest of them) or
+        // within 5% of the best.
         let near = step <= fifth.max(best * (1.0 + NEAR_BEST));
         let close = error.abs() <= CLOSE;
         met += usize::from(near && close);

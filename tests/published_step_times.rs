@@ -133,18 +133,14 @@ fn both_halves_match_what_the_fit_wrote() {
         "{report}"
     );
     // The targets: at least 3/4 of the held-out cases within 15%
-    // (met); a held-out mean |error| of at most 10% (see the bound below).
+    // and a held-out mean |error| of at most 10%.
     assert!(within(held) >= 0.75, "{report}");
-    // Today's held-out mean, as a bound that may only tighten.
     assert!(
-        mean(held) <= HELD_OUT_MEAN_BOUND,
+        mean(held) <= HELD_OUT_MEAN_TARGET,
         "{}\n{report}",
         mean(held)
     );
 }
 
-/// Today's held-out mean |error| (10.3% at the fit of tools/fit_step_time.py),
-/// rounded up: the 10% target is not met yet (Llama 3's 16k-GPU run,
-/// priced as plain 1F1B, misses by half; LLM Foundry's long-sequence MPT rows
-/// ran Triton flash attention, which trainmem prices as FlashAttention-2).
-const HELD_OUT_MEAN_BOUND: f64 = 0.11;
+/// The bound on the held-out mean |error|.
+const HELD_OUT_MEAN_TARGET: f64 = 0.10;

@@ -286,6 +286,31 @@ pub const DEVICES: &[DeviceSpec] = &[
         }),
     },
     DeviceSpec {
+        name: "h100-hbm2e-96gb",
+        aliases: &["h100-96gb", "h100-grand-teton"],
+        vendor: "NVIDIA",
+        product: "H100 96GB HBM2e (Meta Grand Teton, 500 W)",
+        memory_type: "HBM2e",
+        bytes: 103_079_215_104,
+        source: "datasheet capacity: 96GB HBM2e (torchtitan benchmarks/llama3_h100_202412_torchtitan.md, \
+                 'Hardware'), read as 96 GiB; no nvidia-smi capture found",
+        compute: Some(Compute {
+            bf16_tflops: 912,
+            fp8_tflops: Some(1824),
+            intra_node_gb_per_s: 450,
+            inter_node_gb_per_s: Some(50),
+            source: "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Grand Teton): 2.4 TB/s HBM2e, 500 W \
+                     power limit, 'the actual peak TFLOPs number is between SXM and NVL, and we don't know its exact \
+                     value' (footnote 2): priced at the midpoint of the SXM's 989 and the NVL's 835 dense bf16 \
+                     TFLOPS (fp8 twice that; approximate); NVLink inside the 8-GPU host as H100 SXM; 400 Gb/s RDMA \
+                     per GPU; 132 SMs (an SXM5 board)",
+            memory_gb_per_s: 2400,
+            sms: 132,
+            host_gb_per_s: 64,
+            generation: Generation::Hopper,
+        }),
+    },
+    DeviceSpec {
         name: "h200-141gb",
         aliases: &["h200", "h200-sxm"],
         vendor: "NVIDIA",

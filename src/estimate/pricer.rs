@@ -178,33 +178,53 @@ impl<'m> Pricer<'m> {
     /// peak alone. The step plan reads only the activations' schedule, so
     /// autocast's copies (in the stage's modules) need no second pass.
     pub fn price(&mut self, setup: &Setup) -> Result<Priced> {
+        Ok(self.heaviest(setup, false)?.0)
+    }
+
+    /// The reserved memory `estimate(model, setup)` gives (`memory.reserved`:
+    /// the caching allocator simulated over the heaviest stage's step, plus
+    /// the overhead), with the peak. One allocator simulation: a search
+    /// asks for it only for the layouts it shows.
+    pub fn reserved(&mut self, setup: &Setup) -> Result<(Priced, Bytes)> {
+        let (priced, reserved) = self.heaviest(setup, true)?;
+        let reserved = reserved.ok_or_else(|| Error::overflow("the pipeline stages"))?;
+        Ok((priced, reserved.add(setup.overhead, "the reserved memory")?))
+    }
+
+    /// The peak of the stage whose step peaks highest (the first of equals,
+    /// as `estimate`'s `heaviest_step` picks it), and when `simulate`, the
+    /// allocator's reserve over that stage's step (the overhead excluded).
+    fn heaviest(&mut self, setup: &Setup, simulate: bool) -> Result<(Priced, Option<Bytes>)> {
         self.check(setup)?;
         let stages = self.stages(setup)?;
         // The base is settled by `stages`: the schedules cache follows it.
         let schedules = self.schedules(setup)?;
-        let mut peak: Option<Bytes> = None;
-        let mut replay = |device: &DeviceMemory, schedule: Option<&Schedule>| -> Result<()> {
-            let step = timeline::peak_only(&step_plan::plan(self.model, setup, device, schedule)?)?;
-            peak = Some(peak.map_or(step.bytes, |p| p.max(step.bytes)));
-            Ok(())
-        };
-        match &schedules {
-            None => {
-                for device in stages.iter() {
-                    replay(device, None)?;
-                }
-            }
-            Some(schedules) => {
-                for schedule in schedules.iter() {
+        let pairs: Vec<(&DeviceMemory, Option<&Schedule>)> = match &schedules {
+            None => stages.iter().map(|device| (device, None)).collect(),
+            Some(schedules) => schedules
+                .iter()
+                .filter_map(|schedule| {
                     let stage = usize::try_from(schedule.stage).unwrap_or(usize::MAX);
-                    if let Some(device) = stages.get(stage) {
-                        replay(device, Some(schedule))?;
-                    }
-                }
+                    stages.get(stage).map(|device| (device, Some(schedule)))
+                })
+                .collect(),
+        };
+        let mut heaviest: Option<(Bytes, usize)> = None;
+        for (index, (device, schedule)) in pairs.iter().enumerate() {
+            let step =
+                timeline::peak_only(&step_plan::plan(self.model, setup, device, *schedule)?)?;
+            if heaviest.is_none_or(|(peak, _)| step.bytes > peak) {
+                heaviest = Some((step.bytes, index));
             }
         }
-        Ok(Priced {
-            peak: peak.ok_or_else(|| Error::overflow("the pipeline stages"))?,
-        })
+        let (peak, index) = heaviest.ok_or_else(|| Error::overflow("the pipeline stages"))?;
+        let reserved = match (simulate, pairs.get(index)) {
+            (true, Some((device, schedule))) => Some(
+                timeline::peak_of(&step_plan::plan(self.model, setup, device, *schedule)?)?
+                    .reserved,
+            ),
+            _ => None,
+        };
+        Ok((Priced { peak }, reserved))
     }
 }

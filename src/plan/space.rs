@@ -468,6 +468,17 @@ impl Layout {
         sharding + options
     }
 
+    /// Whether `other` differs from this layout only in its loss kernel and
+    /// activation offloading: a table shows one of the two.
+    pub fn same_but_kernels(&self, other: &Layout) -> bool {
+        let plain = |l: &Layout| Layout {
+            loss: Loss::Standard,
+            offload_activations: false,
+            ..*l
+        };
+        plain(self) == plain(other)
+    }
+
     /// `base` (the user's flags, under this layout's framework) with this
     /// layout on `gpus` GPUs in `nodes` nodes.
     pub fn apply(&self, base: &Setup, gpus: u64, nodes: u64) -> Result<Setup> {

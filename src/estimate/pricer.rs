@@ -213,8 +213,8 @@ impl<'m> Pricer<'m> {
         for (index, (device, schedule)) in pairs.iter().enumerate() {
             let step =
                 timeline::peak_only(&step_plan::plan(self.model, setup, device, *schedule)?)?;
-            if heaviest.is_none_or(|(peak, _)| step.bytes > peak) {
-                heaviest = Some((step.bytes, index));
+            if heaviest.is_none_or(|(peak, _)| step > peak) {
+                heaviest = Some((step, index));
             }
         }
         let (peak, index) = heaviest.ok_or_else(|| Error::overflow("the pipeline stages"))?;

@@ -34,6 +34,11 @@ struct Builder {
     allocations: Vec<Allocation>,
     /// `None` when only the peak is asked for: the reserved estimate is skipped.
     allocator: Option<Allocator>,
+    /// Only the peak's bytes are asked for (no events, no allocator, no
+    /// breakdown by kind): runs of identical layers may be skipped.
+    bytes_only: bool,
+    /// The highest total since the last [`Builder::mark`].
+    local_max: u64,
 }
 
 impl Builder {
@@ -57,9 +62,70 @@ impl Builder {
                 peak: Bytes::ZERO,
                 end: Bytes::ZERO,
             }],
+            bytes_only: !keep && allocator.is_none(),
             allocations: Vec::new(),
             allocator,
+            local_max: 0,
         }
+    }
+
+    /// Starts measuring an iteration: the total now, from which
+    /// [`Builder::repeat`] reads its change and its highest point.
+    fn mark(&mut self) -> u64 {
+        self.local_max = self.total;
+        self.total
+    }
+
+    /// Accounts for `times` more iterations identical to the one measured
+    /// since `start` (the same allocations and frees, byte for byte, each
+    /// starting where the one before ended), without replaying them: with
+    /// each moving the total by d = end - start and rising e = max - start
+    /// above its own start, iteration t (from 0) starts at end + t·d, so
+    /// the total becomes end + times·d and their highest point is
+    /// end + max(0, (times - 1)·d) + e. Only for the peak's bytes: no event,
+    /// no allocator, no breakdown is kept for them.
+    fn repeat(&mut self, start: u64, times: u64) -> Result<()> {
+        if times == 0 {
+            return Ok(());
+        }
+        let overflow = || Error::overflow(WHAT);
+        let end = i128::from(self.total);
+        let delta = end - i128::from(start);
+        let rise = i128::from(self.local_max) - i128::from(start);
+        let times = i128::from(times);
+        let last_start = delta
+            .checked_mul(times - 1)
+            .and_then(|d| d.checked_add(end))
+            .ok_or_else(overflow)?;
+        let top = end.max(last_start) + rise;
+        let top = u64::try_from(top).map_err(|_| overflow())?;
+        if top > self.peak.bytes.0 {
+            self.peak.bytes = Bytes(top);
+        }
+        self.local_max = self.local_max.max(top);
+        self.total = delta
+            .checked_mul(times)
+            .and_then(|d| d.checked_add(end))
+            .and_then(|t| u64::try_from(t).ok())
+            .ok_or_else(overflow)?;
+        Ok(())
+    }
+
+    /// What skipped iterations leave allocated (their gradients): already
+    /// in the total ([`Builder::repeat`] put it there), recorded so that a
+    /// later free removes it.
+    fn skipped(&mut self, kind: Kind, bytes: u64) -> Option<Block> {
+        if bytes == 0 {
+            return None;
+        }
+        let block = self.allocations.len();
+        self.allocations.push(Allocation {
+            kind,
+            tensor: "gradients of skipped identical layers",
+            bytes,
+            live: true,
+        });
+        Some(Block(block))
     }
 
     /// Starts `phase` at the current total.
@@ -113,6 +179,20 @@ impl Builder {
             .total
             .checked_add(bytes.0)
             .ok_or_else(|| Error::overflow(WHAT))?;
+        if self.bytes_only {
+            let block = self.allocations.len();
+            self.allocations.push(Allocation {
+                kind,
+                tensor,
+                bytes: bytes.0,
+                live: true,
+            });
+            self.local_max = self.local_max.max(self.total);
+            if self.total > self.peak.bytes.0 {
+                self.peak.bytes = Bytes(self.total);
+            }
+            return Ok(Some(Block(block)));
+        }
         let slot = &mut self.live[kind.index()];
         *slot = slot
             .checked_add(bytes.0)
@@ -162,6 +242,9 @@ impl Builder {
         // Every free matches an allocation of the same kind, so neither
         // subtraction can go below zero.
         self.total = self.total.saturating_sub(bytes);
+        if self.bytes_only {
+            return Ok(());
+        }
         let slot = &mut self.live[kind.index()];
         *slot = slot.saturating_sub(bytes);
         if kind != Kind::Overhead
@@ -372,6 +455,13 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         )?);
     }
 
+    // Runs of identical layers whose middle a peak-only replay skips.
+    let skips = if b.bytes_only {
+        skippable(&units)
+    } else {
+        Vec::new()
+    };
+
     // Forward.
     b.enter(Phase::Forward);
     let count = units.len();
@@ -392,7 +482,26 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             None => None,
         });
         let mut gathered = vec![None; count];
-        for (index, unit) in units.iter().enumerate() {
+        let mut skips_ahead = skips.iter().peekable();
+        let mut index = 0;
+        let mut start = b.mark();
+        while let Some(unit) = units.get(index) {
+            if let Some(&&(first, last)) = skips_ahead.peek()
+                && first == index
+            {
+                // Units first..=last are the one just replayed (index - 1)
+                // again, between identical neighbours: the same events.
+                skips_ahead.next();
+                b.repeat(start, (last - first + 1) as u64)?;
+                // The prefetched parameters move along to the next unit.
+                let prefetched = gathered.get_mut(first).and_then(Option::take);
+                if let Some(slot) = gathered.get_mut(last + 1) {
+                    *slot = prefetched;
+                }
+                index = last + 1;
+                continue;
+            }
+            start = b.mark();
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -440,6 +549,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             if let Some(slot) = gathered.get_mut(index) {
                 b.free(slot.take())?;
             }
+            index += 1;
         }
         // Offloading: every use of the rotary tables was copied to the host,
         // so the device's tables die with the forward.
@@ -502,7 +612,50 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             )?;
         }
         let mut gathered = vec![None; count];
-        for (index, unit) in units.iter().enumerate().rev() {
+        let mut skips_behind = skips.iter().rev().peekable();
+        let mut next = count;
+        let mut start = b.mark();
+        let mut gradients_before = gradient_blocks.len();
+        let mut gradients_after = gradient_blocks.len();
+        while let Some(index) = next.checked_sub(1) {
+            let Some(unit) = units.get(index) else {
+                break;
+            };
+            if let Some(&&(first, last)) = skips_behind.peek()
+                && last == index
+            {
+                // Units last..=first (backward) are the one just replayed
+                // (index + 1) again: its gradients kept, times their count.
+                skips_behind.next();
+                let times = (last - first + 1) as u64;
+                let mut kept_gradients = 0u64;
+                for block in gradient_blocks
+                    .get(gradients_before..gradients_after)
+                    .unwrap_or_default()
+                    .iter()
+                    .flatten()
+                {
+                    if let Some(allocation) = b.allocations.get(block.0) {
+                        kept_gradients = kept_gradients
+                            .checked_add(allocation.bytes)
+                            .ok_or_else(|| Error::overflow(WHAT))?;
+                    }
+                }
+                b.repeat(start, times)?;
+                let kept_gradients = kept_gradients
+                    .checked_mul(times)
+                    .ok_or_else(|| Error::overflow(WHAT))?;
+                gradient_blocks.push(b.skipped(Kind::Gradients, kept_gradients));
+                let prefetched = gathered.get_mut(last).and_then(Option::take);
+                if let Some(slot) = first.checked_sub(1).and_then(|i| gathered.get_mut(i)) {
+                    *slot = prefetched;
+                }
+                next = first;
+                continue;
+            }
+            next = index;
+            start = b.mark();
+            gradients_before = gradient_blocks.len();
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -580,6 +733,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             if let Some(slot) = gathered.get_mut(index) {
                 b.free(slot.take())?;
             }
+            gradients_after = gradient_blocks.len();
         }
         b.at(None);
         b.free(head.take())?;
@@ -611,6 +765,44 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     b.at(None);
     b.free(kept_outputs)?;
     Ok(b.finish())
+}
+
+/// The fewest identical units in a row worth skipping: the first two and
+/// the last two are replayed (the second measures one iteration between
+/// identical neighbours), the rest skipped.
+const SKIPPED_RUN: usize = 5;
+
+/// The units a peak-only replay skips, as inclusive index ranges ascending:
+/// the middle of each run of at least [`SKIPPED_RUN`] identical units (the
+/// same module and activations byte for byte, the same share of the
+/// gradients), two units in from each end. Each skipped unit has identical
+/// neighbours in forward and in backward, so its events are those of the
+/// unit replayed just before it, shifted by the total; the first and last
+/// units of a stage (the head, the embeddings) are never skipped.
+fn skippable(units: &[Unit]) -> Vec<(usize, usize)> {
+    let same = |a: &Unit, b: &Unit| {
+        a.gradient_share == b.gradient_share
+            && a.module.map(|m| Module { layer: None, ..*m })
+                == b.module.map(|m| Module { layer: None, ..*m })
+            && a.activations.map(|l| LayerActivations { layer: 0, ..*l })
+                == b.activations.map(|l| LayerActivations { layer: 0, ..*l })
+    };
+    let mut out = Vec::new();
+    let mut run_start = 0;
+    for index in 1..=units.len() {
+        let continues = match (units.get(index - 1), units.get(index)) {
+            (Some(a), Some(b)) => same(a, b),
+            _ => false,
+        };
+        if !continues {
+            let run_end = index - 1;
+            if run_end + 1 - run_start >= SKIPPED_RUN {
+                out.push((run_start + 2, run_end - 2));
+            }
+            run_start = index;
+        }
+    }
+    out
 }
 
 /// The final norm's and output head's saved tensors, then the logits.

@@ -350,10 +350,12 @@ pub fn peak_of(plan: &StepPlan) -> Result<Timeline> {
     builder::replay(plan, false, true)
 }
 
-/// Replays `plan` for its peak only: no events, and no reserved estimate
-/// (`Timeline::reserved` is zero). What a layout search needs, many times over.
-pub fn peak_only(plan: &StepPlan) -> Result<Peak> {
-    Ok(builder::replay(plan, false, false)?.peak)
+/// Replays `plan` for its peak's bytes only: no events, no reserved
+/// estimate, no breakdown, and the middle of each run of identical layers
+/// accounted for without replaying it (exactly: the same bytes as
+/// [`build`]'s peak). What a layout search needs, many times over.
+pub fn peak_only(plan: &StepPlan) -> Result<Bytes> {
+    Ok(builder::replay(plan, false, false)?.peak.bytes)
 }
 
 #[cfg(test)]

@@ -207,3 +207,120 @@ fn offloaded_parameters_come_and_go_with_their_unit() {
     // Forward and backward gather each of the two layers once.
     assert_eq!(copies, 4);
 }
+
+/// A small deterministic generator for the cases below (xorshift64).
+struct Cases(u64);
+
+impl Cases {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below.max(1)
+    }
+}
+
+/// `peak_only` skips the middle of runs of identical layers; its bytes are
+/// those of the full replay on thousands of plans: runs broken by odd
+/// layers, gathered or not, sharded, accumulated, fused updates, several
+/// micro-batches in flight, offloaded and recomputed activations.
+#[test]
+fn peak_only_equals_the_full_replay() {
+    let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
+    let mut skipped_some = 0;
+    for _ in 0..3000 {
+        let layers = 1 + cases.next(14);
+        let odd = cases.next(layers + 3);
+        let mut modules: Vec<Module> = (0..layers)
+            .map(|index| {
+                let bump = if index == odd { 3 * GB / 7 } else { 0 };
+                Module {
+                    layer: Some(index),
+                    gathered: Bytes(GB / 3 + bump),
+                    gradient: Bytes(GB / 2 + bump),
+                    largest_gradient: Bytes(GB / 5),
+                    step_temporaries: Bytes(cases.next(2) * GB / 9),
+                    reduce_buffer: Bytes(GB / 4),
+                    autocast: Bytes(cases.next(2) * GB / 11),
+                    dequantized: Bytes(cases.next(2) * GB / 13),
+                    host_shard: Bytes(cases.next(2) * GB / 17),
+                    host_shard_kept: cases.next(2) == 0,
+                    gradient_to_host: Bytes(cases.next(2) * GB / 19),
+                    ..Module::default()
+                }
+            })
+            .collect();
+        // Identical layers share every field but the index.
+        if let Some(first) = modules.first().copied() {
+            for (index, module) in modules.iter_mut().enumerate() {
+                if index as u64 != odd {
+                    *module = Module {
+                        layer: Some(index as u64),
+                        ..first
+                    };
+                }
+            }
+        }
+        modules.push(Module {
+            layer: None,
+            before_layers: true,
+            gathered: Bytes(GB),
+            gradient: Bytes(GB),
+            largest_gradient: Bytes(GB),
+            ..Module::default()
+        });
+        modules.push(Module {
+            layer: None,
+            gathered: Bytes(GB),
+            gradient: Bytes(GB),
+            largest_gradient: Bytes(GB),
+            ..Module::default()
+        });
+        let recomputed = cases.next(3) * GB / 3;
+        let mut schedule = schedule(layers, GB / 7);
+        schedule.in_flight = 1 + cases.next(4);
+        schedule.has_head = cases.next(3) != 0;
+        schedule.embeddings = Bytes(GB / 23);
+        schedule.shared = Bytes(GB / 29);
+        schedule.outside_forward_only = cases.next(2) == 0;
+        for layer in &mut schedule.layers {
+            layer.recomputed = Bytes(recomputed);
+            layer.backward = Bytes(GB / 5);
+            layer.unpacked = Bytes(cases.next(2) * GB / 31);
+            layer.ring = Bytes(GB / 37);
+            layer.closing = Bytes(GB / 41);
+            if layer.layer == odd {
+                layer.kept = Bytes(GB / 3);
+            }
+        }
+        // The same draws for every layer but the odd one: redo them equal.
+        let template = schedule.layers.first().copied();
+        if let Some(template) = template {
+            for layer in &mut schedule.layers {
+                if layer.layer != odd && layer.layer != 0 {
+                    *layer = LayerActivations {
+                        layer: layer.layer,
+                        ..template
+                    };
+                }
+            }
+        }
+        let mut step = plan(&modules, None);
+        step.activations = (cases.next(5) != 0).then_some(&schedule);
+        step.gathers = cases.next(2) == 0;
+        step.prefetch = cases.next(4) != 0;
+        step.gradients = Gradients {
+            resident_from_start: cases.next(3) == 0,
+            sharded: cases.next(2) == 0,
+            fused_update: cases.next(4) == 0,
+            reduce_bucket: Bytes(cases.next(2) * GB / 43),
+            freed_after_step: cases.next(4) != 0,
+        };
+        let full = build(&step).unwrap();
+        assert_eq!(peak_only(&step).unwrap(), full.peak.bytes, "{step:?}");
+        if layers >= 5 {
+            skipped_some += 1;
+        }
+    }
+    assert!(skipped_some > 1000, "too few plans with runs to skip");
+}

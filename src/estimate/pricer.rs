@@ -90,19 +90,18 @@ impl<'m> Pricer<'m> {
 
     /// The per-stage states of `setup`'s layout, priced once per layout.
     fn stages(&mut self, setup: &Setup) -> Result<Rc<Vec<DeviceMemory>>> {
-        let base = Setup {
-            parallelism: Parallelism::SINGLE,
-            workload: None,
-            step: super::StepOptions {
-                grad_accumulation: 1,
-                ..setup.step
-            },
-            ..setup.clone()
-        };
-        if self.base.as_ref() != Some(&base) {
+        if !self.base.as_ref().is_some_and(|base| same_base(base, setup)) {
             self.stages.clear();
             self.schedules.clear();
-            self.base = Some(base);
+            self.base = Some(Setup {
+                parallelism: Parallelism::SINGLE,
+                workload: None,
+                step: super::StepOptions {
+                    grad_accumulation: 1,
+                    ..setup.step
+                },
+                ..setup.clone()
+            });
         }
         if let Some(stages) = self.stages.get(&setup.parallelism) {
             return Ok(Rc::clone(stages));
@@ -227,4 +226,34 @@ impl<'m> Pricer<'m> {
         };
         Ok((Priced { peak }, reserved))
     }
+}
+
+/// Whether `setup` is `base` but for its layout and workload (and the
+/// accumulation): compared field by field, without cloning a setup for
+/// every layout priced.
+fn same_base(base: &Setup, setup: &Setup) -> bool {
+    let Setup {
+        optimizer,
+        options,
+        precision,
+        capacity,
+        parallelism: _,
+        workload: _,
+        overhead,
+        step,
+        lora_dropout,
+        speed,
+    } = setup;
+    (std::ptr::eq(base.optimizer, *optimizer) || base.optimizer == *optimizer)
+        && base.options == *options
+        && base.precision == *precision
+        && base.capacity == *capacity
+        && base.overhead == *overhead
+        && base.step
+            == super::StepOptions {
+                grad_accumulation: 1,
+                ..*step
+            }
+        && base.lora_dropout == *lora_dropout
+        && base.speed == *speed
 }

@@ -325,6 +325,8 @@ fn search_part<'s>(
                 continue;
             }
         }
+        // One setup for every layout of the structure, each applied onto it.
+        let mut setup = base.clone();
         for (slot, &choice) in accepted.iter().enumerate() {
             // Larger micro-batches never peak lower within one accumulation
             // regime (gradients kept across micro-batches, or not).
@@ -335,7 +337,7 @@ fn search_part<'s>(
                     continue;
                 }
                 let candidate = layout(choice, batch);
-                let setup = candidate.apply(base, axes.gpus, axes.nodes)?;
+                candidate.apply_onto(&mut setup, axes.gpus, axes.nodes)?;
                 out.priced += 1;
                 out.work.layouts += 1;
                 let peak = match pricer.price(&setup) {

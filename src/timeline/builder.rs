@@ -37,8 +37,9 @@ struct Builder {
     /// Only the peak's bytes are asked for (no events, no allocator, no
     /// breakdown by kind): runs of identical layers may be skipped.
     bytes_only: bool,
-    /// The highest total since the last [`Builder::mark`].
-    local_max: u64,
+    /// The highest total since the last [`Builder::mark`] of each level
+    /// ([`UNIT`] inside [`PASS`]).
+    local_max: [u64; 2],
 }
 
 impl Builder {
@@ -65,14 +66,16 @@ impl Builder {
             bytes_only: !keep && allocator.is_none(),
             allocations: Vec::new(),
             allocator,
-            local_max: 0,
+            local_max: [0; 2],
         }
     }
 
     /// Starts measuring an iteration: the total now, from which
     /// [`Builder::repeat`] reads its change and its highest point.
-    fn mark(&mut self) -> u64 {
-        self.local_max = self.total;
+    fn mark(&mut self, level: usize) -> u64 {
+        if let Some(max) = self.local_max.get_mut(level) {
+            *max = self.total;
+        }
         self.total
     }
 
@@ -84,14 +87,15 @@ impl Builder {
     /// the total becomes end + times·d and their highest point is
     /// end + max(0, (times - 1)·d) + e. Only for the peak's bytes: no event,
     /// no allocator, no breakdown is kept for them.
-    fn repeat(&mut self, start: u64, times: u64) -> Result<()> {
+    fn repeat(&mut self, level: usize, start: u64, times: u64) -> Result<()> {
         if times == 0 {
             return Ok(());
         }
         let overflow = || Error::overflow(WHAT);
         let end = i128::from(self.total);
         let delta = end - i128::from(start);
-        let rise = i128::from(self.local_max) - i128::from(start);
+        let rise = i128::from(self.local_max.get(level).copied().unwrap_or(start))
+            - i128::from(start);
         let times = i128::from(times);
         let last_start = delta
             .checked_mul(times - 1)
@@ -102,7 +106,9 @@ impl Builder {
         if top > self.peak.bytes.0 {
             self.peak.bytes = Bytes(top);
         }
-        self.local_max = self.local_max.max(top);
+        for max in &mut self.local_max {
+            *max = (*max).max(top);
+        }
         self.total = delta
             .checked_mul(times)
             .and_then(|d| d.checked_add(end))
@@ -187,7 +193,9 @@ impl Builder {
                 bytes: bytes.0,
                 live: true,
             });
-            self.local_max = self.local_max.max(self.total);
+            for max in &mut self.local_max {
+                *max = (*max).max(self.total);
+            }
             if self.total > self.peak.bytes.0 {
                 self.peak.bytes = Bytes(self.total);
             }
@@ -395,12 +403,22 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     let activations = plan.activations;
     let has_head = activations.is_some_and(|a| a.has_head);
     let in_flight = activations.map_or(1, |a| a.in_flight.max(1));
-    // About a dozen allocations per unit and micro-batch: reserved once.
+    // About a dozen allocations per unit and micro-batch: reserved once. A
+    // peak-only replay skips all but about eight units of a stage's passes
+    // and all but four passes.
+    let (replayed_units, replayed_passes) = if b.bytes_only {
+        (units.len().min(2 * SKIPPED_RUN), 2 * SKIPPED_RUN)
+    } else {
+        (units.len(), 1 << 16)
+    };
     b.allocations.reserve(
-        units
-            .len()
+        replayed_units
             .saturating_add(4)
-            .saturating_mul(usize::try_from(in_flight).unwrap_or(1).min(1 << 16))
+            .saturating_mul(
+                usize::try_from(in_flight)
+                    .unwrap_or(1)
+                    .min(replayed_passes),
+            )
             .saturating_mul(12),
     );
 
@@ -471,7 +489,23 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     ];
     let mut outside = Vec::with_capacity(kept.len());
     let (mut head, mut logits) = (None, None);
-    for saved in kept.iter_mut() {
+    // Micro-batches in flight run the same pass: a peak-only replay skips
+    // the middle ones as it skips identical units.
+    let passes = kept.len();
+    let skipped_passes = (b.bytes_only && passes >= SKIPPED_RUN).then(|| 2..=passes - 3);
+    let mut pass_start = b.mark(PASS);
+    for (pass, saved) in kept.iter_mut().enumerate() {
+        if let Some(skipped) = &skipped_passes
+            && skipped.contains(&pass)
+        {
+            if pass == *skipped.start() {
+                let times = (skipped.end() - skipped.start() + 1) as u64;
+                b.repeat(PASS, pass_start, times)?;
+            }
+            outside.push(None);
+            continue;
+        }
+        pass_start = b.mark(PASS);
         b.at(None);
         outside.push(match activations {
             Some(a) => b.alloc(
@@ -484,7 +518,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         let mut gathered = vec![None; count];
         let mut skips_ahead = skips.iter().peekable();
         let mut index = 0;
-        let mut start = b.mark();
+        let mut start = b.mark(UNIT);
         while let Some(unit) = units.get(index) {
             if let Some(&&(first, last)) = skips_ahead.peek()
                 && first == index
@@ -492,7 +526,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 // Units first..=last are the one just replayed (index - 1)
                 // again, between identical neighbours: the same events.
                 skips_ahead.next();
-                b.repeat(start, (last - first + 1) as u64)?;
+                b.repeat(UNIT, start, (last - first + 1) as u64)?;
                 // The prefetched parameters move along to the next unit.
                 let prefetched = gathered.get_mut(first).and_then(Option::take);
                 if let Some(slot) = gathered.get_mut(last + 1) {
@@ -501,7 +535,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 index = last + 1;
                 continue;
             }
-            start = b.mark();
+            start = b.mark(UNIT);
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -597,7 +631,25 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         plan.gradients.reduce_bucket,
     )?;
     let mut first_backward = true;
+    let mut pass_start = b.mark(PASS);
+    let mut pass_gradients = 0..0;
     for (micro_batch, saved) in kept.iter().enumerate().rev() {
+        if let Some(skipped) = &skipped_passes
+            && skipped.contains(&micro_batch)
+        {
+            if micro_batch == *skipped.end() {
+                let times = (skipped.end() - skipped.start() + 1) as u64;
+                let kept_gradients = kept_bytes(&b, &gradient_blocks, pass_gradients.clone())?;
+                b.repeat(PASS, pass_start, times)?;
+                let kept_gradients = kept_gradients
+                    .checked_mul(times)
+                    .ok_or_else(|| Error::overflow(WHAT))?;
+                gradient_blocks.push(b.skipped(Kind::Gradients, kept_gradients));
+            }
+            continue;
+        }
+        pass_start = b.mark(PASS);
+        let pass_gradients_before = gradient_blocks.len();
         b.at(None);
         let mut logits_gradient = None;
         if let (true, Some(a)) = (has_head, activations) {
@@ -614,7 +666,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         let mut gathered = vec![None; count];
         let mut skips_behind = skips.iter().rev().peekable();
         let mut next = count;
-        let mut start = b.mark();
+        let mut start = b.mark(UNIT);
         let mut gradients_before = gradient_blocks.len();
         let mut gradients_after = gradient_blocks.len();
         while let Some(index) = next.checked_sub(1) {
@@ -628,20 +680,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 // (index + 1) again: its gradients kept, times their count.
                 skips_behind.next();
                 let times = (last - first + 1) as u64;
-                let mut kept_gradients = 0u64;
-                for block in gradient_blocks
-                    .get(gradients_before..gradients_after)
-                    .unwrap_or_default()
-                    .iter()
-                    .flatten()
-                {
-                    if let Some(allocation) = b.allocations.get(block.0) {
-                        kept_gradients = kept_gradients
-                            .checked_add(allocation.bytes)
-                            .ok_or_else(|| Error::overflow(WHAT))?;
-                    }
-                }
-                b.repeat(start, times)?;
+                let kept_gradients =
+                    kept_bytes(&b, &gradient_blocks, gradients_before..gradients_after)?;
+                b.repeat(UNIT, start, times)?;
                 let kept_gradients = kept_gradients
                     .checked_mul(times)
                     .ok_or_else(|| Error::overflow(WHAT))?;
@@ -654,7 +695,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 continue;
             }
             next = index;
-            start = b.mark();
+            start = b.mark(UNIT);
             gradients_before = gradient_blocks.len();
             b.at(unit.layer);
             gather(
@@ -740,6 +781,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         b.free(logits_gradient)?;
         b.free(outside.get(micro_batch).copied().flatten())?;
         first_backward = false;
+        pass_gradients = pass_gradients_before..gradient_blocks.len();
     }
     b.free(bucket)?;
 
@@ -766,6 +808,28 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     b.free(kept_outputs)?;
     Ok(b.finish())
 }
+
+/// The bytes still held by `blocks[range]`: the gradients an iteration kept.
+fn kept_bytes(
+    b: &Builder,
+    blocks: &[Option<Block>],
+    range: std::ops::Range<usize>,
+) -> Result<u64> {
+    let mut bytes = 0u64;
+    for block in blocks.get(range).unwrap_or_default().iter().flatten() {
+        if let Some(allocation) = b.allocations.get(block.0).filter(|a| a.live) {
+            bytes = bytes
+                .checked_add(allocation.bytes)
+                .ok_or_else(|| Error::overflow(WHAT))?;
+        }
+    }
+    Ok(bytes)
+}
+
+/// The measuring levels of [`Builder::mark`]: one unit's iteration, and
+/// one micro-batch's pass over the units.
+const UNIT: usize = 0;
+const PASS: usize = 1;
 
 /// The fewest identical units in a row worth skipping: the first two and
 /// the last two are replayed (the second measures one iteration between

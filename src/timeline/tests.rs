@@ -228,7 +228,7 @@ impl Cases {
 fn peak_only_equals_the_full_replay() {
     let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
     let mut skipped_some = 0;
-    for _ in 0..3000 {
+    for _ in 0..4000 {
         let layers = 1 + cases.next(14);
         let odd = cases.next(layers + 3);
         let mut modules: Vec<Module> = (0..layers)
@@ -278,7 +278,7 @@ fn peak_only_equals_the_full_replay() {
         });
         let recomputed = cases.next(3) * GB / 3;
         let mut schedule = schedule(layers, GB / 7);
-        schedule.in_flight = 1 + cases.next(4);
+        schedule.in_flight = 1 + cases.next(8);
         schedule.has_head = cases.next(3) != 0;
         schedule.embeddings = Bytes(GB / 23);
         schedule.shared = Bytes(GB / 29);

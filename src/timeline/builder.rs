@@ -1,7 +1,7 @@
 //! Replaying a [`StepPlan`]: the running total, the phases and the peak.
 
 use super::allocator::Allocator;
-use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline};
+use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline, UnitInit};
 use crate::activation::{LayerActivations, Schedule};
 use crate::error::{Error, Result};
 use crate::units::Bytes;
@@ -327,7 +327,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         "CUDA context and allocator reserve (--overhead)",
         plan.overhead,
     )?;
-    if plan.load.whole_model > Bytes::ZERO {
+    if let Some(mode) = plan.load.units {
+        wrap_units(&mut b, plan, mode)?;
+    } else if plan.load.whole_model > Bytes::ZERO {
         let whole = b.alloc(
             Kind::Weights,
             "the whole model, before sharding",
@@ -375,6 +377,30 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     // Forward.
     b.enter(Phase::Forward);
     let count = units.len();
+    // FSDP1's root unit: gathered by the root's pre-forward, whole until
+    // backward ends (`StepPlan::root_kept`).
+    let root = if plan.root_kept && plan.gathers {
+        let bytes = units
+            .iter()
+            .filter(|u| u.layer.is_none())
+            .filter_map(|u| u.module)
+            .try_fold(Bytes::ZERO, |sum, m| {
+                let kept_shard = if m.host_shard_kept {
+                    m.host_shard
+                } else {
+                    Bytes::ZERO
+                };
+                sum.add(m.gathered, WHAT)?.add(kept_shard, WHAT)
+            })?;
+        b.at(None);
+        b.alloc(
+            Kind::Weights,
+            "the root unit's parameters, gathered until backward ends (FSDP1)",
+            bytes,
+        )?
+    } else {
+        None
+    };
     let mut kept = vec![
         vec![(None, None); count];
         usize::try_from(in_flight).map_err(|_| Error::overflow(WHAT))?
@@ -489,6 +515,17 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     let mut first_backward = true;
     for (micro_batch, saved) in kept.iter().enumerate().rev() {
         b.at(None);
+        let mut gathered = vec![None; count];
+        // FSDP1: the root's pre-backward hook, on the loss, prefetches the
+        // last layer before the loss's gradients are computed.
+        if root.is_some()
+            && let Some(last) = units
+                .iter()
+                .rposition(|u| u.layer.is_some() && u.module.is_some())
+        {
+            gather(&mut b, plan, &units, &mut gathered, last, None)?;
+        }
+        let mut root_gradients: Vec<(Option<Block>, &Unit)> = Vec::new();
         let mut logits_gradient = None;
         if let (true, Some(a)) = (has_head, activations) {
             let loss_gradients =
@@ -501,7 +538,6 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 a.logits_gradient,
             )?;
         }
-        let mut gathered = vec![None; count];
         for (index, unit) in units.iter().enumerate().rev() {
             b.at(unit.layer);
             gather(
@@ -542,14 +578,31 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             }
             if let Some(module) = unit.module {
                 b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
-                gradients(
-                    &mut b,
-                    plan,
-                    unit,
-                    module,
-                    first_backward,
-                    &mut gradient_blocks,
-                )?;
+                if root.is_some()
+                    && unit.layer.is_none()
+                    && first_backward
+                    && plan.gradients.sharded
+                    && !plan.gradients.fused_update
+                    && !plan.gradients.resident_from_start
+                {
+                    root_gradients.push((
+                        b.alloc(
+                            Kind::Gradients,
+                            "the root's gradient, held until its backward ends (FSDP1)",
+                            module.gradient,
+                        )?,
+                        unit,
+                    ));
+                } else {
+                    gradients(
+                        &mut b,
+                        plan,
+                        unit,
+                        module,
+                        first_backward,
+                        &mut gradient_blocks,
+                    )?;
+                }
             } else if !plan.gradients.sharded
                 && !plan.gradients.resident_from_start
                 && first_backward
@@ -582,11 +635,28 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             }
         }
         b.at(None);
+        // The root's post-backward: its flat gradient reduce-scattered to a shard.
+        for (held, unit) in root_gradients {
+            if let Some(module) = unit.module {
+                gradient_blocks.push(b.alloc(
+                    Kind::Gradients,
+                    "gradient shard",
+                    unit.gradient_share,
+                )?);
+                b.transient(
+                    Kind::Temporaries,
+                    "reduce-scatter buffer",
+                    module.reduce_buffer,
+                )?;
+            }
+            b.free(held)?;
+        }
         b.free(head.take())?;
         b.free(logits_gradient)?;
         b.free(outside.get(micro_batch).copied().flatten())?;
         first_backward = false;
     }
+    b.free(root)?;
     b.free(bucket)?;
 
     // The optimizer step, then zero_grad(set_to_none=True).
@@ -629,6 +699,72 @@ fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<B
     Ok((head, logits))
 }
 
+/// FSDP1's wrap, unit by unit ([`UnitInit`]): the decoder layers in order,
+/// then the root (every module outside the layers, one flat parameter).
+/// Each unit's shard is its share of the resident weights, so that the
+/// shards add up to them exactly.
+fn wrap_units(b: &mut Builder, plan: &StepPlan, mode: UnitInit) -> Result<()> {
+    let mut layers: Vec<&Module> = plan.modules.iter().filter(|m| m.layer.is_some()).collect();
+    layers.sort_by_key(|m| m.layer);
+    let root = plan
+        .modules
+        .iter()
+        .filter(|m| m.layer.is_none())
+        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.weights, WHAT))?;
+    let mut units: Vec<(Option<u64>, Bytes)> =
+        layers.iter().map(|m| (m.layer, m.weights)).collect();
+    units.push((None, root));
+    let whole = units
+        .iter()
+        .try_fold(0u128, |sum, (_, w)| sum.checked_add(u128::from(w.0)))
+        .ok_or_else(|| Error::overflow(WHAT))?;
+    let resident = plan.residents.weights;
+    let mut shares: Vec<Bytes> = Vec::with_capacity(units.len());
+    let mut given = 0u64;
+    for (_, weights) in &units {
+        let share = (u128::from(resident.0) * u128::from(weights.0))
+            .checked_div(whole)
+            .unwrap_or(0);
+        let share = u64::try_from(share).map_err(|_| Error::overflow(WHAT))?;
+        given = given
+            .checked_add(share)
+            .ok_or_else(|| Error::overflow(WHAT))?;
+        shares.push(Bytes(share));
+    }
+    // The rounding remainder (or everything, when no unit has weights) stays with the root.
+    if let Some(last) = shares.last_mut() {
+        *last = Bytes(last.0.saturating_add(resident.0.saturating_sub(given)));
+    }
+    let mut originals: Vec<Option<Block>> = Vec::with_capacity(units.len());
+    if mode == UnitInit::Resident {
+        for (layer, weights) in &units {
+            b.at(*layer);
+            originals.push(b.alloc(Kind::Weights, "the whole model, before sharding", *weights)?);
+        }
+    }
+    for (index, ((layer, weights), share)) in units.iter().zip(&shares).enumerate() {
+        b.at(*layer);
+        let original = match mode {
+            UnitInit::Resident => originals.get_mut(index).and_then(Option::take),
+            UnitInit::Materialized => b.alloc(
+                Kind::Weights,
+                "a wrapped unit materialized on the device (FSDP1)",
+                *weights,
+            )?,
+        };
+        let flat = b.alloc(
+            Kind::Weights,
+            "its flat concatenation (FlatParamHandle)",
+            *weights,
+        )?;
+        b.alloc(Kind::Weights, "weights", *share)?;
+        b.free(flat)?;
+        b.free(original)?;
+    }
+    b.at(None);
+    Ok(())
+}
+
 /// Under ZeRO-3/FSDP, gathers unit `index` unless it is already gathered,
 /// and the unit at `next` when prefetching.
 fn gather(
@@ -649,6 +785,10 @@ fn gather(
         let (Some(unit), Some(slot)) = (units.get(target), gathered.get(target)) else {
             continue;
         };
+        // FSDP1's root unit is gathered once for the whole step.
+        if plan.root_kept && unit.layer.is_none() {
+            continue;
+        }
         if slot.is_none() {
             let module = unit.module.copied().unwrap_or_default();
             // Parameters offloaded to the host: the rank's shard comes to

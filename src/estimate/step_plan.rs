@@ -73,6 +73,10 @@ pub fn plan<'a>(
             units: Some(UnitInit::Resident),
             ..Load::default()
         },
+        (Init::Rank0, true) if fsdp1_units => Load {
+            units: Some(UnitInit::Broadcast),
+            ..Load::default()
+        },
         (_, true) if fsdp1_units => Load {
             units: Some(UnitInit::Materialized),
             ..Load::default()

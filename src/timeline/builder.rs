@@ -1,6 +1,6 @@
 //! Replaying a [`StepPlan`]: the running total, the phases and the peak.
 
-use super::allocator::Allocator;
+use super::allocator::{Allocator, Stream};
 use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline, UnitInit};
 use crate::activation::{LayerActivations, Schedule};
 use crate::error::{Error, Result};
@@ -34,6 +34,8 @@ struct Builder {
     allocations: Vec<Allocation>,
     /// `None` when only the peak is asked for: the reserved estimate is skipped.
     allocator: Option<Allocator>,
+    /// The stream the next allocations are made on.
+    stream: Stream,
 }
 
 impl Builder {
@@ -59,6 +61,7 @@ impl Builder {
             }],
             allocations: Vec::new(),
             allocator,
+            stream: Stream::Compute,
         }
     }
 
@@ -127,7 +130,7 @@ impl Builder {
         if kind != Kind::Overhead
             && let Some(allocator) = self.allocator.as_mut()
         {
-            allocator.malloc(block, bytes.0)?;
+            allocator.malloc(block, bytes.0, self.stream)?;
         }
         if self.total > self.peak.bytes.0 {
             self.peak = Peak {
@@ -393,11 +396,14 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 sum.add(m.gathered, WHAT)?.add(kept_shard, WHAT)
             })?;
         b.at(None);
-        b.alloc(
+        b.stream = Stream::Gather;
+        let root = b.alloc(
             Kind::Weights,
             "the root unit's parameters, gathered until backward ends (FSDP1)",
             bytes,
-        )?
+        )?;
+        b.stream = Stream::Compute;
+        root
     } else {
         None
     };
@@ -498,7 +504,16 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         // The Trainer's compute_loss returns the loss alone: the model's
         // outputs, the logits with them, are dropped before backward; a
         // loop that keeps them (`--keep-outputs`) holds them to the end.
-        if a.logits_kept {
+        if a.logits_kept && a.outputs_upcast > Bytes::ZERO {
+            // The model's output is the fp32 upcast: it stays, the
+            // half-precision logits go.
+            kept_outputs = b.alloc(
+                Kind::Activations,
+                "fp32 logits (the model's output, kept by the loop)",
+                a.outputs_upcast,
+            )?;
+            b.free(logits)?;
+        } else if a.logits_kept {
             kept_outputs = logits.take();
         } else {
             b.free(logits)?;
@@ -746,12 +761,19 @@ fn wrap_units(b: &mut Builder, plan: &StepPlan, mode: UnitInit) -> Result<()> {
         b.at(*layer);
         let original = match mode {
             UnitInit::Resident => originals.get_mut(index).and_then(Option::take),
-            UnitInit::Materialized => b.alloc(
+            UnitInit::Materialized | UnitInit::Broadcast => b.alloc(
                 Kind::Weights,
                 "a wrapped unit materialized on the device (FSDP1)",
                 *weights,
             )?,
         };
+        if mode == UnitInit::Broadcast {
+            b.transient(
+                Kind::Temporaries,
+                "its broadcast buckets from rank 0 (sync_module_states)",
+                Bytes(weights.0.min(super::BROADCAST_IN_FLIGHT)),
+            )?;
+        }
         let flat = b.alloc(
             Kind::Weights,
             "its flat concatenation (FlatParamHandle)",
@@ -809,6 +831,9 @@ fn gather(
                 (true, true) => "gathered parameters and their shard from the host",
                 (false, true) => "gathered parameters and their shard from the host (prefetched)",
             };
+            // On the all-gather stream, whose cached blocks the compute
+            // stream does not reuse.
+            b.stream = Stream::Gather;
             let block = b.alloc(Kind::Weights, tensor, bytes)?;
             // FSDP2 (`FSDPParam.all_gather_inputs`: `.to(self.device)` then
             // the cast to `param_dtype`, `_fsdp_param.py` lines 1141-1147)
@@ -822,6 +847,7 @@ fn gather(
                     module.host_shard,
                 )?;
             }
+            b.stream = Stream::Compute;
             if let Some(slot) = gathered.get_mut(target) {
                 *slot = block;
             }

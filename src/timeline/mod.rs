@@ -308,12 +308,23 @@ pub enum UnitInit {
     Resident,
     /// Each unit reaches the device only when it is wrapped: moved from host
     /// memory with `device_id` (`_move_module_to_device`, `--init
-    /// per-unit`), broadcast from rank 0 into it (`sync_module_states`,
-    /// `--init rank0`), or materialized from the meta device
+    /// per-unit`), or materialized from the meta device
     /// (`_materialize_meta_module`: `param_init_fn` or `to_empty` plus
     /// `reset_parameters`, FSDP1's `--init meta`).
     Materialized,
+    /// As `Materialized`, then broadcast from rank 0 (`sync_module_states`,
+    /// `--init rank0`): `_sync_module_params_and_buffers` calls
+    /// `dist._broadcast_coalesced` with 250 MiB buckets
+    /// (`PARAM_BROADCAST_BUCKET_SIZE`), which flattens each bucket of
+    /// several tensors into one tensor (`flatten_dense_tensors`, two buckets
+    /// in flight, `torch/csrc/distributed/c10d/comm.cpp`): a copy of the unit,
+    /// at most two buckets, alive before the flat concatenation.
+    Broadcast,
 }
+
+/// `PARAM_BROADCAST_BUCKET_SIZE` (`torch/distributed/fsdp/_init_utils.py`), times
+/// the two buckets `broadcast_coalesced` keeps in flight.
+pub const BROADCAST_IN_FLIGHT: u64 = 2 * 250 * 1024 * 1024;
 
 /// How gradients come and go.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

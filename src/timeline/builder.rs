@@ -1,7 +1,7 @@
 //! Replaying a [`StepPlan`]: the running total, the phases and the peak.
 
-use super::allocator::Allocator;
-use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline};
+use super::allocator::{Allocator, Stream};
+use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline, UnitInit};
 use crate::activation::{LayerActivations, Schedule};
 use crate::error::{Error, Result};
 use crate::units::Bytes;
@@ -40,6 +40,8 @@ struct Builder {
     /// The highest total since the last [`Builder::mark`] of each level
     /// ([`UNIT`] inside [`PASS`]).
     local_max: [u64; 2],
+    /// The stream the next allocations are made on.
+    stream: Stream,
 }
 
 impl Builder {
@@ -67,6 +69,7 @@ impl Builder {
             allocations: Vec::new(),
             allocator,
             local_max: [0; 2],
+            stream: Stream::Compute,
         }
     }
 
@@ -215,7 +218,7 @@ impl Builder {
         if kind != Kind::Overhead
             && let Some(allocator) = self.allocator.as_mut()
         {
-            allocator.malloc(block, bytes.0)?;
+            allocator.malloc(block, bytes.0, self.stream)?;
         }
         if self.total > self.peak.bytes.0 {
             self.peak = Peak {
@@ -428,7 +431,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         "CUDA context and allocator reserve (--overhead)",
         plan.overhead,
     )?;
-    if plan.load.whole_model > Bytes::ZERO {
+    if let Some(mode) = plan.load.units {
+        wrap_units(&mut b, plan, mode)?;
+    } else if plan.load.whole_model > Bytes::ZERO {
         let whole = b.alloc(
             Kind::Weights,
             "the whole model, before sharding",
@@ -483,6 +488,33 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     // Forward.
     b.enter(Phase::Forward);
     let count = units.len();
+    // FSDP1's root unit: gathered by the root's pre-forward, whole until
+    // backward ends (`StepPlan::root_kept`).
+    let root = if plan.root_kept && plan.gathers {
+        let bytes = units
+            .iter()
+            .filter(|u| u.layer.is_none())
+            .filter_map(|u| u.module)
+            .try_fold(Bytes::ZERO, |sum, m| {
+                let kept_shard = if m.host_shard_kept {
+                    m.host_shard
+                } else {
+                    Bytes::ZERO
+                };
+                sum.add(m.gathered, WHAT)?.add(kept_shard, WHAT)
+            })?;
+        b.at(None);
+        b.stream = Stream::Gather;
+        let root = b.alloc(
+            Kind::Weights,
+            "the root unit's parameters, gathered until backward ends (FSDP1)",
+            bytes,
+        )?;
+        b.stream = Stream::Compute;
+        root
+    } else {
+        None
+    };
     let mut kept = vec![
         vec![(None, None); count];
         usize::try_from(in_flight).map_err(|_| Error::overflow(WHAT))?
@@ -616,7 +648,16 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         // The Trainer's compute_loss returns the loss alone: the model's
         // outputs, the logits with them, are dropped before backward; a
         // loop that keeps them (`--keep-outputs`) holds them to the end.
-        if a.logits_kept {
+        if a.logits_kept && a.outputs_upcast > Bytes::ZERO {
+            // The model's output is the fp32 upcast: it stays, the
+            // half-precision logits go.
+            kept_outputs = b.alloc(
+                Kind::Activations,
+                "fp32 logits (the model's output, kept by the loop)",
+                a.outputs_upcast,
+            )?;
+            b.free(logits)?;
+        } else if a.logits_kept {
             kept_outputs = logits.take();
         } else {
             b.free(logits)?;
@@ -651,6 +692,17 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         pass_start = b.mark(PASS);
         let pass_gradients_before = gradient_blocks.len();
         b.at(None);
+        let mut gathered = vec![None; count];
+        // FSDP1: the root's pre-backward hook, on the loss, prefetches the
+        // last layer before the loss's gradients are computed.
+        if root.is_some()
+            && let Some(last) = units
+                .iter()
+                .rposition(|u| u.layer.is_some() && u.module.is_some())
+        {
+            gather(&mut b, plan, &units, &mut gathered, last, None)?;
+        }
+        let mut root_gradients: Vec<(Option<Block>, &Unit)> = Vec::new();
         let mut logits_gradient = None;
         if let (true, Some(a)) = (has_head, activations) {
             let loss_gradients =
@@ -663,7 +715,6 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 a.logits_gradient,
             )?;
         }
-        let mut gathered = vec![None; count];
         let mut skips_behind = skips.iter().rev().peekable();
         let mut next = count;
         let mut start = b.mark(UNIT);
@@ -736,14 +787,31 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             }
             if let Some(module) = unit.module {
                 b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
-                gradients(
-                    &mut b,
-                    plan,
-                    unit,
-                    module,
-                    first_backward,
-                    &mut gradient_blocks,
-                )?;
+                if root.is_some()
+                    && unit.layer.is_none()
+                    && first_backward
+                    && plan.gradients.sharded
+                    && !plan.gradients.fused_update
+                    && !plan.gradients.resident_from_start
+                {
+                    root_gradients.push((
+                        b.alloc(
+                            Kind::Gradients,
+                            "the root's gradient, held until its backward ends (FSDP1)",
+                            module.gradient,
+                        )?,
+                        unit,
+                    ));
+                } else {
+                    gradients(
+                        &mut b,
+                        plan,
+                        unit,
+                        module,
+                        first_backward,
+                        &mut gradient_blocks,
+                    )?;
+                }
             } else if !plan.gradients.sharded
                 && !plan.gradients.resident_from_start
                 && first_backward
@@ -777,12 +845,29 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             gradients_after = gradient_blocks.len();
         }
         b.at(None);
+        // The root's post-backward: its flat gradient reduce-scattered to a shard.
+        for (held, unit) in root_gradients {
+            if let Some(module) = unit.module {
+                gradient_blocks.push(b.alloc(
+                    Kind::Gradients,
+                    "gradient shard",
+                    unit.gradient_share,
+                )?);
+                b.transient(
+                    Kind::Temporaries,
+                    "reduce-scatter buffer",
+                    module.reduce_buffer,
+                )?;
+            }
+            b.free(held)?;
+        }
         b.free(head.take())?;
         b.free(logits_gradient)?;
         b.free(outside.get(micro_batch).copied().flatten())?;
         first_backward = false;
         pass_gradients = pass_gradients_before..gradient_blocks.len();
     }
+    b.free(root)?;
     b.free(bucket)?;
 
     // The optimizer step, then zero_grad(set_to_none=True).
@@ -885,6 +970,79 @@ fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<B
     Ok((head, logits))
 }
 
+/// FSDP1's wrap, unit by unit ([`UnitInit`]): the decoder layers in order,
+/// then the root (every module outside the layers, one flat parameter).
+/// Each unit's shard is its share of the resident weights, so that the
+/// shards add up to them exactly.
+fn wrap_units(b: &mut Builder, plan: &StepPlan, mode: UnitInit) -> Result<()> {
+    let mut layers: Vec<&Module> = plan.modules.iter().filter(|m| m.layer.is_some()).collect();
+    layers.sort_by_key(|m| m.layer);
+    let root = plan
+        .modules
+        .iter()
+        .filter(|m| m.layer.is_none())
+        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.weights, WHAT))?;
+    let mut units: Vec<(Option<u64>, Bytes)> =
+        layers.iter().map(|m| (m.layer, m.weights)).collect();
+    units.push((None, root));
+    let whole = units
+        .iter()
+        .try_fold(0u128, |sum, (_, w)| sum.checked_add(u128::from(w.0)))
+        .ok_or_else(|| Error::overflow(WHAT))?;
+    let resident = plan.residents.weights;
+    let mut shares: Vec<Bytes> = Vec::with_capacity(units.len());
+    let mut given = 0u64;
+    for (_, weights) in &units {
+        let share = (u128::from(resident.0) * u128::from(weights.0))
+            .checked_div(whole)
+            .unwrap_or(0);
+        let share = u64::try_from(share).map_err(|_| Error::overflow(WHAT))?;
+        given = given
+            .checked_add(share)
+            .ok_or_else(|| Error::overflow(WHAT))?;
+        shares.push(Bytes(share));
+    }
+    // The rounding remainder (or everything, when no unit has weights) stays with the root.
+    if let Some(last) = shares.last_mut() {
+        *last = Bytes(last.0.saturating_add(resident.0.saturating_sub(given)));
+    }
+    let mut originals: Vec<Option<Block>> = Vec::with_capacity(units.len());
+    if mode == UnitInit::Resident {
+        for (layer, weights) in &units {
+            b.at(*layer);
+            originals.push(b.alloc(Kind::Weights, "the whole model, before sharding", *weights)?);
+        }
+    }
+    for (index, ((layer, weights), share)) in units.iter().zip(&shares).enumerate() {
+        b.at(*layer);
+        let original = match mode {
+            UnitInit::Resident => originals.get_mut(index).and_then(Option::take),
+            UnitInit::Materialized | UnitInit::Broadcast => b.alloc(
+                Kind::Weights,
+                "a wrapped unit materialized on the device (FSDP1)",
+                *weights,
+            )?,
+        };
+        if mode == UnitInit::Broadcast {
+            b.transient(
+                Kind::Temporaries,
+                "its broadcast buckets from rank 0 (sync_module_states)",
+                Bytes(weights.0.min(super::BROADCAST_IN_FLIGHT)),
+            )?;
+        }
+        let flat = b.alloc(
+            Kind::Weights,
+            "its flat concatenation (FlatParamHandle)",
+            *weights,
+        )?;
+        b.alloc(Kind::Weights, "weights", *share)?;
+        b.free(flat)?;
+        b.free(original)?;
+    }
+    b.at(None);
+    Ok(())
+}
+
 /// Under ZeRO-3/FSDP, gathers unit `index` unless it is already gathered,
 /// and the unit at `next` when prefetching.
 fn gather(
@@ -905,6 +1063,10 @@ fn gather(
         let (Some(unit), Some(slot)) = (units.get(target), gathered.get(target)) else {
             continue;
         };
+        // FSDP1's root unit is gathered once for the whole step.
+        if plan.root_kept && unit.layer.is_none() {
+            continue;
+        }
         if slot.is_none() {
             let module = unit.module.copied().unwrap_or_default();
             // Parameters offloaded to the host: the rank's shard comes to
@@ -925,6 +1087,9 @@ fn gather(
                 (true, true) => "gathered parameters and their shard from the host",
                 (false, true) => "gathered parameters and their shard from the host (prefetched)",
             };
+            // On the all-gather stream, whose cached blocks the compute
+            // stream does not reuse.
+            b.stream = Stream::Gather;
             let block = b.alloc(Kind::Weights, tensor, bytes)?;
             // FSDP2 (`FSDPParam.all_gather_inputs`: `.to(self.device)` then
             // the cast to `param_dtype`, `_fsdp_param.py` lines 1141-1147)
@@ -938,6 +1103,7 @@ fn gather(
                     module.host_shard,
                 )?;
             }
+            b.stream = Stream::Compute;
             if let Some(slot) = gathered.get_mut(target) {
                 *slot = block;
             }

@@ -27,6 +27,7 @@ fn plan<'a>(modules: &'a [Module], activations: Option<&'a Schedule>) -> StepPla
         modules,
         gathers: false,
         prefetch: true,
+        root_kept: false,
         activations,
         load: Load::default(),
         gradients: Gradients {

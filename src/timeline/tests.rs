@@ -224,7 +224,8 @@ impl Cases {
 /// `peak_only` skips the middle of runs of identical layers; its bytes are
 /// those of the full replay on thousands of plans: runs broken by odd
 /// layers, gathered or not, sharded, accumulated, fused updates, several
-/// micro-batches in flight, offloaded and recomputed activations.
+/// micro-batches in flight, offloaded and recomputed activations, FSDP1's
+/// root unit and wrap.
 #[test]
 fn peak_only_equals_the_full_replay() {
     let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
@@ -247,6 +248,7 @@ fn peak_only_equals_the_full_replay() {
                     host_shard: Bytes(cases.next(2) * GB / 17),
                     host_shard_kept: cases.next(2) == 0,
                     gradient_to_host: Bytes(cases.next(2) * GB / 19),
+                    weights: Bytes(GB / 3 + bump),
                     ..Module::default()
                 }
             })
@@ -317,6 +319,14 @@ fn peak_only_equals_the_full_replay() {
             reduce_bucket: Bytes(cases.next(2) * GB / 43),
             freed_after_step: cases.next(4) != 0,
         };
+        // FSDP1: the root unit kept gathered, each wrap replayed.
+        step.root_kept = cases.next(3) == 0;
+        step.load.units = [
+            None,
+            Some(UnitInit::Resident),
+            Some(UnitInit::Materialized),
+            Some(UnitInit::Broadcast),
+        ][cases.next(4) as usize];
         let full = build(&step).unwrap();
         assert_eq!(peak_only(&step).unwrap(), full.peak.bytes, "{step:?}");
         if layers >= 5 {
@@ -324,4 +334,136 @@ fn peak_only_equals_the_full_replay() {
         }
     }
     assert!(skipped_some > 1000, "too few plans with runs to skip");
+}
+
+/// A decoder stage as `estimate` plans it, for the exactness checks below:
+/// the embedding before `layers` identical decoder layers, then the final
+/// norm and `heads` identical output heads outside the layers (one head,
+/// or several: Medusa's extra heads, also identical modules outside the
+/// decoder layers), each with its whole weights for FSDP1's wrap.
+fn decoder(layers: u64, heads: u64, offloaded: bool, reduce_buffer: u64) -> Vec<Module> {
+    let module = |layer: Option<u64>, weights: u64| Module {
+        layer,
+        weights: Bytes(weights),
+        gathered: Bytes(weights),
+        gradient: Bytes(weights),
+        largest_gradient: Bytes(weights / 3),
+        reduce_buffer: Bytes(reduce_buffer.min(weights)),
+        host_shard: Bytes(if offloaded { weights / 8 } else { 0 }),
+        host_shard_kept: offloaded,
+        ..Module::default()
+    };
+    let mut modules = vec![Module {
+        before_layers: true,
+        ..module(None, 2 * GB)
+    }];
+    modules.extend((0..layers).map(|index| module(Some(index), 3 * GB / 4)));
+    modules.push(module(None, GB / 1000));
+    modules.extend((0..heads).map(|_| module(None, 2 * GB)));
+    modules
+}
+
+/// The skipping peak-only replay gives the full replay's peak, byte for
+/// byte, under FSDP1 (its root unit gathered through backward, its
+/// gradient held to the root's post-backward, the root's pre-backward
+/// prefetch of the last layer, each wrap init), under ZeRO-3 and FSDP2,
+/// without sharding, with gradients accumulated, with several micro-batches
+/// in flight, with one head or several identical ones (the root's modules,
+/// which a skip may not take for a run of layers), and with a module
+/// outside the layers identical to a decoder layer (DeepSeek-V3's
+/// multi-token-prediction layer). Every plan has layers to skip.
+#[test]
+fn peak_only_equals_the_full_replay_under_fsdp1_zero3_and_accumulation() {
+    #[derive(Debug, Clone, Copy)]
+    enum Sharding {
+        Fsdp1(Option<UnitInit>),
+        Zero3,
+        Fsdp2,
+        Unsharded,
+    }
+    let shardings = [
+        Sharding::Fsdp1(Some(UnitInit::Resident)),
+        Sharding::Fsdp1(Some(UnitInit::Materialized)),
+        Sharding::Fsdp1(Some(UnitInit::Broadcast)),
+        Sharding::Fsdp1(None),
+        Sharding::Zero3,
+        Sharding::Fsdp2,
+        Sharding::Unsharded,
+    ];
+    let mut checked = 0;
+    for sharding in shardings {
+        for accumulated in [false, true] {
+            for in_flight in [1, 2, 6] {
+                for heads in [1, 6] {
+                    for (offloaded, prefetch, twin) in [
+                        (false, true, false),
+                        (true, true, false),
+                        (false, false, true),
+                    ] {
+                        let layers = 12;
+                        let (fsdp1, reduce_buffer) = match sharding {
+                            Sharding::Fsdp1(_) => (true, 0),
+                            Sharding::Zero3 | Sharding::Fsdp2 => (false, GB / 2),
+                            Sharding::Unsharded => (false, 0),
+                        };
+                        let mut modules = decoder(layers, heads, offloaded, reduce_buffer);
+                        if twin {
+                            // Copies of a decoder layer outside the layers,
+                            // right after them.
+                            let mut copy = modules[1];
+                            copy.layer = None;
+                            for _ in 0..3 {
+                                modules.insert(1 + layers as usize, copy);
+                            }
+                        }
+                        let mut activations = schedule(layers, GB / 5);
+                        activations.in_flight = in_flight;
+                        activations.embeddings = Bytes(GB / 50);
+                        for layer in &mut activations.layers {
+                            layer.backward = Bytes(GB / 4);
+                            layer.closing = Bytes(GB / 40);
+                        }
+                        let mut p = plan(&modules, Some(&activations));
+                        p.residents.gradients = Bytes(GB);
+                        p.gathers = !matches!(sharding, Sharding::Unsharded);
+                        p.prefetch = prefetch;
+                        p.root_kept = fsdp1;
+                        if let Sharding::Fsdp1(init) = sharding {
+                            p.load.units = init;
+                        }
+                        p.gradients = Gradients {
+                            resident_from_start: accumulated,
+                            sharded: p.gathers,
+                            reduce_bucket: Bytes(if matches!(sharding, Sharding::Zero3) {
+                                GB / 10
+                            } else {
+                                0
+                            }),
+                            freed_after_step: true,
+                            ..Gradients::default()
+                        };
+                        // The peak in backward, and in the optimizer's
+                        // step: there it counts all that backward left.
+                        for step in [GB, 40 * GB] {
+                            p.optimizer.temporaries = Bytes(step);
+                            let full = build(&p).unwrap();
+                            assert_eq!(
+                                peak_only(&p).unwrap(),
+                                full.peak.bytes,
+                                "{sharding:?} accumulated {accumulated}, {in_flight} in flight, \
+                                 {heads} heads, offloaded {offloaded}, prefetch {prefetch}, \
+                                 twin {twin}, step {step}"
+                            );
+                        }
+                        assert!(
+                            builder::skipped_units(&p).unwrap() >= layers as usize - 5,
+                            "{sharding:?}: nothing skipped"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 7 * 2 * 3 * 2 * 3);
 }

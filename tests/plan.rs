@@ -158,6 +158,39 @@ fn every_printed_row_is_estimate_with_its_flags() {
     assert!(checked > 30, "only {checked} rows checked");
 }
 
+/// FSDP1 (`--framework fsdp1`, issue 24): plan prices each layout with the
+/// peak-only replay that skips the middle of the identical layers (issue
+/// 22); every row, each shown or not, is the `estimate` it names, whose full
+/// replay keeps the root unit gathered through backward, holds the root's
+/// gradient to its post-backward and prefetches the last layer from the
+/// root's pre-backward. With and without gradient accumulation.
+#[test]
+fn fsdp1_rows_are_estimates_with_their_flags() {
+    let case = [
+        "--model",
+        "llama-3.1-8b",
+        "--gpus",
+        "8",
+        "--device",
+        "h100-80gb",
+        "--seq-len",
+        "4096",
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--framework",
+        "fsdp1",
+    ];
+    let mut checked = 0;
+    for extra in [&[][..], &["--global-batch", "64"][..]] {
+        let mut args = owned(&case);
+        args.extend(owned(extra));
+        checked += rows_are_estimates(&args, 100, 1);
+    }
+    assert!(checked > 40, "only {checked} rows checked");
+}
+
 /// The two large searches of [`PRINTED_CASES`] (64 GPUs; Mixtral with
 /// `--allow all`): minutes of a debug build.
 #[test]

@@ -27,8 +27,10 @@
 //! offload) stay out of those statistics, under `missing`, for the reason
 //! written there: train.py reads `max_memory_reserved()` after a whole
 //! epoch of 1,024 samples, over the blocks loading and wrapping left, and
-//! trainmem's allocator simulation replays the wrap and one step, not the
-//! fragmentation of the later steps. Modelled now from torch's source: the
+//! trainmem's allocator simulation replays the wrap and one step (a second
+//! replayed step, tried, does not move it): the real allocation order's
+//! fragmentation and the all-gather blocks whose frees wait on
+//! `record_stream` events are not modelled. Modelled now from torch's source: the
 //! wrap unit by unit with `sync_module_states`' broadcast buckets, the
 //! all-gather stream's own blocks, transformers 4.38's fp32 output logits
 //! kept by the loop; they went from 13-38% below to 5-22% below, and

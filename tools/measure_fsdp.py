@@ -34,6 +34,11 @@ rank 0 in a separate child process, three ways:
   same memory, so the meta build stands in for the host copy.
 
 The peak of each is written under ``init`` with the bytes kept at its end.
+
+peft LoRA (``__lora-qv-r8-d0-bf16__fsdp1-2``): ``get_peft_model`` on q and v
+(adapters in bf16), wrapped as Answer.AI's train.py does (``_or_policy`` of a
+lambda policy for every trainable leaf linear and the decoder-layer policy),
+so the root unit is frozen; no ``init`` measured.
 ``trainmem_flags``: ``--framework fsdp1 --gpus 2 --fsdp full-shard``.
 
     /work/venv/bin/python tools/measure_fsdp.py [--only SUBSTRING]
@@ -63,6 +68,11 @@ def specs() -> list[dict]:
                                    ("bf16", "none", 1, 512)):
         s.append({"id": f"llama__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__fsdp1-2",
                   "dtype": dtype, "recompute": recompute, "B": B, "S": S})
+    # Answer.AI's FSDP-LoRA wrapping: each trainable LoRA linear its own unit
+    # (lambda policy) inside the decoder-layer units; the root frozen.
+    lora = {"targets": "qv", "r": 8, "dropout": 0, "dtype": "bf16"}
+    s.append({"id": "llama__bf16__adamw__sdpa__none__b2s128" + mt.lora_id(lora) + "__fsdp1-2",
+              "dtype": "bf16", "recompute": "none", "B": 2, "S": 128, "lora": lora})
     return s
 
 
@@ -78,12 +88,24 @@ def build(torch, dtype, meta):
     return model.to(dtype)
 
 
-def wrap(torch, model, meta):
+def wrap(torch, model, meta, lora=False):
+    import functools
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
-    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from torch.distributed.fsdp.wrap import (ModuleWrapPolicy, _or_policy, lambda_auto_wrap_policy,
+                                             transformer_auto_wrap_policy)
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
     cpu = torch.device("cpu")
-    return FSDP(model, auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}), device_id=cpu,
+    policy = ModuleWrapPolicy({LlamaDecoderLayer})
+    if lora:  # Answer.AI train.py get_wrapping_policy
+        def trainable_leaf(module):
+            return (len(list(module.named_children())) == 0
+                    and getattr(module, "weight", None) is not None
+                    and module.weight.requires_grad)
+        policy = functools.partial(_or_policy, policies=[
+            functools.partial(lambda_auto_wrap_policy, lambda_fn=trainable_leaf),
+            functools.partial(transformer_auto_wrap_policy,
+                              transformer_layer_cls={LlamaDecoderLayer})])
+    return FSDP(model, auto_wrap_policy=policy, device_id=cpu,
                 sharding_strategy=ShardingStrategy.FULL_SHARD, use_orig_params=False,
                 limit_all_gathers=True,
                 param_init_fn=(lambda m: m.to_empty(device=cpu, recurse=False)) if meta else None)
@@ -135,8 +157,10 @@ def step_worker(sp: dict) -> dict:
     rank = dist.get_rank()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model = build(torch, dtype, False).train()
-    inner = model
-    fsdp = wrap(torch, model, False)
+    if sp.get("lora"):
+        model = mt.apply_lora(model, sp["lora"], torch)
+    inner = model.get_base_model() if sp.get("lora") else model
+    fsdp = wrap(torch, model, False, lora=bool(sp.get("lora")))
     if sp["recompute"] == "full":
         import functools
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
@@ -146,7 +170,8 @@ def step_worker(sp: dict) -> dict:
             fsdp, checkpoint_wrapper_fn=functools.partial(
                 checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
             check_fn=lambda m: isinstance(m, LlamaDecoderLayer))
-    optimizer = torch.optim.AdamW(fsdp.parameters(), lr=1e-4, foreach=False)
+    optimizer = torch.optim.AdamW([p for p in fsdp.parameters() if p.requires_grad], lr=1e-4,
+                                  foreach=False)
     torch.manual_seed(1)  # the same batch on both ranks
     ids = torch.randint(0, HF_LLAMA["vocab_size"], (sp["B"], sp["S"]))
     enter = torch.ops.profiler._record_function_enter_new
@@ -226,7 +251,8 @@ def step_worker(sp: dict) -> dict:
                   "use_orig_params=False, no mixed precision; rank 0 recorded"]
                  + (["apply_activation_checkpointing after wrapping, non-reentrant"]
                     if sp["recompute"] == "full" else []),
-        "trainmem_flags": ["--framework", "fsdp1", "--gpus", "2", "--fsdp", "full-shard"],
+        "trainmem_flags": ["--framework", "fsdp1", "--gpus", "2", "--fsdp", "full-shard"]
+                          + (mt.lora_flags(sp["lora"]) if sp.get("lora") else []),
     }
 
 
@@ -281,12 +307,14 @@ def main() -> int:
         port += 1
         fx = result(spawn(["--worker", sp["id"]], port))
         fx["init"] = {}
-        for mode in ("every-rank", "per-unit"):
+        for mode in () if sp.get("lora") else ("every-rank", "per-unit"):
             port += 1
             fx["init"][mode] = result(spawn(["--init", f"{mode}:{sp['dtype']}"], port))
+        if not fx["init"]:
+            del fx["init"]
         (mt.FIXTURES_DIR / f"{sp['id']}.json").write_text(json.dumps(fx, indent=1) + "\n")
         print(sp["id"], fx["peak_bytes"], fx["rank_peaks"], fx["peak_phase"], fx["peak_op"],
-              fx["end_bytes"] - fx["end_live_bytes"], fx["init"], f"{time.time() - t:.0f}s",
+              fx["end_bytes"] - fx["end_live_bytes"], fx.get("init"), f"{time.time() - t:.0f}s",
               flush=True)
     return 0
 

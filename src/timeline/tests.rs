@@ -132,6 +132,66 @@ fn loading_the_whole_model_can_be_the_peak() {
     assert_eq!(t.load_peak, Bytes(44 * GB));
 }
 
+/// FSDP1's wrap, unit by unit: each unit's originals, its flat
+/// concatenation and its shard at once, the root (every module outside the
+/// layers) last.
+#[test]
+fn fsdp1_wraps_one_unit_at_a_time_and_the_root_last() {
+    let unit = |layer: Option<u64>, before_layers: bool, weights: u64| Module {
+        layer,
+        before_layers,
+        weights: Bytes(weights),
+        gathered: Bytes(weights),
+        ..Module::default()
+    };
+    let modules = [
+        unit(None, true, GB),
+        unit(Some(0), false, 2 * GB),
+        unit(Some(1), false, 2 * GB),
+        unit(None, false, GB),
+    ];
+    let mut p = plan(&modules, None);
+    p.residents.weights = Bytes(3 * GB);
+    p.residents.optimizer_states = Bytes::ZERO;
+    p.residents.gradients = Bytes::ZERO;
+    p.optimizer.temporaries = Bytes::ZERO;
+    p.gathers = true;
+    p.load.units = Some(UnitInit::Materialized);
+    // Layer 0: 2 + 2 + 1; layer 1: 1 + 2 + 2 + 1; the root (2 GB): 2 + 2 +
+    // 2 + 1, the largest.
+    assert_eq!(build(&p).unwrap().load_peak, Bytes(7 * GB));
+    p.load.units = Some(UnitInit::Resident);
+    // The whole model (6 GB) with layer 0's flat copy and shard.
+    assert_eq!(build(&p).unwrap().load_peak, Bytes(9 * GB));
+}
+
+/// FSDP1 keeps the root unit gathered from the forward's start to the end
+/// of backward; without it the embedding's gather is freed after it runs.
+#[test]
+fn fsdp1_keeps_the_root_gathered_through_the_step() {
+    let outside = |before_layers: bool| Module {
+        before_layers,
+        gathered: Bytes(3 * GB),
+        ..Module::default()
+    };
+    let modules = [
+        outside(true),
+        layer(0, 0, GB),
+        layer(1, 0, GB),
+        outside(false),
+    ];
+    let mut p = plan(&modules, None);
+    p.residents.optimizer_states = Bytes::ZERO;
+    p.residents.gradients = Bytes::ZERO;
+    p.optimizer.temporaries = Bytes::ZERO;
+    p.gathers = true;
+    // The 4 GB of weights, the embedding and layer 0 prefetched.
+    assert_eq!(build(&p).unwrap().peak.bytes, Bytes(8 * GB));
+    p.root_kept = true;
+    // The weights, the whole root and two layers (one prefetched).
+    assert_eq!(build(&p).unwrap().peak.bytes, Bytes(12 * GB));
+}
+
 /// Accumulated gradients exist from the start; each backward adds a temporary.
 #[test]
 fn accumulated_gradients_are_resident_before_backward() {

@@ -90,7 +90,11 @@ impl<'m> Pricer<'m> {
 
     /// The per-stage states of `setup`'s layout, priced once per layout.
     fn stages(&mut self, setup: &Setup) -> Result<Rc<Vec<DeviceMemory>>> {
-        if !self.base.as_ref().is_some_and(|base| same_base(base, setup)) {
+        if !self
+            .base
+            .as_ref()
+            .is_some_and(|base| same_base(base, setup))
+        {
             self.stages.clear();
             self.schedules.clear();
             self.base = Some(Setup {

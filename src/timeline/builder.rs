@@ -21,6 +21,12 @@ struct Allocation {
     live: bool,
 }
 
+thread_local! {
+    /// The allocation records of this thread's last peak-only replay,
+    /// emptied, for the next one to reuse.
+    static RECORDS: std::cell::RefCell<Vec<Allocation>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The running state of a replay.
 struct Builder {
     keep: bool,
@@ -64,7 +70,13 @@ impl Builder {
                 end: Bytes::ZERO,
             }],
             bytes_only: !keep && allocator.is_none(),
-            allocations: Vec::new(),
+            // A layout search replays tens of thousands of steps for their
+            // peak: each thread reuses one vector of allocation records.
+            allocations: if !keep && allocator.is_none() {
+                RECORDS.with(|cell| std::mem::take(&mut *cell.borrow_mut()))
+            } else {
+                Vec::new()
+            },
             allocator,
             local_max: [0; 2],
         }
@@ -94,8 +106,8 @@ impl Builder {
         let overflow = || Error::overflow(WHAT);
         let end = i128::from(self.total);
         let delta = end - i128::from(start);
-        let rise = i128::from(self.local_max.get(level).copied().unwrap_or(start))
-            - i128::from(start);
+        let rise =
+            i128::from(self.local_max.get(level).copied().unwrap_or(start)) - i128::from(start);
         let times = i128::from(times);
         let last_start = delta
             .checked_mul(times - 1)
@@ -271,7 +283,13 @@ impl Builder {
         self.free(block)
     }
 
-    fn finish(self) -> Timeline {
+    fn finish(mut self) -> Timeline {
+        if self.bytes_only {
+            // Hand the allocation records back for the next peak-only replay.
+            let mut records = std::mem::take(&mut self.allocations);
+            records.clear();
+            RECORDS.with(|cell| *cell.borrow_mut() = records);
+        }
         let load_peak = self
             .phases
             .iter()
@@ -310,7 +328,9 @@ fn units<'a>(plan: &StepPlan<'a>) -> Result<Vec<Unit<'a>>> {
     };
     let mut layer_modules: Vec<&Module> =
         plan.modules.iter().filter(|m| m.layer.is_some()).collect();
-    layer_modules.sort_by_key(|m| m.layer);
+    if !layer_modules.is_sorted_by_key(|m| m.layer) {
+        layer_modules.sort_by_key(|m| m.layer);
+    }
     let mut units: Vec<Unit> = plan
         .modules
         .iter()
@@ -403,22 +423,17 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     let activations = plan.activations;
     let has_head = activations.is_some_and(|a| a.has_head);
     let in_flight = activations.map_or(1, |a| a.in_flight.max(1));
-    // About a dozen allocations per unit and micro-batch: reserved once. A
-    // peak-only replay skips all but about eight units of a stage's passes
-    // and all but four passes.
+    // About a dozen allocations per unit and micro-batch: reserved once (a
+    // peak-only replay replays at most four of the passes in flight).
     let (replayed_units, replayed_passes) = if b.bytes_only {
-        (units.len().min(2 * SKIPPED_RUN), 2 * SKIPPED_RUN)
+        (units.len(), 2 * SKIPPED_RUN)
     } else {
         (units.len(), 1 << 16)
     };
     b.allocations.reserve(
         replayed_units
             .saturating_add(4)
-            .saturating_mul(
-                usize::try_from(in_flight)
-                    .unwrap_or(1)
-                    .min(replayed_passes),
-            )
+            .saturating_mul(usize::try_from(in_flight).unwrap_or(1).min(replayed_passes))
             .saturating_mul(12),
     );
 
@@ -810,11 +825,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
 }
 
 /// The bytes still held by `blocks[range]`: the gradients an iteration kept.
-fn kept_bytes(
-    b: &Builder,
-    blocks: &[Option<Block>],
-    range: std::ops::Range<usize>,
-) -> Result<u64> {
+fn kept_bytes(b: &Builder, blocks: &[Option<Block>], range: std::ops::Range<usize>) -> Result<u64> {
     let mut bytes = 0u64;
     for block in blocks.get(range).unwrap_or_default().iter().flatten() {
         if let Some(allocation) = b.allocations.get(block.0).filter(|a| a.live) {

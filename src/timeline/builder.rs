@@ -535,22 +535,30 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         let mut index = 0;
         let mut start = b.mark(UNIT);
         while let Some(unit) = units.get(index) {
-            if let Some(&&(first, last)) = skips_ahead.peek()
-                && first == index
+            if let Some(&&Skip {
+                first,
+                last,
+                period,
+            }) = skips_ahead.peek()
             {
-                // Units first..=last are the one just replayed (index - 1)
-                // again, between identical neighbours: the same events.
-                skips_ahead.next();
-                b.repeat(UNIT, start, (last - first + 1) as u64)?;
-                // The prefetched parameters move along to the next unit.
-                let prefetched = gathered.get_mut(first).and_then(Option::take);
-                if let Some(slot) = gathered.get_mut(last + 1) {
-                    *slot = prefetched;
+                if index + period == first {
+                    // The group replayed next is measured.
+                    start = b.mark(UNIT);
                 }
-                index = last + 1;
-                continue;
+                if first == index {
+                    // Units first..=last are the group just replayed again,
+                    // between identical neighbours: the same events.
+                    skips_ahead.next();
+                    b.repeat(UNIT, start, ((last - first + 1) / period) as u64)?;
+                    // The prefetched parameters move along to the next unit.
+                    let prefetched = gathered.get_mut(first).and_then(Option::take);
+                    if let Some(slot) = gathered.get_mut(last + 1) {
+                        *slot = prefetched;
+                    }
+                    index = last + 1;
+                    continue;
+                }
             }
-            start = b.mark(UNIT);
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -688,13 +696,24 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             let Some(unit) = units.get(index) else {
                 break;
             };
-            if let Some(&&(first, last)) = skips_behind.peek()
+            if let Some(&&Skip { last, period, .. }) = skips_behind.peek()
+                && index == last + period
+            {
+                // The group replayed next is measured.
+                start = b.mark(UNIT);
+                gradients_before = gradient_blocks.len();
+            }
+            if let Some(&&Skip {
+                first,
+                last,
+                period,
+            }) = skips_behind.peek()
                 && last == index
             {
-                // Units last..=first (backward) are the one just replayed
-                // (index + 1) again: its gradients kept, times their count.
+                // Units last..=first (backward) are the group just replayed
+                // again: its gradients kept, times their count.
                 skips_behind.next();
-                let times = (last - first + 1) as u64;
+                let times = ((last - first + 1) / period) as u64;
                 let kept_gradients =
                     kept_bytes(&b, &gradient_blocks, gradients_before..gradients_after)?;
                 b.repeat(UNIT, start, times)?;
@@ -710,8 +729,6 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 continue;
             }
             next = index;
-            start = b.mark(UNIT);
-            gradients_before = gradient_blocks.len();
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -842,39 +859,76 @@ fn kept_bytes(b: &Builder, blocks: &[Option<Block>], range: std::ops::Range<usiz
 const UNIT: usize = 0;
 const PASS: usize = 1;
 
-/// The fewest identical units in a row worth skipping: the first two and
-/// the last two are replayed (the second measures one iteration between
+/// The fewest identical groups in a row worth skipping: the first two and
+/// the last two are replayed (the second measures one group between
 /// identical neighbours), the rest skipped.
 const SKIPPED_RUN: usize = 5;
 
-/// The units a peak-only replay skips, as inclusive index ranges ascending:
-/// the middle of each run of at least [`SKIPPED_RUN`] identical units (the
-/// same module and activations byte for byte, the same share of the
-/// gradients), two units in from each end. Each skipped unit has identical
-/// neighbours in forward and in backward, so its events are those of the
-/// unit replayed just before it, shifted by the total; the first and last
+/// The longest repeating group of units looked for: recomputation of
+/// every 2nd or 4th layer only (`--recompute-every`) alternates layers.
+const MOST_PERIOD: usize = 4;
+
+/// Units a peak-only replay skips: `first..=last`, whole groups of `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Skip {
+    first: usize,
+    last: usize,
+    period: usize,
+}
+
+/// The units a peak-only replay skips, ascending: the middle of each run
+/// of at least [`SKIPPED_RUN`] identical groups of 1 to [`MOST_PERIOD`]
+/// units (the same modules and activations byte for byte, the same shares
+/// of the gradients), two groups in from each end. A unit's events depend
+/// on it and on its neighbour (the parameters it prefetches), so each
+/// skipped group's events in forward and in backward are those of the
+/// group replayed just before it, shifted by the total; the first and last
 /// units of a stage (the head, the embeddings) are never skipped.
-fn skippable(units: &[Unit]) -> Vec<(usize, usize)> {
-    let same = |a: &Unit, b: &Unit| {
-        a.gradient_share == b.gradient_share
-            && a.module.map(|m| Module { layer: None, ..*m })
-                == b.module.map(|m| Module { layer: None, ..*m })
-            && a.activations.map(|l| LayerActivations { layer: 0, ..*l })
-                == b.activations.map(|l| LayerActivations { layer: 0, ..*l })
+fn skippable(units: &[Unit]) -> Vec<Skip> {
+    let same = |a: Option<&Unit>, b: Option<&Unit>| match (a, b) {
+        (Some(a), Some(b)) => {
+            a.gradient_share == b.gradient_share
+                && a.module.map(|m| Module { layer: None, ..*m })
+                    == b.module.map(|m| Module { layer: None, ..*m })
+                && a.activations.map(|l| LayerActivations { layer: 0, ..*l })
+                    == b.activations.map(|l| LayerActivations { layer: 0, ..*l })
+        }
+        _ => false,
     };
     let mut out = Vec::new();
-    let mut run_start = 0;
-    for index in 1..=units.len() {
-        let continues = match (units.get(index - 1), units.get(index)) {
-            (Some(a), Some(b)) => same(a, b),
-            _ => false,
-        };
-        if !continues {
-            let run_end = index - 1;
-            if run_end + 1 - run_start >= SKIPPED_RUN {
-                out.push((run_start + 2, run_end - 2));
+    let mut start = 0;
+    while start < units.len() {
+        // The period whose run from `start` skips the most units.
+        let mut best: Option<(Skip, usize)> = None;
+        for period in 1..=MOST_PERIOD {
+            let mut end = start + period;
+            while same(units.get(end - period), units.get(end)) {
+                end += 1;
             }
-            run_start = index;
+            // units[start..end] repeat with `period`.
+            let groups = (end - start) / period;
+            if groups < SKIPPED_RUN {
+                continue;
+            }
+            let first = start + 2 * period;
+            let skipped = (groups - 4) * period;
+            if best.is_none_or(|(b, _)| skipped > b.last + 1 - b.first) {
+                best = Some((
+                    Skip {
+                        first,
+                        last: first + skipped - 1,
+                        period,
+                    },
+                    end,
+                ));
+            }
+        }
+        match best {
+            Some((skip, end)) => {
+                out.push(skip);
+                start = end;
+            }
+            None => start += 1,
         }
     }
     out

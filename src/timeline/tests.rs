@@ -223,13 +223,14 @@ impl Cases {
 /// `peak_only` skips the middle of runs of identical layers; its bytes are
 /// those of the full replay on thousands of plans: runs broken by odd
 /// layers, gathered or not, sharded, accumulated, fused updates, several
-/// micro-batches in flight, offloaded and recomputed activations.
+/// micro-batches in flight, offloaded and recomputed activations, layers
+/// that repeat every 1 to 4.
 #[test]
 fn peak_only_equals_the_full_replay() {
     let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
     let mut skipped_some = 0;
     for _ in 0..4000 {
-        let layers = 1 + cases.next(14);
+        let layers = 1 + cases.next(30);
         let odd = cases.next(layers + 3);
         let mut modules: Vec<Module> = (0..layers)
             .map(|index| {
@@ -293,16 +294,24 @@ fn peak_only_equals_the_full_replay() {
                 layer.kept = Bytes(GB / 3);
             }
         }
-        // The same draws for every layer but the odd one: redo them equal.
-        let template = schedule.layers.first().copied();
-        if let Some(template) = template {
-            for layer in &mut schedule.layers {
-                if layer.layer != odd && layer.layer != 0 {
-                    *layer = LayerActivations {
-                        layer: layer.layer,
-                        ..template
-                    };
-                }
+        // The same draws for every layer of a residue (layers repeat with
+        // a period of 1 to 4, as with --recompute-every) but the odd one.
+        let period = 1 + cases.next(4);
+        let templates: Vec<LayerActivations> = (0..period)
+            .map(|residue| LayerActivations {
+                kept: Bytes(GB / 7 + residue * GB / 47),
+                recomputed: Bytes(if residue == 0 { recomputed } else { 0 }),
+                ..schedule.layers.first().copied().unwrap_or_default()
+            })
+            .collect();
+        for layer in &mut schedule.layers {
+            if layer.layer != odd
+                && let Some(template) = templates.get((layer.layer % period) as usize)
+            {
+                *layer = LayerActivations {
+                    layer: layer.layer,
+                    ..*template
+                };
             }
         }
         let mut step = plan(&modules, None);

@@ -21,6 +21,12 @@ struct Allocation {
     live: bool,
 }
 
+thread_local! {
+    /// The allocation records of this thread's last peak-only replay,
+    /// emptied, for the next one to reuse.
+    static RECORDS: std::cell::RefCell<Vec<Allocation>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The running state of a replay.
 struct Builder {
     keep: bool,
@@ -66,7 +72,13 @@ impl Builder {
                 end: Bytes::ZERO,
             }],
             bytes_only: !keep && allocator.is_none(),
-            allocations: Vec::new(),
+            // A layout search replays tens of thousands of steps for their
+            // peak: each thread reuses one vector of allocation records.
+            allocations: if !keep && allocator.is_none() {
+                RECORDS.with(|cell| std::mem::take(&mut *cell.borrow_mut()))
+            } else {
+                Vec::new()
+            },
             allocator,
             local_max: [0; 2],
             stream: Stream::Compute,
@@ -274,7 +286,13 @@ impl Builder {
         self.free(block)
     }
 
-    fn finish(self) -> Timeline {
+    fn finish(mut self) -> Timeline {
+        if self.bytes_only {
+            // Hand the allocation records back for the next peak-only replay.
+            let mut records = std::mem::take(&mut self.allocations);
+            records.clear();
+            RECORDS.with(|cell| *cell.borrow_mut() = records);
+        }
         let load_peak = self
             .phases
             .iter()
@@ -313,7 +331,9 @@ fn units<'a>(plan: &StepPlan<'a>) -> Result<Vec<Unit<'a>>> {
     };
     let mut layer_modules: Vec<&Module> =
         plan.modules.iter().filter(|m| m.layer.is_some()).collect();
-    layer_modules.sort_by_key(|m| m.layer);
+    if !layer_modules.is_sorted_by_key(|m| m.layer) {
+        layer_modules.sort_by_key(|m| m.layer);
+    }
     let mut units: Vec<Unit> = plan
         .modules
         .iter()
@@ -406,11 +426,10 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     let activations = plan.activations;
     let has_head = activations.is_some_and(|a| a.has_head);
     let in_flight = activations.map_or(1, |a| a.in_flight.max(1));
-    // About a dozen allocations per unit and micro-batch: reserved once. A
-    // peak-only replay skips all but about eight units of a stage's passes
-    // and all but four passes.
+    // About a dozen allocations per unit and micro-batch: reserved once (a
+    // peak-only replay replays at most four of the passes in flight).
     let (replayed_units, replayed_passes) = if b.bytes_only {
-        (units.len().min(2 * SKIPPED_RUN), 2 * SKIPPED_RUN)
+        (units.len(), 2 * SKIPPED_RUN)
     } else {
         (units.len(), 1 << 16)
     };
@@ -548,22 +567,30 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         let mut index = 0;
         let mut start = b.mark(UNIT);
         while let Some(unit) = units.get(index) {
-            if let Some(&&(first, last)) = skips_ahead.peek()
-                && first == index
+            if let Some(&&Skip {
+                first,
+                last,
+                period,
+            }) = skips_ahead.peek()
             {
-                // Units first..=last are the one just replayed (index - 1)
-                // again, between identical neighbours: the same events.
-                skips_ahead.next();
-                b.repeat(UNIT, start, (last - first + 1) as u64)?;
-                // The prefetched parameters move along to the next unit.
-                let prefetched = gathered.get_mut(first).and_then(Option::take);
-                if let Some(slot) = gathered.get_mut(last + 1) {
-                    *slot = prefetched;
+                if index + period == first {
+                    // The group replayed next is measured.
+                    start = b.mark(UNIT);
                 }
-                index = last + 1;
-                continue;
+                if first == index {
+                    // Units first..=last are the group just replayed again,
+                    // between identical neighbours: the same events.
+                    skips_ahead.next();
+                    b.repeat(UNIT, start, ((last - first + 1) / period) as u64)?;
+                    // The prefetched parameters move along to the next unit.
+                    let prefetched = gathered.get_mut(first).and_then(Option::take);
+                    if let Some(slot) = gathered.get_mut(last + 1) {
+                        *slot = prefetched;
+                    }
+                    index = last + 1;
+                    continue;
+                }
             }
-            start = b.mark(UNIT);
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -720,13 +747,24 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             let Some(unit) = units.get(index) else {
                 break;
             };
-            if let Some(&&(first, last)) = skips_behind.peek()
+            if let Some(&&Skip { last, period, .. }) = skips_behind.peek()
+                && index == last + period
+            {
+                // The group replayed next is measured.
+                start = b.mark(UNIT);
+                gradients_before = gradient_blocks.len();
+            }
+            if let Some(&&Skip {
+                first,
+                last,
+                period,
+            }) = skips_behind.peek()
                 && last == index
             {
-                // Units last..=first (backward) are the one just replayed
-                // (index + 1) again: its gradients kept, times their count.
+                // Units last..=first (backward) are the group just replayed
+                // again: its gradients kept, times their count.
                 skips_behind.next();
-                let times = (last - first + 1) as u64;
+                let times = ((last - first + 1) / period) as u64;
                 let kept_gradients =
                     kept_bytes(&b, &gradient_blocks, gradients_before..gradients_after)?;
                 b.repeat(UNIT, start, times)?;
@@ -742,8 +780,6 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 continue;
             }
             next = index;
-            start = b.mark(UNIT);
-            gradients_before = gradient_blocks.len();
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -908,18 +944,31 @@ fn kept_bytes(b: &Builder, blocks: &[Option<Block>], range: std::ops::Range<usiz
 const UNIT: usize = 0;
 const PASS: usize = 1;
 
-/// The fewest identical units in a row worth skipping: the first two and
-/// the last two are replayed (the second measures one iteration between
+/// The fewest identical groups in a row worth skipping: the first two and
+/// the last two are replayed (the second measures one group between
 /// identical neighbours), the rest skipped.
 const SKIPPED_RUN: usize = 5;
 
-/// The units a peak-only replay skips, as inclusive index ranges ascending:
-/// the middle of each run of at least [`SKIPPED_RUN`] identical decoder
-/// layers (the same module and activations byte for byte, the same share
-/// of the gradients), two units in from each end. Each skipped unit has
-/// identical neighbours in forward and in backward, so its events are those
-/// of the unit replayed just before it, shifted by the total; the first and
-/// last units of a stage (the head, the embeddings) are never skipped.
+/// The longest repeating group of units looked for: recomputation of
+/// every 2nd or 4th layer only (`--recompute-every`) alternates layers.
+const MOST_PERIOD: usize = 4;
+
+/// Units a peak-only replay skips: `first..=last`, whole groups of `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Skip {
+    first: usize,
+    last: usize,
+    period: usize,
+}
+
+/// The units a peak-only replay skips, ascending: the middle of each run
+/// of at least [`SKIPPED_RUN`] identical groups of 1 to [`MOST_PERIOD`]
+/// units (the same modules and activations byte for byte, the same shares
+/// of the gradients), two groups in from each end. A unit's events depend
+/// on it and on its neighbour (the parameters it prefetches), so each
+/// skipped group's events in forward and in backward are those of the
+/// group replayed just before it, shifted by the total; the first and last
+/// units of a stage (the head, the embeddings) are never skipped.
 ///
 /// Only decoder layers form runs: a module outside them, even one equal to
 /// a layer byte for byte (several identical heads, a multi-token-prediction
@@ -927,32 +976,56 @@ const SKIPPED_RUN: usize = 5;
 /// root unit, which is never gathered on its own and whose gradient is held
 /// until the root's post-backward (`StepPlan::root_kept`), so a run through
 /// it would repeat events it does not have. Within a run the other FSDP1
-/// events stay at its ends, which are replayed: the root's pre-backward
-/// prefetches the last decoder layer, and the root's pre-forward is one
-/// allocation before the first.
-fn skippable(units: &[Unit]) -> Vec<(usize, usize)> {
-    let same = |a: &Unit, b: &Unit| {
-        a.layer.is_some()
-            && b.layer.is_some()
-            && a.gradient_share == b.gradient_share
-            && a.module.map(|m| Module { layer: None, ..*m })
-                == b.module.map(|m| Module { layer: None, ..*m })
-            && a.activations.map(|l| LayerActivations { layer: 0, ..*l })
-                == b.activations.map(|l| LayerActivations { layer: 0, ..*l })
+/// events stay in its first and last two groups, which are replayed: the
+/// root's pre-backward prefetches the last decoder layer, and the root's
+/// pre-forward is one allocation before the first.
+fn skippable(units: &[Unit]) -> Vec<Skip> {
+    let same = |a: Option<&Unit>, b: Option<&Unit>| match (a, b) {
+        (Some(a), Some(b)) => {
+            a.layer.is_some()
+                && b.layer.is_some()
+                && a.gradient_share == b.gradient_share
+                && a.module.map(|m| Module { layer: None, ..*m })
+                    == b.module.map(|m| Module { layer: None, ..*m })
+                && a.activations.map(|l| LayerActivations { layer: 0, ..*l })
+                    == b.activations.map(|l| LayerActivations { layer: 0, ..*l })
+        }
+        _ => false,
     };
     let mut out = Vec::new();
-    let mut run_start = 0;
-    for index in 1..=units.len() {
-        let continues = match (units.get(index - 1), units.get(index)) {
-            (Some(a), Some(b)) => same(a, b),
-            _ => false,
-        };
-        if !continues {
-            let run_end = index - 1;
-            if run_end + 1 - run_start >= SKIPPED_RUN {
-                out.push((run_start + 2, run_end - 2));
+    let mut start = 0;
+    while start < units.len() {
+        // The period whose run from `start` skips the most units.
+        let mut best: Option<(Skip, usize)> = None;
+        for period in 1..=MOST_PERIOD {
+            let mut end = start + period;
+            while same(units.get(end - period), units.get(end)) {
+                end += 1;
             }
-            run_start = index;
+            // units[start..end] repeat with `period`.
+            let groups = (end - start) / period;
+            if groups < SKIPPED_RUN {
+                continue;
+            }
+            let first = start + 2 * period;
+            let skipped = (groups - 4) * period;
+            if best.is_none_or(|(b, _)| skipped > b.last + 1 - b.first) {
+                best = Some((
+                    Skip {
+                        first,
+                        last: first + skipped - 1,
+                        period,
+                    },
+                    end,
+                ));
+            }
+        }
+        match best {
+            Some((skip, end)) => {
+                out.push(skip);
+                start = end;
+            }
+            None => start += 1,
         }
     }
     out
@@ -964,7 +1037,7 @@ fn skippable(units: &[Unit]) -> Vec<(usize, usize)> {
 pub(super) fn skipped_units(plan: &StepPlan) -> Result<usize> {
     Ok(skippable(&units(plan)?)
         .iter()
-        .map(|(first, last)| last + 1 - first)
+        .map(|skip| skip.last + 1 - skip.first)
         .sum())
 }
 

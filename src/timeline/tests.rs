@@ -284,14 +284,14 @@ impl Cases {
 /// `peak_only` skips the middle of runs of identical layers; its bytes are
 /// those of the full replay on thousands of plans: runs broken by odd
 /// layers, gathered or not, sharded, accumulated, fused updates, several
-/// micro-batches in flight, offloaded and recomputed activations, FSDP1's
-/// root unit and wrap.
+/// micro-batches in flight, offloaded and recomputed activations, layers
+/// that repeat every 1 to 4, FSDP1's root unit and wrap.
 #[test]
 fn peak_only_equals_the_full_replay() {
     let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
     let mut skipped_some = 0;
     for _ in 0..4000 {
-        let layers = 1 + cases.next(14);
+        let layers = 1 + cases.next(30);
         let odd = cases.next(layers + 3);
         let mut modules: Vec<Module> = (0..layers)
             .map(|index| {
@@ -356,16 +356,24 @@ fn peak_only_equals_the_full_replay() {
                 layer.kept = Bytes(GB / 3);
             }
         }
-        // The same draws for every layer but the odd one: redo them equal.
-        let template = schedule.layers.first().copied();
-        if let Some(template) = template {
-            for layer in &mut schedule.layers {
-                if layer.layer != odd && layer.layer != 0 {
-                    *layer = LayerActivations {
-                        layer: layer.layer,
-                        ..template
-                    };
-                }
+        // The same draws for every layer of a residue (layers repeat with
+        // a period of 1 to 4, as with --recompute-every) but the odd one.
+        let period = 1 + cases.next(4);
+        let templates: Vec<LayerActivations> = (0..period)
+            .map(|residue| LayerActivations {
+                kept: Bytes(GB / 7 + residue * GB / 47),
+                recomputed: Bytes(if residue == 0 { recomputed } else { 0 }),
+                ..schedule.layers.first().copied().unwrap_or_default()
+            })
+            .collect();
+        for layer in &mut schedule.layers {
+            if layer.layer != odd
+                && let Some(template) = templates.get((layer.layer % period) as usize)
+            {
+                *layer = LayerActivations {
+                    layer: layer.layer,
+                    ..*template
+                };
             }
         }
         let mut step = plan(&modules, None);
@@ -431,7 +439,9 @@ fn decoder(layers: u64, heads: u64, offloaded: bool, reduce_buffer: u64) -> Vec<
 /// in flight, with one head or several identical ones (the root's modules,
 /// which a skip may not take for a run of layers), and with a module
 /// outside the layers identical to a decoder layer (DeepSeek-V3's
-/// multi-token-prediction layer). Every plan has layers to skip.
+/// multi-token-prediction layer), and with every 2nd layer recomputed
+/// (`--recompute-every 2`: groups of two skipped). Every plan has at least
+/// 8 of its 16 layers to skip.
 #[test]
 fn peak_only_equals_the_full_replay_under_fsdp1_zero3_and_accumulation() {
     #[derive(Debug, Clone, Copy)]
@@ -455,12 +465,13 @@ fn peak_only_equals_the_full_replay_under_fsdp1_zero3_and_accumulation() {
         for accumulated in [false, true] {
             for in_flight in [1, 2, 6] {
                 for heads in [1, 6] {
-                    for (offloaded, prefetch, twin) in [
-                        (false, true, false),
-                        (true, true, false),
-                        (false, false, true),
+                    for (offloaded, prefetch, twin, every) in [
+                        (false, true, false, 1),
+                        (true, true, false, 1),
+                        (false, false, true, 1),
+                        (false, true, false, 2),
                     ] {
-                        let layers = 12;
+                        let layers = 16;
                         let (fsdp1, reduce_buffer) = match sharding {
                             Sharding::Fsdp1(_) => (true, 0),
                             Sharding::Zero3 | Sharding::Fsdp2 => (false, GB / 2),
@@ -482,6 +493,12 @@ fn peak_only_equals_the_full_replay_under_fsdp1_zero3_and_accumulation() {
                         for layer in &mut activations.layers {
                             layer.backward = Bytes(GB / 4);
                             layer.closing = Bytes(GB / 40);
+                            // `--recompute-every`: every `every`-th layer
+                            // recomputed, the others keep their tensors.
+                            if every > 1 && layer.layer % every == 0 {
+                                layer.kept = Bytes(GB / 50);
+                                layer.recomputed = Bytes(GB / 6);
+                            }
                         }
                         let mut p = plan(&modules, Some(&activations));
                         p.residents.gradients = Bytes(GB);
@@ -512,11 +529,11 @@ fn peak_only_equals_the_full_replay_under_fsdp1_zero3_and_accumulation() {
                                 full.peak.bytes,
                                 "{sharding:?} accumulated {accumulated}, {in_flight} in flight, \
                                  {heads} heads, offloaded {offloaded}, prefetch {prefetch}, \
-                                 twin {twin}, step {step}"
+                                 twin {twin}, every {every}, step {step}"
                             );
                         }
                         assert!(
-                            builder::skipped_units(&p).unwrap() >= layers as usize - 5,
+                            builder::skipped_units(&p).unwrap() >= 8,
                             "{sharding:?}: nothing skipped"
                         );
                         checked += 1;
@@ -525,5 +542,5 @@ fn peak_only_equals_the_full_replay_under_fsdp1_zero3_and_accumulation() {
             }
         }
     }
-    assert_eq!(checked, 7 * 2 * 3 * 2 * 3);
+    assert_eq!(checked, 7 * 2 * 3 * 2 * 4);
 }

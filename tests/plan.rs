@@ -158,6 +158,39 @@ fn every_printed_row_is_estimate_with_its_flags() {
     assert!(checked > 30, "only {checked} rows checked");
 }
 
+/// FSDP1 (`--framework fsdp1`, issue 24): plan prices each layout with the
+/// peak-only replay that skips the middle of the identical layers (issue
+/// 22); every row, each shown or not, is the `estimate` it names, whose full
+/// replay keeps the root unit gathered through backward, holds the root's
+/// gradient to its post-backward and prefetches the last layer from the
+/// root's pre-backward. With and without gradient accumulation.
+#[test]
+fn fsdp1_rows_are_estimates_with_their_flags() {
+    let case = [
+        "--model",
+        "llama-3.1-8b",
+        "--gpus",
+        "8",
+        "--device",
+        "h100-80gb",
+        "--seq-len",
+        "4096",
+        "--optimizer",
+        "adamw",
+        "--precision",
+        "mixed-bf16",
+        "--framework",
+        "fsdp1",
+    ];
+    let mut checked = 0;
+    for extra in [&[][..], &["--global-batch", "64"][..]] {
+        let mut args = owned(&case);
+        args.extend(owned(extra));
+        checked += rows_are_estimates(&args, 100, 1);
+    }
+    assert!(checked > 40, "only {checked} rows checked");
+}
+
 /// The two large searches of [`PRINTED_CASES`] (64 GPUs; Mixtral with
 /// `--allow all`): minutes of a debug build.
 #[test]
@@ -168,6 +201,61 @@ fn every_printed_row_of_the_large_searches_is_estimate_with_its_flags() {
         checked += rows_are_estimates(&owned(case), 12, 12);
     }
     assert!(checked > 30, "only {checked} rows checked");
+}
+
+/// The rows a plan shows fit as `estimate` judges `fits`: on reserved
+/// memory (the caching allocator simulated). Without headroom some layouts
+/// ranked among the first fit on their allocated peak only: they are left
+/// out as tight, and each costs one simulation, counted.
+#[test]
+fn shown_rows_fit_on_reserved_memory() {
+    let mut tight_met = 0;
+    for (case, headroom) in [
+        (PRINTED_CASES[0], "5%"),
+        (PRINTED_CASES[0], "0%"),
+        (PRINTED_CASES[3], "0%"),
+    ] {
+        let mut args = owned(case);
+        args.extend(owned(&["--headroom", headroom, "--top", "5"]));
+        let answer = plan(&args);
+        let base = strings(&answer["base_flags"]);
+        let layouts = answer["layouts"].as_array().unwrap();
+        let shown: Vec<&Value> = layouts.iter().filter(|l| l["shown"] == true).collect();
+        assert_eq!(shown.len(), 5, "{args:?}");
+        assert_eq!(answer["shown"], 5);
+        let tight = answer["tight"].as_u64().unwrap();
+        tight_met += tight;
+        // One simulation per shown row and per tight layout, no more.
+        assert_eq!(
+            answer["reserve_simulations"].as_u64().unwrap(),
+            5 + tight,
+            "{args:?}"
+        );
+        let simulated = layouts.iter().filter(|l| !l["reserved"].is_null()).count();
+        assert_eq!(simulated, 5, "only the shown rows carry a reserve");
+        for row in &shown {
+            assert_eq!(row["fits_reserved"], true);
+            let mut words: Vec<String> = vec!["estimate".to_string()];
+            words.extend(base.iter().cloned());
+            words.extend(strings(&row["flags"]));
+            words.extend(owned(&["--format", "json"]));
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            let (code, out, err) = run(&words);
+            assert_eq!(code, 0, "{words:?}: {err}");
+            let e: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(e["fits"], true, "{}", row["command"]);
+            assert_eq!(
+                e["memory"]["reserved"], row["reserved"],
+                "{}",
+                row["command"]
+            );
+            assert_eq!(e["memory"]["peak"], row["peak"], "{}", row["command"]);
+        }
+    }
+    assert!(
+        tight_met > 0,
+        "no case met a tight layout: the test checks nothing left out"
+    );
 }
 
 /// One random plan: every sampled row is its estimate, or a global batch no

@@ -13,16 +13,29 @@
 //! benchmark table that gives neither the precision nor the unit of its
 //! figures) are priced under the assumption written there and kept apart.
 //!
-//! The issue's target holds on the 24 cases whose metric and setup are both
-//! stated: mean |error| 2.7%, the largest 12.4% (fms-acceleration's LoRA
-//! under FSDP1); litgpt's full fine-tune joined them with issue 24's
-//! `--implementation litgpt --keep-outputs` (-4.0%), and Answer.AI's two
-//! FSDP1 LoRA runs whose allocated peak its benchmark note states (-6.1%,
-//! -5.3%): 26 cases, mean 2.9%, max 12.4%. With the 9 partly assumed cases
-//! too: 35 cases, mean 6.0%, max 53.5%; those bounds keep it from getting
-//! worse. Answer.AI's reserved peaks (FSDP-QLoRA, CPU offload) name what
-//! sets them under `missing`: the allocator cache the model's loading
-//! leaves, 13-38% above trainmem's reserved estimate.
+//! The issue's target holds on the 26 cases whose metric and setup are both
+//! stated: mean |error| 2.3%, the largest 10.1% (fms-acceleration's LoRA
+//! under FSDP1), after issue 24's FSDP1 mechanisms measured on CPU
+//! (`tools/measure_fsdp.py`: the root unit gathered from the root's
+//! pre-forward to the end of backward, the flat gradient reduce-scattered in
+//! place); they were 2.9% and 12.4%, Answer.AI's two allocated FSDP1 LoRA
+//! peaks -6.1% and -5.3% before (now +0.1% and +1.3%). With the 9 partly
+//! assumed cases too: 35 cases, mean 5.6%, max 53.5%; those bounds keep it
+//! from getting worse.
+//!
+//! Answer.AI's 11 reserved peaks (FSDP-QLoRA and LoRA, with and without CPU
+//! offload) stay out of those statistics, under `missing`, for the reason
+//! written there: train.py reads `max_memory_reserved()` after a whole
+//! epoch of 1,024 samples, over the blocks loading and wrapping left, and
+//! trainmem's allocator simulation replays the wrap and one step (a second
+//! replayed step, tried, does not move it): the real allocation order's
+//! fragmentation and the all-gather blocks whose frees wait on
+//! `record_stream` events are not modelled. Modelled now from torch's source: the
+//! wrap unit by unit with `sync_module_states`' broadcast buckets, the
+//! all-gather stream's own blocks, transformers 4.38's fp32 output logits
+//! kept by the loop; they went from 13-38% below to 5-22% below, and
+//! [`answerai_reserved_peaks_stay_below_and_within_their_bound`] keeps them
+//! there: all 37 stated cases together would be mean 5.7%, max 21.6%.
 
 mod common;
 
@@ -35,7 +48,7 @@ const TARGET_MEAN: f64 = 0.05;
 const TARGET_MAX: f64 = 0.15;
 /// Today's mean |error| over every expressible case with a stated metric,
 /// the partly assumed setups included, as a bound.
-const MEAN_BOUND: f64 = 0.07;
+const MEAN_BOUND: f64 = 0.06;
 /// Today's largest |error| among them, as a bound.
 const MAX_BOUND: f64 = 0.54;
 
@@ -177,4 +190,46 @@ fn what_cannot_be_expressed_is_named() {
             assert!(missing.as_str().unwrap().len() > 3, "{}", case["id"]);
         }
     }
+}
+
+/// Answer.AI's reserved peaks, kept apart (see the module comment): every one
+/// is priced, lands below the measured figure (the simulation replays one
+/// step, the source's peak spans an epoch) and no further than its bound.
+#[test]
+fn answerai_reserved_peaks_stay_below_and_within_their_bound() {
+    let cases = cases();
+    let apart: Vec<&Value> = cases
+        .iter()
+        .filter(|c| {
+            c["id"].as_str().unwrap().starts_with("answerai")
+                && c["metric"] == "reserved"
+                && !c["missing"].as_array().unwrap().is_empty()
+        })
+        .collect();
+    assert_eq!(apart.len(), 11);
+    let (mut sum, mut table) = (0.0, String::new());
+    for case in &apart {
+        let id = case["id"].as_str().unwrap();
+        let mut args: Vec<&str> = vec!["estimate"];
+        args.extend(
+            case["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap()),
+        );
+        args.extend(["--overhead", "0", "--format", "json"]);
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 0, "{id}: {stderr}");
+        let e: Value = serde_json::from_str(&stdout).unwrap();
+        let predicted = e["memory"]["reserved"].as_u64().unwrap() as f64;
+        let measured = case["measured_bytes"].as_f64().unwrap();
+        let error = (predicted - measured) / measured;
+        table += &format!("{id:<64} {:+6.1}%\n", 100.0 * error);
+        assert!((-0.23..0.0).contains(&error), "{table}");
+        sum += error.abs();
+    }
+    let mean = sum / apart.len() as f64;
+    println!("{table}mean {:.1}%", 100.0 * mean);
+    assert!(mean <= 0.15, "{table}mean {mean}");
 }

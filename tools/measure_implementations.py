@@ -31,7 +31,12 @@ litgpt (``lit-*`` ids): ``litgpt.GPT(Config(...))`` (``litgpt/model.py``),
 ``activation_checkpointing_policy={Block}``. Input ids [B, S] random,
 targets = ids.
 
-    /work/venv-peaks/bin/python tools/measure_implementations.py [--only SUBSTRING]
+torchtune (``tt-*`` ids, ``torchtune_worker``): its own Llama 3 builder of the
+same shape and the step of ``recipes/full_finetune_single_device.py`` with
+``CEWithChunkedOutputLoss`` (8 output chunks), ``--implementation torchtune
+--loss chunked:8``.
+
+    /work/venv/bin/python tools/measure_implementations.py [--only SUBSTRING]
 """
 from __future__ import annotations
 
@@ -82,7 +87,140 @@ def specs() -> list[dict]:
         sid = f"{model}__{dtype}__adamw__sdpa__none__b{B}s{S}__litgpt-lora-qv-r8"
         s.append({"id": sid, "model": model, "dtype": dtype, "recompute": "none", "B": B, "S": S,
                   "lora": True})
+    # torchtune (``tt-*`` ids): ``torchtune.models.llama3.llama3`` of the same
+    # shape, the full_finetune_single_device step with CEWithChunkedOutputLoss
+    for dtype, recompute, B, S in (("fp32", "none", 2, 128), ("bf16", "none", 2, 128),
+                                   ("bf16", "full", 1, 512), ("fp32", "full", 1, 512)):
+        sid = f"tt-llama__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__torchtune-full-chunked8"
+        s.append({"id": sid, "model": "tt-llama", "dtype": dtype, "recompute": recompute,
+                  "B": B, "S": S, "torchtune": True})
     return s
+
+
+def torchtune_worker(sp: dict) -> dict:
+    """torchtune 0.6.1's ``recipes/full_finetune_single_device.py`` step on
+    its own Llama 3 (``torchtune.models.llama3.llama3``: ``TransformerDecoder``,
+    ``MultiHeadAttention`` with separate q/k/v projections, ``RMSNorm``,
+    ``RotaryPositionalEmbeddings``, ``FeedForward``), ``set_num_output_chunks(8)``
+    with ``CEWithChunkedOutputLoss`` (the recipes' default loss)::
+
+        logits = model(tokens)          # a list of 8 chunks
+        labels = torch.hstack((labels[..., 1:], ignore_labels_cache[:B]))
+        loss = loss_fn(logits, labels)
+        del logits
+        loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)
+
+    ``recompute full``: what ``training.set_activation_checkpointing(model,
+    auto_wrap_policy={TransformerSelfAttentionLayer})`` runs
+    (``apply_activation_checkpointing`` with ``ModuleWrapPolicy``, non-reentrant)."""
+    warnings.filterwarnings("ignore")
+    import importlib
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    nf4 = importlib.import_module("torchao.quantization.quantize_.workflows.nf4.nf4_tensor")
+    sys.modules.setdefault("torchao.dtypes.nf4tensor", nf4)  # torchtune 0.6.1 vs torchao 0.18
+    from torchtune.models.llama3 import llama3
+    from torchtune.modules import TransformerSelfAttentionLayer
+    from torchtune.modules.loss import CEWithChunkedOutputLoss
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    hf = HF_LLAMA
+    model = llama3(vocab_size=hf["vocab_size"], num_layers=hf["num_hidden_layers"],
+                   num_heads=hf["num_attention_heads"], num_kv_heads=hf["num_key_value_heads"],
+                   embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
+                   intermediate_dim=hf["intermediate_size"])
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
+    model.to(dtype).train()
+    loss_fn = CEWithChunkedOutputLoss()
+    model.set_num_output_chunks(loss_fn.num_output_chunks)
+    if sp["recompute"] == "full":
+        # torchtune.training.set_activation_checkpointing is exactly this
+        # (torchtune/training/activations.py); importing torchtune.training
+        # fails against torchao 0.18 (TensorCoreTiledLayout moved).
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+            apply_activation_checkpointing)
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        apply_activation_checkpointing(
+            model, auto_wrap_policy=ModuleWrapPolicy({TransformerSelfAttentionLayer}))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    ids = torch.randint(0, hf["vocab_size"], (sp["B"], sp["S"]))
+    ignore = torch.full((sp["B"], 1), loss_fn.ignore_index, dtype=ids.dtype)
+    names = {id(p): n for n, p in model.named_parameters()}
+    enter = torch.ops.profiler._record_function_enter_new
+    leave = torch.ops.profiler._record_function_exit
+    state = {"rf": None, "phase": None, "chunks": 0}
+
+    def phase_begin(name):
+        state["phase"] = name
+        state["rf"] = enter("phase:" + name, None)
+
+    def phase_end():
+        leave(state["rf"])
+
+    def head_post(mod, args, out):
+        state["chunks"] += 1
+        if state["phase"] == "forward" and state["chunks"] == loss_fn.num_output_chunks:
+            phase_end()
+            phase_begin("loss")
+
+    model.output.register_forward_hook(head_post)
+
+    def one_step():
+        state["chunks"] = 0
+        phase_begin("forward")
+        logits = model(ids)
+        labels = torch.hstack((ids[..., 1:], ignore))
+        loss = loss_fn(logits, labels)
+        del logits
+        phase_end()
+        phase_begin("backward")
+        loss.backward()
+        del loss
+        grads = {p.grad.untyped_storage().data_ptr(): names[id(p)]
+                 for p in model.parameters() if p.grad is not None}
+        phase_end()
+        phase_begin("optimizer")
+        optimizer.step()
+        phase_end()
+        phase_begin("zero_grad")
+        optimizer.zero_grad(set_to_none=True)
+        phase_end()
+        return grads
+
+    for _ in range(2):
+        one_step()
+    gc.collect()
+    live0 = mt.live_tensor_storages(torch)
+    baseline_bytes = sum(live0.values())
+    params = mt.storage_bytes(model.parameters())
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        grads = one_step()
+    end_live = sum(mt.live_tensor_storages(torch).values())
+    a = mt.analyse(prof, baseline_bytes, hf["num_hidden_layers"], grads, None, None)
+    return {
+        "id": sp["id"], "model": sp["model"], "model_type": "llama", "config": hf,
+        "implementation": "torchtune",
+        "dtype": sp["dtype"], "attention": "sdpa", "batch": sp["B"], "seq_len": sp["S"],
+        "optimizer": {"name": "adamw", "foreach": False, "fused": None, "momentum": None,
+                      "lr": 1e-4, "implementation": "single_tensor"},
+        "recompute": sp["recompute"],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameter_bytes": sum(params.values()),
+        "baseline_bytes": baseline_bytes,
+        **{k: a[k] for k in ("peak_bytes", "peak_phase", "peak_layer", "peak_op", "phases", "layers", "events",
+                             "grad_bytes", "end_bytes", "outside_phase_bytes", "unmatched_frees")},
+        "allocator_counter_check": a["counter_check"],
+        "end_live_bytes": end_live,
+        "alive_at_peak_by_phase": a["alive_by_phase"],
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "torchtune": "0.6.1",
+        "notes": ["torchtune full_finetune_single_device step: logits = model(tokens) (8 output "
+                  "chunks), CEWithChunkedOutputLoss (each chunk upcast to fp32), del logits "
+                  "before backward"]
+                 + (["training.set_activation_checkpointing(TransformerSelfAttentionLayer), "
+                     "non-reentrant"] if sp["recompute"] == "full" else []),
+        "trainmem_flags": ["--implementation", "torchtune", "--loss", "chunked:8"],
+    }
 
 
 def worker(sid: str) -> dict:
@@ -93,6 +231,8 @@ def worker(sid: str) -> dict:
     from litgpt.model import GPT, Block, Config
     from litgpt.utils import chunked_cross_entropy
     sp = next(s for s in specs() if s["id"] == sid)
+    if sp.get("torchtune"):
+        return torchtune_worker(sp)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     lit, hf = MODELS[sp["model"]]

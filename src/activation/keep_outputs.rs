@@ -14,6 +14,7 @@
 //! (`keep_outputs_specs`, fixtures `*__keep-outputs.json`).
 
 use super::{Activations, Workload};
+use crate::units::Bytes;
 
 /// Marks the stage's logits as kept until the end of the step and says so
 /// in its notes; the timeline frees them after the optimizer step.
@@ -22,7 +23,13 @@ pub fn apply(workload: &Workload, stage: &mut Activations) {
         return;
     }
     stage.schedule.logits_kept = true;
-    stage.notes.push(if stage.schedule.logits == crate::units::Bytes::ZERO {
+    // transformers 4.38-4.44 (`--loss shift-copy`) returned the fp32 upcast
+    // as `outputs.logits`: that is what the loop holds.
+    if workload.loss == super::Loss::ShiftCopy && workload.dtype.bytes() < 4 {
+        stage.schedule.outputs_upcast =
+            Bytes(stage.schedule.logits.0.saturating_mul(4) / workload.dtype.bytes().max(1));
+    }
+    stage.notes.push(if stage.schedule.logits == Bytes::ZERO {
         "keep outputs: the loop holds the model's outputs through backward, but this loss materializes no logits, so nothing more is kept".to_string()
     } else {
         format!(

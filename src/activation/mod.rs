@@ -171,6 +171,12 @@ pub struct Schedule {
     /// Whether the loop keeps the logits until the step ends
     /// (`Workload::keep_outputs`) instead of dropping them before backward.
     pub logits_kept: bool,
+    /// When the logits are kept: the model returns their fp32 upcast as its
+    /// output instead (transformers 4.38-4.44's `LlamaForCausalLM` ran
+    /// `logits = logits.float()` before its loss, `--loss shift-copy`), so
+    /// the loop keeps this many bytes and the half-precision logits die at
+    /// the upcast. Zero otherwise.
+    pub outputs_upcast: Bytes,
 }
 
 /// One layer's activations on one rank.

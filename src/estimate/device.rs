@@ -389,7 +389,13 @@ pub fn per_stage_indexed(
                     .max(tally.weights_and_gradient);
             }
         }
-        device.modules = stage_modules.into_iter().map(|m| m.module).collect();
+        device.modules = stage_modules
+            .into_iter()
+            .map(|m| Module {
+                weights: m.weights,
+                ..m.module
+            })
+            .collect();
         all.push(device);
     }
     Ok(all)
@@ -504,7 +510,13 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
                 .step_temporaries
                 .max(in_backward_step(setup, precision, elements)?);
         }
-        if parallelism.zero.shards_gradients() && parallelism.framework.is_fsdp() {
+        // FSDP2 always copies the gradient into its reduce-scatter input
+        // (`foreach_reduce`); FSDP1 reduce-scatters the flat gradient in place
+        // (`_get_reduce_scatter_tensors` in `torch/distributed/fsdp/_runtime_utils.py`:
+        // the flat parameter is already padded to a multiple of the world
+        // size) and copies it only to cast it to the reduce dtype.
+        let copied = parallelism.framework == Framework::Fsdp2 || produced != precision.gradients;
+        if parallelism.zero.shards_gradients() && parallelism.framework.is_fsdp() && copied {
             let reduced = precision.gradients.size_of(elements)?;
             module.reduce_buffer = module.reduce_buffer.add(reduced, WHAT)?;
             if parallelism.framework == Framework::Fsdp2

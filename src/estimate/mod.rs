@@ -702,7 +702,7 @@ fn heaviest_peak(model: &Model, facts: &prepared::ModelFacts, setup: &Setup) -> 
             device,
             activations.as_ref().map(|a| &a.schedule),
         )?)?;
-        peak = Some(peak.map_or(step.bytes, |p| p.max(step.bytes)));
+        peak = Some(peak.map_or(step, |p| p.max(step)));
     }
     peak.ok_or_else(|| Error::overflow("the pipeline stages"))
 }
@@ -771,9 +771,15 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
                 crate::parallel::Init::EveryRank =>
                     "every rank holds the whole model before sharding it (the load phase)",
                 crate::parallel::Init::PerUnit =>
-                    "FSDP1 with device_id moves, flattens and shards one wrapped unit at a time from host memory (the largest unit and its flat copy, once)",
+                    "FSDP1 with device_id moves, flattens and shards one wrapped unit at a time from host memory (each unit whole, its flat copy and its shard at once; the load phase replays them in turn)",
             }
         ));
+    }
+    if parallelism.framework == crate::parallel::Framework::Fsdp1
+        && parallelism.zero.shards_weights()
+        && model.shapes_known
+    {
+        notes.push("FSDP1: the root unit (the embedding, final norm and head) is gathered by the root's pre-forward and not resharded after forward (torch's _post_forward_reshard), so it stays whole until backward ends; flat gradients are reduce-scattered in place".to_string());
     }
     if parallelism.framework.is_fsdp() && setup.precision.weights != setup.precision.activations {
         notes.push(match parallelism.fsdp_mixed_precision {

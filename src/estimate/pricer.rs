@@ -90,19 +90,22 @@ impl<'m> Pricer<'m> {
 
     /// The per-stage states of `setup`'s layout, priced once per layout.
     fn stages(&mut self, setup: &Setup) -> Result<Rc<Vec<DeviceMemory>>> {
-        let base = Setup {
-            parallelism: Parallelism::SINGLE,
-            workload: None,
-            step: super::StepOptions {
-                grad_accumulation: 1,
-                ..setup.step
-            },
-            ..setup.clone()
-        };
-        if self.base.as_ref() != Some(&base) {
+        if !self
+            .base
+            .as_ref()
+            .is_some_and(|base| same_base(base, setup))
+        {
             self.stages.clear();
             self.schedules.clear();
-            self.base = Some(base);
+            self.base = Some(Setup {
+                parallelism: Parallelism::SINGLE,
+                workload: None,
+                step: super::StepOptions {
+                    grad_accumulation: 1,
+                    ..setup.step
+                },
+                ..setup.clone()
+            });
         }
         if let Some(stages) = self.stages.get(&setup.parallelism) {
             return Ok(Rc::clone(stages));
@@ -178,33 +181,83 @@ impl<'m> Pricer<'m> {
     /// peak alone. The step plan reads only the activations' schedule, so
     /// autocast's copies (in the stage's modules) need no second pass.
     pub fn price(&mut self, setup: &Setup) -> Result<Priced> {
+        Ok(self.heaviest(setup, false)?.0)
+    }
+
+    /// The reserved memory `estimate(model, setup)` gives (`memory.reserved`:
+    /// the caching allocator simulated over the heaviest stage's step, plus
+    /// the overhead), with the peak. One allocator simulation: a search
+    /// asks for it only for the layouts it shows.
+    pub fn reserved(&mut self, setup: &Setup) -> Result<(Priced, Bytes)> {
+        let (priced, reserved) = self.heaviest(setup, true)?;
+        let reserved = reserved.ok_or_else(|| Error::overflow("the pipeline stages"))?;
+        Ok((priced, reserved.add(setup.overhead, "the reserved memory")?))
+    }
+
+    /// The peak of the stage whose step peaks highest (the first of equals,
+    /// as `estimate`'s `heaviest_step` picks it), and when `simulate`, the
+    /// allocator's reserve over that stage's step (the overhead excluded).
+    fn heaviest(&mut self, setup: &Setup, simulate: bool) -> Result<(Priced, Option<Bytes>)> {
         self.check(setup)?;
         let stages = self.stages(setup)?;
         // The base is settled by `stages`: the schedules cache follows it.
         let schedules = self.schedules(setup)?;
-        let mut peak: Option<Bytes> = None;
-        let mut replay = |device: &DeviceMemory, schedule: Option<&Schedule>| -> Result<()> {
-            let step = timeline::peak_only(&step_plan::plan(self.model, setup, device, schedule)?)?;
-            peak = Some(peak.map_or(step.bytes, |p| p.max(step.bytes)));
-            Ok(())
-        };
-        match &schedules {
-            None => {
-                for device in stages.iter() {
-                    replay(device, None)?;
-                }
-            }
-            Some(schedules) => {
-                for schedule in schedules.iter() {
+        let pairs: Vec<(&DeviceMemory, Option<&Schedule>)> = match &schedules {
+            None => stages.iter().map(|device| (device, None)).collect(),
+            Some(schedules) => schedules
+                .iter()
+                .filter_map(|schedule| {
                     let stage = usize::try_from(schedule.stage).unwrap_or(usize::MAX);
-                    if let Some(device) = stages.get(stage) {
-                        replay(device, Some(schedule))?;
-                    }
-                }
+                    stages.get(stage).map(|device| (device, Some(schedule)))
+                })
+                .collect(),
+        };
+        let mut heaviest: Option<(Bytes, usize)> = None;
+        for (index, (device, schedule)) in pairs.iter().enumerate() {
+            let step =
+                timeline::peak_only(&step_plan::plan(self.model, setup, device, *schedule)?)?;
+            if heaviest.is_none_or(|(peak, _)| step > peak) {
+                heaviest = Some((step, index));
             }
         }
-        Ok(Priced {
-            peak: peak.ok_or_else(|| Error::overflow("the pipeline stages"))?,
-        })
+        let (peak, index) = heaviest.ok_or_else(|| Error::overflow("the pipeline stages"))?;
+        let reserved = match (simulate, pairs.get(index)) {
+            (true, Some((device, schedule))) => Some(
+                timeline::peak_of(&step_plan::plan(self.model, setup, device, *schedule)?)?
+                    .reserved,
+            ),
+            _ => None,
+        };
+        Ok((Priced { peak }, reserved))
     }
+}
+
+/// Whether `setup` is `base` but for its layout and workload (and the
+/// accumulation): compared field by field, without cloning a setup for
+/// every layout priced.
+fn same_base(base: &Setup, setup: &Setup) -> bool {
+    let Setup {
+        optimizer,
+        options,
+        precision,
+        capacity,
+        parallelism: _,
+        workload: _,
+        overhead,
+        step,
+        lora_dropout,
+        speed,
+    } = setup;
+    (std::ptr::eq(base.optimizer, *optimizer) || base.optimizer == *optimizer)
+        && base.options == *options
+        && base.precision == *precision
+        && base.capacity == *capacity
+        && base.overhead == *overhead
+        && base.step
+            == super::StepOptions {
+                grad_accumulation: 1,
+                ..*step
+            }
+        && base.lora_dropout == *lora_dropout
+        && base.speed == *speed
 }

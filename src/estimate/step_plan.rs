@@ -29,7 +29,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::model::Model;
 use crate::parallel::{Framework, Init, Offload};
-use crate::timeline::{Gradients, Load, OptimizerStep, Residents, StepPlan};
+use crate::timeline::{Gradients, Load, OptimizerStep, Residents, StepPlan, UnitInit};
 use crate::units::{Bytes, Count};
 
 /// DeepSpeed's default `reduce_bucket_size`, in elements.
@@ -65,7 +65,22 @@ pub fn plan<'a>(
     let zero = parallelism.zero;
     let memory = &device.memory;
     let gathers = zero.shards_weights() && model.shapes_known;
+    // FSDP1 builds each wrapped unit's flat parameter in turn, whichever way
+    // the weights reach the device (`UnitInit`).
+    let fsdp1_units = framework == Framework::Fsdp1 && gathers;
     let load = match (init_mode(setup), zero.shards_weights()) {
+        (Init::EveryRank, true) if fsdp1_units => Load {
+            units: Some(UnitInit::Resident),
+            ..Load::default()
+        },
+        (Init::Rank0, true) if fsdp1_units => Load {
+            units: Some(UnitInit::Broadcast),
+            ..Load::default()
+        },
+        (_, true) if fsdp1_units => Load {
+            units: Some(UnitInit::Materialized),
+            ..Load::default()
+        },
         (Init::EveryRank, true) => Load {
             whole_model: device.unsharded_weights,
             ..Load::default()
@@ -127,6 +142,7 @@ pub fn plan<'a>(
         modules: &device.modules,
         gathers,
         prefetch: true,
+        root_kept: fsdp1_units,
         activations,
         load,
         gradients: Gradients {

@@ -11,7 +11,11 @@ use crate::error::{Error, Result};
 #[serde(rename_all = "kebab-case")]
 pub enum Init {
     /// Built on the meta device (or DeepSpeed's `zero.Init`) and materialized
-    /// shard by shard: no rank ever holds the whole model.
+    /// shard by shard: no rank ever holds the whole model. FSDP1 materializes
+    /// each wrapped unit whole before flattening and sharding it
+    /// (`_materialize_meta_module` in `torch/distributed/fsdp/_init_utils.py`),
+    /// the same sequence as [`Init::PerUnit`] (measured on CPU by
+    /// `tools/measure_fsdp.py`).
     Meta,
     /// Rank 0 loads the checkpoint in host memory and broadcasts it module by
     /// module (`sync_module_states`, `cpu_ram_efficient_loading`): each rank
@@ -27,8 +31,10 @@ pub enum Init {
     /// walks the module breadth-first without entering the FSDP instances
     /// already built), concatenates them into one flat parameter
     /// (`FlatParamHandle`, `torch.cat` in `_flat_param.py`) and keeps its
-    /// shard (`FlatParamHandle.shard`) before the next unit moves: the
-    /// largest unit is whole on the device twice, once.
+    /// shard (`FlatParamHandle.shard`: a clone) before the originals and the
+    /// flat tensor are freed and the next unit moves: each unit is whole on
+    /// the device twice, with its shard, in turn (the decoder layers first,
+    /// the root, embedding, final norm and head, last).
     PerUnit,
 }
 

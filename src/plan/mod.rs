@@ -26,7 +26,7 @@ mod search;
 mod space;
 
 pub use budget::{WORK_BUDGET, Work};
-pub use search::{Outcome, Row, search};
+pub use search::{MOST_RESERVE_SIMULATIONS, Outcome, Row, search};
 pub use space::{Allow, Axes, Layout, Sharding, divisors};
 
 use crate::estimate::Setup;
@@ -41,6 +41,10 @@ pub struct Request<'a> {
     pub axes: Axes,
     /// Bytes a layout may use: the capacity less the headroom.
     pub usable: crate::units::Bytes,
+    /// The capacity: a shown row's reserved memory must fit it.
+    pub capacity: crate::units::Bytes,
+    /// Rows to show, each confirmed on reserved memory.
+    pub top: usize,
     /// Worker threads (`--jobs`); 1 searches on the calling thread.
     pub jobs: usize,
     /// Whether to prune (off only to check the pruning).

@@ -18,6 +18,10 @@ pub struct Row {
     pub peak: Bytes,
     /// The step's time, when the device's peak is known.
     pub time: Option<StepTime>,
+    /// What PyTorch's caching allocator reserves on that rank, the overhead
+    /// included (`estimate`'s `memory.reserved`): simulated only for the
+    /// rows ranked high enough to be shown.
+    pub reserved: Option<Bytes>,
     /// Its place in the enumeration: the last tie-break, so that any number
     /// of workers gives the same order.
     order: (usize, usize),
@@ -43,8 +47,24 @@ pub struct Outcome {
     /// Parallel structures skipped because their data-parallel degree does
     /// not divide `--global-batch`.
     pub batch_mismatch: u64,
-    /// The layouts that fit, best first.
+    /// The layouts that fit, best first: their allocated peak within the
+    /// capacity less the headroom, and the first shown also their reserve.
     pub kept: Vec<Row>,
+    /// Indices into `kept` of the rows to show, at most `Request::top`: the
+    /// best that fit on reserved memory (`estimate`'s `fits`), leaving out
+    /// a row that differs from one shown only by a loss kernel or
+    /// activation offloading that does not lower its peak.
+    pub shown: Vec<usize>,
+    /// Layouts whose allocated peak fits with the headroom but whose
+    /// reserved memory does not fit the capacity, met on the way to the
+    /// shown rows and dropped from `kept`.
+    pub tight: u64,
+    /// Caching-allocator simulations run: one per shown row and per tight
+    /// layout met, at most [`MOST_RESERVE_SIMULATIONS`].
+    pub reserve_simulations: u64,
+    /// Whether the simulations ran out before `top` rows were confirmed
+    /// (the rows shown are then fewer).
+    pub reserve_exhausted: bool,
     /// Why the layouts are not timed (then they are ranked by peak alone).
     pub time_unavailable: Option<String>,
     /// The first refusal met, to explain a search that finds no candidate.
@@ -134,7 +154,7 @@ pub fn search(request: &Request) -> Result<Outcome> {
             .filter(|d| **d > 1)
             .count()
     };
-    outcome.kept.sort_by(|a, b| {
+    outcome.kept.sort_unstable_by(|a, b| {
         speed(b)
             .cmp(&speed(a))
             .then_with(|| dimensions(a).cmp(&dimensions(b)))
@@ -145,7 +165,65 @@ pub fn search(request: &Request) -> Result<Outcome> {
             .then_with(|| a.layout.flag_count().cmp(&b.layout.flag_count()))
             .then_with(|| a.order.cmp(&b.order))
     });
+    confirm_reserved(request, &mut outcome)?;
     Ok(outcome)
+}
+
+/// The most caching-allocator simulations a plan runs to confirm its shown
+/// rows: each costs about one layout's replay, kept far below the search.
+pub const MOST_RESERVE_SIMULATIONS: u64 = 1024;
+
+/// Walks the kept rows best first and simulates the caching allocator for
+/// each row worth showing until `request.top` of them fit on reserved
+/// memory plus [`crate::estimate::RESERVED_MARGIN`] (what `estimate` calls
+/// `fits`). The allocated peak is a lower bound of the reserve, so a row
+/// the search dropped could not fit on reserved either: only the ranked
+/// rows need the simulation. A row whose reserve does not fit ("tight") is
+/// dropped from `kept` and counted.
+fn confirm_reserved(request: &Request, outcome: &mut Outcome) -> Result<()> {
+    let mut pricer = Pricer::new(request.model);
+    let rows = std::mem::take(&mut outcome.kept);
+    let mut kept = Vec::with_capacity(rows.len());
+    let mut rows = rows.into_iter();
+    while outcome.shown.len() < request.top {
+        let Some(mut row) = rows.next() else {
+            break;
+        };
+        let redundant = outcome.shown.iter().any(|&index| {
+            kept.get(index).is_some_and(|seen: &Row| {
+                seen.layout.same_but_kernels(&row.layout) && seen.peak <= row.peak
+            })
+        });
+        if redundant {
+            kept.push(row);
+            continue;
+        }
+        if outcome.reserve_simulations >= MOST_RESERVE_SIMULATIONS {
+            outcome.reserve_exhausted = true;
+            kept.push(row);
+            break;
+        }
+        let base = base(request, row.layout.sharding.framework)?;
+        let setup = row
+            .layout
+            .apply(base, request.axes.gpus, request.axes.nodes)?;
+        let (_, reserved) = pricer.reserved(&setup)?;
+        outcome.reserve_simulations += 1;
+        row.reserved = Some(reserved);
+        if reserved
+            .0
+            .saturating_add(crate::estimate::RESERVED_MARGIN.0)
+            <= request.capacity.0
+        {
+            outcome.shown.push(kept.len());
+            kept.push(row);
+        } else {
+            outcome.tight += 1;
+        }
+    }
+    kept.extend(rows);
+    outcome.kept = kept;
+    Ok(())
 }
 
 /// The step-time resolution of the ranking: throughputs that differ by less
@@ -247,6 +325,8 @@ fn search_part<'s>(
                 continue;
             }
         }
+        // One setup for every layout of the structure, each applied onto it.
+        let mut setup = base.clone();
         for (slot, &choice) in accepted.iter().enumerate() {
             // Larger micro-batches never peak lower within one accumulation
             // regime (gradients kept across micro-batches, or not).
@@ -257,7 +337,7 @@ fn search_part<'s>(
                     continue;
                 }
                 let candidate = layout(choice, batch);
-                let setup = candidate.apply(base, axes.gpus, axes.nodes)?;
+                candidate.apply_onto(&mut setup, axes.gpus, axes.nodes)?;
                 out.priced += 1;
                 out.work.layouts += 1;
                 let peak = match pricer.price(&setup) {
@@ -282,6 +362,7 @@ fn search_part<'s>(
                     layout: candidate,
                     peak,
                     time,
+                    reserved: None,
                     order: (position, slot * batches.len() + index),
                 });
             }

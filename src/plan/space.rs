@@ -468,10 +468,29 @@ impl Layout {
         sharding + options
     }
 
+    /// Whether `other` differs from this layout only in its loss kernel and
+    /// activation offloading: a table shows one of the two.
+    pub fn same_but_kernels(&self, other: &Layout) -> bool {
+        let plain = |l: &Layout| Layout {
+            loss: Loss::Standard,
+            offload_activations: false,
+            ..*l
+        };
+        plain(self) == plain(other)
+    }
+
     /// `base` (the user's flags, under this layout's framework) with this
     /// layout on `gpus` GPUs in `nodes` nodes.
     pub fn apply(&self, base: &Setup, gpus: u64, nodes: u64) -> Result<Setup> {
         let mut setup = base.clone();
+        self.apply_onto(&mut setup, gpus, nodes)?;
+        Ok(setup)
+    }
+
+    /// [`Layout::apply`] onto a setup that is `base` or `base` under another
+    /// layout: every field a layout sets is set, so a search reuses one
+    /// setup for all the layouts of a structure instead of cloning `base`.
+    pub fn apply_onto(&self, setup: &mut Setup, gpus: u64, nodes: u64) -> Result<()> {
         setup.parallelism = Parallelism {
             gpus,
             nodes,
@@ -483,7 +502,7 @@ impl Layout {
             expert: self.expert,
             context: self.context,
             framework: self.sharding.framework,
-            fsdp_mixed_precision: base.parallelism.fsdp_mixed_precision,
+            fsdp_mixed_precision: setup.parallelism.fsdp_mixed_precision,
         }
         .validated()?;
         let workload = setup.workload.as_mut().ok_or_else(|| Error::Missing {
@@ -497,7 +516,7 @@ impl Layout {
         workload.loss = self.loss;
         workload.offload_activations = self.offload_activations;
         setup.step.grad_accumulation = self.accumulation;
-        Ok(setup)
+        Ok(())
     }
 }
 

@@ -39,6 +39,16 @@ struct JsonPlan<'a> {
     /// `crate::plan::WORK_BUDGET`.
     layer_pricings: u64,
     kept: usize,
+    /// How `fits` is judged: the shown rows on reserved memory, the rest
+    /// on the allocated peak with the headroom.
+    fits_judged_on: &'static str,
+    /// Rows confirmed on reserved memory (the table's, up to `--top`).
+    shown: usize,
+    /// Layouts dropped because their allocated peak fits and their
+    /// reserved memory does not (met on the way to the shown rows).
+    tight: u64,
+    /// Caching-allocator simulations run to confirm the shown rows.
+    reserve_simulations: u64,
     time_unavailable: Option<&'a str>,
     base_flags: &'a [String],
     notes: &'a [String],
@@ -51,6 +61,17 @@ struct JsonLayout {
     command: String,
     peak: Bytes,
     fits: bool,
+    /// The allocated peak within the capacity less the headroom: true for
+    /// every layout listed.
+    fits_allocated: bool,
+    /// `estimate`'s `memory.reserved` (the overhead included), simulated
+    /// for the shown rows; null for the others.
+    reserved: Option<Bytes>,
+    /// Whether `reserved` fits the capacity (`estimate`'s `fits`); null
+    /// where it was not simulated.
+    fits_reserved: Option<bool>,
+    /// Whether the table shows this row.
+    shown: bool,
     spare: Bytes,
     step_time_s: Option<f64>,
     tokens_per_s: Option<f64>,
@@ -130,29 +151,21 @@ fn sharding(row: &Row) -> String {
     }
 }
 
-/// The first `top` rows worth showing: a row whose only difference from a
+/// The first `top` rows worth showing: the search's (`Outcome::shown`),
+/// each confirmed on reserved memory; a row whose only difference from a
 /// row already shown is a loss kernel or activation offloading that does
 /// not lower its peak is left out (JSON keeps every layout).
-fn shown(kept: &[Row], top: usize) -> Vec<&Row> {
-    let mut out: Vec<&Row> = Vec::new();
-    for row in kept {
-        if out.len() == top {
-            break;
-        }
-        let plain = |l: &crate::plan::Layout| crate::plan::Layout {
-            loss: crate::activation::Loss::Standard,
-            offload_activations: false,
-            ..*l
-        };
-        let redundant = out
-            .iter()
-            .any(|seen| plain(&seen.layout) == plain(&row.layout) && seen.peak <= row.peak);
-        if !redundant {
-            out.push(row);
-        }
-    }
-    out
+fn shown(outcome: &Outcome, top: usize) -> Vec<&Row> {
+    outcome
+        .shown
+        .iter()
+        .filter_map(|&index| outcome.kept.get(index))
+        .take(top)
+        .collect()
 }
+
+/// What JSON's `fits_judged_on` says.
+const FITS_JUDGED_ON: &str = "every layout listed has its allocated peak (memory.peak) within the capacity less the headroom; the shown rows (\"shown\": true, the table's --top) also have their reserved memory (memory.reserved, the caching allocator simulated) within the capacity, which is estimate's fits; layouts whose reserve does not fit are dropped and counted in tight";
 
 /// Renders the plan; `top` rows in the table, markdown and csv.
 pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) -> String {
@@ -172,17 +185,29 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
             refused: outcome.refused,
             layer_pricings: outcome.work.layer_pricings(),
             kept: outcome.kept.len(),
+            fits_judged_on: FITS_JUDGED_ON,
+            shown: outcome.shown.len(),
+            tight: outcome.tight,
+            reserve_simulations: outcome.reserve_simulations,
             time_unavailable: outcome.time_unavailable.as_deref(),
             base_flags: &report.base_flags,
             notes: &report.notes,
             layouts: outcome
                 .kept
                 .iter()
-                .map(|row| JsonLayout {
+                .enumerate()
+                .map(|(index, row)| JsonLayout {
                     flags: row.flags(),
                     command: command(&report.base_flags, row),
                     peak: row.peak,
                     fits: true,
+                    fits_allocated: true,
+                    reserved: row.reserved,
+                    fits_reserved: row.reserved.map(|r| {
+                        r.0.saturating_add(crate::estimate::RESERVED_MARGIN.0)
+                            <= report.capacity.bytes.0
+                    }),
+                    shown: outcome.shown.contains(&index),
                     spare: Bytes(report.capacity.bytes.0.saturating_sub(row.peak.0)),
                     step_time_s: row.time.as_ref().map(|t| t.step_time_s),
                     tokens_per_s: row.time.as_ref().map(|t| t.tokens_per_s),
@@ -246,7 +271,7 @@ pub fn plan(report: &PlanReport, format: Format, units: UnitSystem, top: usize) 
         ">tokens/s",
         ">MFU",
     ]);
-    let shown = shown(&outcome.kept, top);
+    let shown = shown(outcome, top);
     for (index, row) in shown.iter().enumerate() {
         let l = &row.layout;
         let mut name = sharding(row);

@@ -407,6 +407,8 @@ pub fn plan(request: &PlanRequest) -> Result<Planned> {
         bases,
         axes,
         usable,
+        capacity: capacity.bytes,
+        top: args.top,
         jobs: args.jobs,
         prune: !args.exhaustive,
         model: &model,
@@ -436,6 +438,20 @@ pub fn plan(request: &PlanRequest) -> Result<Planned> {
             "{} parallel structures skipped: their data-parallel degree does not divide --global-batch {}",
             outcome.batch_mismatch,
             args.global_batch.unwrap_or(0)
+        ));
+    }
+    if outcome.tight > 0 {
+        notes.push(format!(
+            "{} layout{} ranked among the first left out: the allocated peak fits, the reserved memory (the caching allocator simulated, as `estimate` judges fits) does not",
+            outcome.tight,
+            if outcome.tight == 1 { "" } else { "s" },
+        ));
+    }
+    if outcome.reserve_exhausted {
+        notes.push(format!(
+            "{} caching-allocator simulations found only {} rows that fit on reserved memory: fewer rows shown",
+            outcome.reserve_simulations,
+            outcome.shown.len(),
         ));
     }
     if !allow.offload {

@@ -66,6 +66,20 @@ struct Segment {
     slots: Vec<Slot>,
 }
 
+/// The CUDA stream an allocation is made on: the caching allocator keeps
+/// its cached blocks per stream (`BlockPool` orders blocks by stream, then
+/// size, and `get_free_block` only returns a block of the requesting
+/// stream), so memory freed on one stream is not reused by another.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Stream {
+    /// The default stream: compute, the optimizer, loading.
+    #[default]
+    Compute,
+    /// The all-gather stream of ZeRO-3/FSDP: gathered parameters (FSDP1's
+    /// `_unshard_stream`, FSDP2's `all_gather_stream`).
+    Gather,
+}
+
 /// The simulated allocator.
 #[derive(Debug, Clone)]
 pub(super) struct Allocator {
@@ -73,10 +87,12 @@ pub(super) struct Allocator {
     /// The largest block one request becomes; larger requests are split.
     granularity: u64,
     segments: Vec<Segment>,
-    /// Free slots, best fit first: (small pool, size, uid) -> segment.
-    free_slots: BTreeMap<(bool, u64, usize), usize>,
+    /// Free slots, best fit first: (stream, small pool, size, uid) -> segment.
+    free_slots: BTreeMap<(Stream, bool, u64, usize), usize>,
     /// The pool of each segment.
     small: Vec<bool>,
+    /// The stream of each segment.
+    stream: Vec<Stream>,
     /// For each allocation id, its blocks: (block id, segment).
     placed: Vec<Vec<(usize, usize)>>,
     next_block: usize,
@@ -127,6 +143,7 @@ impl Allocator {
             segments: Vec::new(),
             free_slots: BTreeMap::new(),
             small: Vec::new(),
+            stream: Vec::new(),
             placed: Vec::new(),
             next_block: 0,
             next_uid: 0,
@@ -162,14 +179,14 @@ impl Allocator {
     }
 
     /// Allocation `id` of `bytes`.
-    pub(super) fn malloc(&mut self, id: usize, bytes: u64) -> Result<()> {
+    pub(super) fn malloc(&mut self, id: usize, bytes: u64, stream: Stream) -> Result<()> {
         if self.placed.len() <= id {
             self.placed.resize(id + 1, Vec::new());
         }
         for piece in self.pieces(bytes) {
             let block = self.next_block;
             self.next_block += 1;
-            if let Some(segment) = self.malloc_block(block, piece)?
+            if let Some(segment) = self.malloc_block(block, piece, stream)?
                 && let Some(blocks) = self.placed.get_mut(id)
             {
                 blocks.push((block, segment));
@@ -184,7 +201,7 @@ impl Allocator {
     }
 
     /// One block of `bytes`; its segment, or `None` in an expandable segment.
-    fn malloc_block(&mut self, block: usize, bytes: u64) -> Result<Option<usize>> {
+    fn malloc_block(&mut self, block: usize, bytes: u64, stream: Stream) -> Result<Option<usize>> {
         let size = round_size(bytes).ok_or_else(|| Error::overflow(WHAT))?;
         let small = size <= SMALL_SIZE;
         if self.options.expandable_segments && !small {
@@ -198,14 +215,14 @@ impl Allocator {
         // Best fit among the cached free blocks of the pool.
         let found = self
             .free_slots
-            .range((small, size, 0)..)
+            .range((stream, small, size, 0)..)
             .next()
-            .filter(|((pool, _, _), _)| *pool == small)
+            .filter(|((on, pool, _, _), _)| *on == stream && *pool == small)
             .map(|(key, segment)| (*key, *segment));
         let (uid, segment_index) = match found {
             Some((key, segment)) => {
                 self.free_slots.remove(&key);
-                (key.2, segment)
+                (key.3, segment)
             }
             None => {
                 let grown = segment_size(size).ok_or_else(|| Error::overflow(WHAT))?;
@@ -223,6 +240,7 @@ impl Allocator {
                     }],
                 });
                 self.small.push(small);
+                self.stream.push(stream);
                 (uid, self.segments.len() - 1)
             }
         };
@@ -247,7 +265,7 @@ impl Allocator {
                 },
             );
             self.free_slots
-                .insert((small, remaining, rest_uid), segment_index);
+                .insert((stream, small, remaining, rest_uid), segment_index);
         }
         Ok(Some(segment_index))
     }
@@ -273,6 +291,7 @@ impl Allocator {
 
     fn free_block(&mut self, block: usize, segment_index: usize) {
         let small = self.small.get(segment_index).copied().unwrap_or(false);
+        let stream = self.stream.get(segment_index).copied().unwrap_or_default();
         let Some(segment) = self.segments.get_mut(segment_index) else {
             return;
         };
@@ -283,7 +302,8 @@ impl Allocator {
         // Merge with the free neighbours.
         if index + 1 < segment.slots.len() && segment.slots[index + 1].owner.is_none() {
             let next = segment.slots.remove(index + 1);
-            self.free_slots.remove(&(small, next.size, next.uid));
+            self.free_slots
+                .remove(&(stream, small, next.size, next.uid));
             segment.slots[index].size += next.size;
         }
         if index > 0 && segment.slots[index - 1].owner.is_none() {
@@ -291,12 +311,12 @@ impl Allocator {
             index -= 1;
             let previous = segment.slots[index];
             self.free_slots
-                .remove(&(small, previous.size, previous.uid));
+                .remove(&(stream, small, previous.size, previous.uid));
             segment.slots[index].size += current.size;
         }
         let merged = segment.slots[index];
         self.free_slots
-            .insert((small, merged.size, merged.uid), segment_index);
+            .insert((stream, small, merged.size, merged.uid), segment_index);
     }
 }
 
@@ -317,18 +337,18 @@ mod tests {
     #[test]
     fn freed_blocks_are_reused_best_fit_and_reserved_never_shrinks() {
         let mut a = Allocator::new(AllocatorOptions::default(), u64::MAX);
-        a.malloc(0, 100 << 20).unwrap();
+        a.malloc(0, 100 << 20, Stream::Compute).unwrap();
         a.free(0, 100 << 20);
         // Fits in the cached 100 MiB block: no new segment.
-        a.malloc(1, 60 << 20).unwrap();
-        a.malloc(2, 30 << 20).unwrap();
+        a.malloc(1, 60 << 20, Stream::Compute).unwrap();
+        a.malloc(2, 30 << 20, Stream::Compute).unwrap();
         assert_eq!(a.peak_reserved(), 100 << 20);
         // The 10 MiB left cannot hold 20 MiB: a new segment.
-        a.malloc(3, 20 << 20).unwrap();
+        a.malloc(3, 20 << 20, Stream::Compute).unwrap();
         assert_eq!(a.peak_reserved(), 120 << 20);
         // Small requests take a 2 MiB small-pool segment, shared.
-        a.malloc(4, 1000).unwrap();
-        a.malloc(5, 1000).unwrap();
+        a.malloc(4, 1000, Stream::Compute).unwrap();
+        a.malloc(5, 1000, Stream::Compute).unwrap();
         assert_eq!(a.peak_reserved(), (120 << 20) + (2 << 20));
     }
 
@@ -336,11 +356,11 @@ mod tests {
     fn fragmentation_reserves_more_than_is_allocated() {
         // Two 50 MiB blocks freed apart cannot hold one 80 MiB request.
         let mut a = Allocator::new(AllocatorOptions::default(), u64::MAX);
-        a.malloc(0, 50 << 20).unwrap();
-        a.malloc(1, 50 << 20).unwrap();
+        a.malloc(0, 50 << 20, Stream::Compute).unwrap();
+        a.malloc(1, 50 << 20, Stream::Compute).unwrap();
         a.free(0, 50 << 20);
         a.free(1, 50 << 20);
-        a.malloc(2, 80 << 20).unwrap();
+        a.malloc(2, 80 << 20, Stream::Compute).unwrap();
         assert_eq!(a.peak_reserved(), 180 << 20);
         let mut e = Allocator::new(
             AllocatorOptions {
@@ -348,11 +368,11 @@ mod tests {
             },
             u64::MAX,
         );
-        e.malloc(0, 50 << 20).unwrap();
-        e.malloc(1, 50 << 20).unwrap();
+        e.malloc(0, 50 << 20, Stream::Compute).unwrap();
+        e.malloc(1, 50 << 20, Stream::Compute).unwrap();
         e.free(0, 50 << 20);
         e.free(1, 50 << 20);
-        e.malloc(2, 80 << 20).unwrap();
+        e.malloc(2, 80 << 20, Stream::Compute).unwrap();
         assert_eq!(e.peak_reserved(), 100 << 20);
     }
 }

@@ -1,7 +1,7 @@
 //! Replaying a [`StepPlan`]: the running total, the phases and the peak.
 
-use super::allocator::Allocator;
-use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline};
+use super::allocator::{Allocator, Stream};
+use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline, UnitInit};
 use crate::activation::{LayerActivations, Schedule};
 use crate::error::{Error, Result};
 use crate::units::Bytes;
@@ -21,6 +21,12 @@ struct Allocation {
     live: bool,
 }
 
+thread_local! {
+    /// The allocation records of this thread's last peak-only replay,
+    /// emptied, for the next one to reuse.
+    static RECORDS: std::cell::RefCell<Vec<Allocation>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The running state of a replay.
 struct Builder {
     keep: bool,
@@ -34,6 +40,14 @@ struct Builder {
     allocations: Vec<Allocation>,
     /// `None` when only the peak is asked for: the reserved estimate is skipped.
     allocator: Option<Allocator>,
+    /// Only the peak's bytes are asked for (no events, no allocator, no
+    /// breakdown by kind): runs of identical layers may be skipped.
+    bytes_only: bool,
+    /// The highest total since the last [`Builder::mark`] of each level
+    /// ([`UNIT`] inside [`PASS`]).
+    local_max: [u64; 2],
+    /// The stream the next allocations are made on.
+    stream: Stream,
 }
 
 impl Builder {
@@ -57,9 +71,82 @@ impl Builder {
                 peak: Bytes::ZERO,
                 end: Bytes::ZERO,
             }],
-            allocations: Vec::new(),
+            bytes_only: !keep && allocator.is_none(),
+            // A layout search replays tens of thousands of steps for their
+            // peak: each thread reuses one vector of allocation records.
+            allocations: if !keep && allocator.is_none() {
+                RECORDS.with(|cell| std::mem::take(&mut *cell.borrow_mut()))
+            } else {
+                Vec::new()
+            },
             allocator,
+            local_max: [0; 2],
+            stream: Stream::Compute,
         }
+    }
+
+    /// Starts measuring an iteration: the total now, from which
+    /// [`Builder::repeat`] reads its change and its highest point.
+    fn mark(&mut self, level: usize) -> u64 {
+        if let Some(max) = self.local_max.get_mut(level) {
+            *max = self.total;
+        }
+        self.total
+    }
+
+    /// Accounts for `times` more iterations identical to the one measured
+    /// since `start` (the same allocations and frees, byte for byte, each
+    /// starting where the one before ended), without replaying them: with
+    /// each moving the total by d = end - start and rising e = max - start
+    /// above its own start, iteration t (from 0) starts at end + t·d, so
+    /// the total becomes end + times·d and their highest point is
+    /// end + max(0, (times - 1)·d) + e. Only for the peak's bytes: no event,
+    /// no allocator, no breakdown is kept for them.
+    fn repeat(&mut self, level: usize, start: u64, times: u64) -> Result<()> {
+        if times == 0 {
+            return Ok(());
+        }
+        let overflow = || Error::overflow(WHAT);
+        let end = i128::from(self.total);
+        let delta = end - i128::from(start);
+        let rise =
+            i128::from(self.local_max.get(level).copied().unwrap_or(start)) - i128::from(start);
+        let times = i128::from(times);
+        let last_start = delta
+            .checked_mul(times - 1)
+            .and_then(|d| d.checked_add(end))
+            .ok_or_else(overflow)?;
+        let top = end.max(last_start) + rise;
+        let top = u64::try_from(top).map_err(|_| overflow())?;
+        if top > self.peak.bytes.0 {
+            self.peak.bytes = Bytes(top);
+        }
+        for max in &mut self.local_max {
+            *max = (*max).max(top);
+        }
+        self.total = delta
+            .checked_mul(times)
+            .and_then(|d| d.checked_add(end))
+            .and_then(|t| u64::try_from(t).ok())
+            .ok_or_else(overflow)?;
+        Ok(())
+    }
+
+    /// What skipped iterations leave allocated (their gradients): already
+    /// in the total ([`Builder::repeat`] put it there), recorded so that a
+    /// later free removes it.
+    fn skipped(&mut self, kind: Kind, bytes: u64) -> Option<Block> {
+        if bytes == 0 {
+            return None;
+        }
+        let block = self.allocations.len();
+        self.allocations.push(Allocation {
+            kind,
+            tensor: "gradients of skipped identical layers",
+            bytes,
+            live: true,
+        });
+        Some(Block(block))
     }
 
     /// Starts `phase` at the current total.
@@ -113,6 +200,22 @@ impl Builder {
             .total
             .checked_add(bytes.0)
             .ok_or_else(|| Error::overflow(WHAT))?;
+        if self.bytes_only {
+            let block = self.allocations.len();
+            self.allocations.push(Allocation {
+                kind,
+                tensor,
+                bytes: bytes.0,
+                live: true,
+            });
+            for max in &mut self.local_max {
+                *max = (*max).max(self.total);
+            }
+            if self.total > self.peak.bytes.0 {
+                self.peak.bytes = Bytes(self.total);
+            }
+            return Ok(Some(Block(block)));
+        }
         let slot = &mut self.live[kind.index()];
         *slot = slot
             .checked_add(bytes.0)
@@ -127,7 +230,7 @@ impl Builder {
         if kind != Kind::Overhead
             && let Some(allocator) = self.allocator.as_mut()
         {
-            allocator.malloc(block, bytes.0)?;
+            allocator.malloc(block, bytes.0, self.stream)?;
         }
         if self.total > self.peak.bytes.0 {
             self.peak = Peak {
@@ -162,6 +265,9 @@ impl Builder {
         // Every free matches an allocation of the same kind, so neither
         // subtraction can go below zero.
         self.total = self.total.saturating_sub(bytes);
+        if self.bytes_only {
+            return Ok(());
+        }
         let slot = &mut self.live[kind.index()];
         *slot = slot.saturating_sub(bytes);
         if kind != Kind::Overhead
@@ -180,7 +286,13 @@ impl Builder {
         self.free(block)
     }
 
-    fn finish(self) -> Timeline {
+    fn finish(mut self) -> Timeline {
+        if self.bytes_only {
+            // Hand the allocation records back for the next peak-only replay.
+            let mut records = std::mem::take(&mut self.allocations);
+            records.clear();
+            RECORDS.with(|cell| *cell.borrow_mut() = records);
+        }
         let load_peak = self
             .phases
             .iter()
@@ -219,7 +331,9 @@ fn units<'a>(plan: &StepPlan<'a>) -> Result<Vec<Unit<'a>>> {
     };
     let mut layer_modules: Vec<&Module> =
         plan.modules.iter().filter(|m| m.layer.is_some()).collect();
-    layer_modules.sort_by_key(|m| m.layer);
+    if !layer_modules.is_sorted_by_key(|m| m.layer) {
+        layer_modules.sort_by_key(|m| m.layer);
+    }
     let mut units: Vec<Unit> = plan
         .modules
         .iter()
@@ -312,12 +426,17 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     let activations = plan.activations;
     let has_head = activations.is_some_and(|a| a.has_head);
     let in_flight = activations.map_or(1, |a| a.in_flight.max(1));
-    // About a dozen allocations per unit and micro-batch: reserved once.
+    // About a dozen allocations per unit and micro-batch: reserved once (a
+    // peak-only replay replays at most four of the passes in flight).
+    let (replayed_units, replayed_passes) = if b.bytes_only {
+        (units.len(), 2 * SKIPPED_RUN)
+    } else {
+        (units.len(), 1 << 16)
+    };
     b.allocations.reserve(
-        units
-            .len()
+        replayed_units
             .saturating_add(4)
-            .saturating_mul(usize::try_from(in_flight).unwrap_or(1).min(1 << 16))
+            .saturating_mul(usize::try_from(in_flight).unwrap_or(1).min(replayed_passes))
             .saturating_mul(12),
     );
 
@@ -327,7 +446,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         "CUDA context and allocator reserve (--overhead)",
         plan.overhead,
     )?;
-    if plan.load.whole_model > Bytes::ZERO {
+    if let Some(mode) = plan.load.units {
+        wrap_units(&mut b, plan, mode)?;
+    } else if plan.load.whole_model > Bytes::ZERO {
         let whole = b.alloc(
             Kind::Weights,
             "the whole model, before sharding",
@@ -372,16 +493,66 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         )?);
     }
 
+    // Runs of identical layers whose middle a peak-only replay skips.
+    let skips = if b.bytes_only {
+        skippable(&units)
+    } else {
+        Vec::new()
+    };
+
     // Forward.
     b.enter(Phase::Forward);
     let count = units.len();
+    // FSDP1's root unit: gathered by the root's pre-forward, whole until
+    // backward ends (`StepPlan::root_kept`).
+    let root = if plan.root_kept && plan.gathers {
+        let bytes = units
+            .iter()
+            .filter(|u| u.layer.is_none())
+            .filter_map(|u| u.module)
+            .try_fold(Bytes::ZERO, |sum, m| {
+                let kept_shard = if m.host_shard_kept {
+                    m.host_shard
+                } else {
+                    Bytes::ZERO
+                };
+                sum.add(m.gathered, WHAT)?.add(kept_shard, WHAT)
+            })?;
+        b.at(None);
+        b.stream = Stream::Gather;
+        let root = b.alloc(
+            Kind::Weights,
+            "the root unit's parameters, gathered until backward ends (FSDP1)",
+            bytes,
+        )?;
+        b.stream = Stream::Compute;
+        root
+    } else {
+        None
+    };
     let mut kept = vec![
         vec![(None, None); count];
         usize::try_from(in_flight).map_err(|_| Error::overflow(WHAT))?
     ];
     let mut outside = Vec::with_capacity(kept.len());
     let (mut head, mut logits) = (None, None);
-    for saved in kept.iter_mut() {
+    // Micro-batches in flight run the same pass: a peak-only replay skips
+    // the middle ones as it skips identical units.
+    let passes = kept.len();
+    let skipped_passes = (b.bytes_only && passes >= SKIPPED_RUN).then(|| 2..=passes - 3);
+    let mut pass_start = b.mark(PASS);
+    for (pass, saved) in kept.iter_mut().enumerate() {
+        if let Some(skipped) = &skipped_passes
+            && skipped.contains(&pass)
+        {
+            if pass == *skipped.start() {
+                let times = (skipped.end() - skipped.start() + 1) as u64;
+                b.repeat(PASS, pass_start, times)?;
+            }
+            outside.push(None);
+            continue;
+        }
+        pass_start = b.mark(PASS);
         b.at(None);
         outside.push(match activations {
             Some(a) => b.alloc(
@@ -392,7 +563,34 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             None => None,
         });
         let mut gathered = vec![None; count];
-        for (index, unit) in units.iter().enumerate() {
+        let mut skips_ahead = skips.iter().peekable();
+        let mut index = 0;
+        let mut start = b.mark(UNIT);
+        while let Some(unit) = units.get(index) {
+            if let Some(&&Skip {
+                first,
+                last,
+                period,
+            }) = skips_ahead.peek()
+            {
+                if index + period == first {
+                    // The group replayed next is measured.
+                    start = b.mark(UNIT);
+                }
+                if first == index {
+                    // Units first..=last are the group just replayed again,
+                    // between identical neighbours: the same events.
+                    skips_ahead.next();
+                    b.repeat(UNIT, start, ((last - first + 1) / period) as u64)?;
+                    // The prefetched parameters move along to the next unit.
+                    let prefetched = gathered.get_mut(first).and_then(Option::take);
+                    if let Some(slot) = gathered.get_mut(last + 1) {
+                        *slot = prefetched;
+                    }
+                    index = last + 1;
+                    continue;
+                }
+            }
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -440,6 +638,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             if let Some(slot) = gathered.get_mut(index) {
                 b.free(slot.take())?;
             }
+            index += 1;
         }
         // Offloading: every use of the rotary tables was copied to the host,
         // so the device's tables die with the forward.
@@ -472,7 +671,16 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         // The Trainer's compute_loss returns the loss alone: the model's
         // outputs, the logits with them, are dropped before backward; a
         // loop that keeps them (`--keep-outputs`) holds them to the end.
-        if a.logits_kept {
+        if a.logits_kept && a.outputs_upcast > Bytes::ZERO {
+            // The model's output is the fp32 upcast: it stays, the
+            // half-precision logits go.
+            kept_outputs = b.alloc(
+                Kind::Activations,
+                "fp32 logits (the model's output, kept by the loop)",
+                a.outputs_upcast,
+            )?;
+            b.free(logits)?;
+        } else if a.logits_kept {
             kept_outputs = logits.take();
         } else {
             b.free(logits)?;
@@ -487,8 +695,37 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         plan.gradients.reduce_bucket,
     )?;
     let mut first_backward = true;
+    let mut pass_start = b.mark(PASS);
+    let mut pass_gradients = 0..0;
     for (micro_batch, saved) in kept.iter().enumerate().rev() {
+        if let Some(skipped) = &skipped_passes
+            && skipped.contains(&micro_batch)
+        {
+            if micro_batch == *skipped.end() {
+                let times = (skipped.end() - skipped.start() + 1) as u64;
+                let kept_gradients = kept_bytes(&b, &gradient_blocks, pass_gradients.clone())?;
+                b.repeat(PASS, pass_start, times)?;
+                let kept_gradients = kept_gradients
+                    .checked_mul(times)
+                    .ok_or_else(|| Error::overflow(WHAT))?;
+                gradient_blocks.push(b.skipped(Kind::Gradients, kept_gradients));
+            }
+            continue;
+        }
+        pass_start = b.mark(PASS);
+        let pass_gradients_before = gradient_blocks.len();
         b.at(None);
+        let mut gathered = vec![None; count];
+        // FSDP1: the root's pre-backward hook, on the loss, prefetches the
+        // last layer before the loss's gradients are computed.
+        if root.is_some()
+            && let Some(last) = units
+                .iter()
+                .rposition(|u| u.layer.is_some() && u.module.is_some())
+        {
+            gather(&mut b, plan, &units, &mut gathered, last, None)?;
+        }
+        let mut root_gradients: Vec<(Option<Block>, &Unit)> = Vec::new();
         let mut logits_gradient = None;
         if let (true, Some(a)) = (has_head, activations) {
             let loss_gradients =
@@ -501,8 +738,48 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 a.logits_gradient,
             )?;
         }
-        let mut gathered = vec![None; count];
-        for (index, unit) in units.iter().enumerate().rev() {
+        let mut skips_behind = skips.iter().rev().peekable();
+        let mut next = count;
+        let mut start = b.mark(UNIT);
+        let mut gradients_before = gradient_blocks.len();
+        let mut gradients_after = gradient_blocks.len();
+        while let Some(index) = next.checked_sub(1) {
+            let Some(unit) = units.get(index) else {
+                break;
+            };
+            if let Some(&&Skip { last, period, .. }) = skips_behind.peek()
+                && index == last + period
+            {
+                // The group replayed next is measured.
+                start = b.mark(UNIT);
+                gradients_before = gradient_blocks.len();
+            }
+            if let Some(&&Skip {
+                first,
+                last,
+                period,
+            }) = skips_behind.peek()
+                && last == index
+            {
+                // Units last..=first (backward) are the group just replayed
+                // again: its gradients kept, times their count.
+                skips_behind.next();
+                let times = ((last - first + 1) / period) as u64;
+                let kept_gradients =
+                    kept_bytes(&b, &gradient_blocks, gradients_before..gradients_after)?;
+                b.repeat(UNIT, start, times)?;
+                let kept_gradients = kept_gradients
+                    .checked_mul(times)
+                    .ok_or_else(|| Error::overflow(WHAT))?;
+                gradient_blocks.push(b.skipped(Kind::Gradients, kept_gradients));
+                let prefetched = gathered.get_mut(last).and_then(Option::take);
+                if let Some(slot) = first.checked_sub(1).and_then(|i| gathered.get_mut(i)) {
+                    *slot = prefetched;
+                }
+                next = first;
+                continue;
+            }
+            next = index;
             b.at(unit.layer);
             gather(
                 &mut b,
@@ -542,14 +819,31 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             }
             if let Some(module) = unit.module {
                 b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
-                gradients(
-                    &mut b,
-                    plan,
-                    unit,
-                    module,
-                    first_backward,
-                    &mut gradient_blocks,
-                )?;
+                if root.is_some()
+                    && unit.layer.is_none()
+                    && first_backward
+                    && plan.gradients.sharded
+                    && !plan.gradients.fused_update
+                    && !plan.gradients.resident_from_start
+                {
+                    root_gradients.push((
+                        b.alloc(
+                            Kind::Gradients,
+                            "the root's gradient, held until its backward ends (FSDP1)",
+                            module.gradient,
+                        )?,
+                        unit,
+                    ));
+                } else {
+                    gradients(
+                        &mut b,
+                        plan,
+                        unit,
+                        module,
+                        first_backward,
+                        &mut gradient_blocks,
+                    )?;
+                }
             } else if !plan.gradients.sharded
                 && !plan.gradients.resident_from_start
                 && first_backward
@@ -580,13 +874,32 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             if let Some(slot) = gathered.get_mut(index) {
                 b.free(slot.take())?;
             }
+            gradients_after = gradient_blocks.len();
         }
         b.at(None);
+        // The root's post-backward: its flat gradient reduce-scattered to a shard.
+        for (held, unit) in root_gradients {
+            if let Some(module) = unit.module {
+                gradient_blocks.push(b.alloc(
+                    Kind::Gradients,
+                    "gradient shard",
+                    unit.gradient_share,
+                )?);
+                b.transient(
+                    Kind::Temporaries,
+                    "reduce-scatter buffer",
+                    module.reduce_buffer,
+                )?;
+            }
+            b.free(held)?;
+        }
         b.free(head.take())?;
         b.free(logits_gradient)?;
         b.free(outside.get(micro_batch).copied().flatten())?;
         first_backward = false;
+        pass_gradients = pass_gradients_before..gradient_blocks.len();
     }
+    b.free(root)?;
     b.free(bucket)?;
 
     // The optimizer step, then zero_grad(set_to_none=True).
@@ -613,6 +926,121 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     Ok(b.finish())
 }
 
+/// The bytes still held by `blocks[range]`: the gradients an iteration kept.
+fn kept_bytes(b: &Builder, blocks: &[Option<Block>], range: std::ops::Range<usize>) -> Result<u64> {
+    let mut bytes = 0u64;
+    for block in blocks.get(range).unwrap_or_default().iter().flatten() {
+        if let Some(allocation) = b.allocations.get(block.0).filter(|a| a.live) {
+            bytes = bytes
+                .checked_add(allocation.bytes)
+                .ok_or_else(|| Error::overflow(WHAT))?;
+        }
+    }
+    Ok(bytes)
+}
+
+/// The measuring levels of [`Builder::mark`]: one unit's iteration, and
+/// one micro-batch's pass over the units.
+const UNIT: usize = 0;
+const PASS: usize = 1;
+
+/// The fewest identical groups in a row worth skipping: the first two and
+/// the last two are replayed (the second measures one group between
+/// identical neighbours), the rest skipped.
+const SKIPPED_RUN: usize = 5;
+
+/// The longest repeating group of units looked for: recomputation of
+/// every 2nd or 4th layer only (`--recompute-every`) alternates layers.
+const MOST_PERIOD: usize = 4;
+
+/// Units a peak-only replay skips: `first..=last`, whole groups of `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Skip {
+    first: usize,
+    last: usize,
+    period: usize,
+}
+
+/// The units a peak-only replay skips, ascending: the middle of each run
+/// of at least [`SKIPPED_RUN`] identical groups of 1 to [`MOST_PERIOD`]
+/// units (the same modules and activations byte for byte, the same shares
+/// of the gradients), two groups in from each end. A unit's events depend
+/// on it and on its neighbour (the parameters it prefetches), so each
+/// skipped group's events in forward and in backward are those of the
+/// group replayed just before it, shifted by the total; the first and last
+/// units of a stage (the head, the embeddings) are never skipped.
+///
+/// Only decoder layers form runs: a module outside them, even one equal to
+/// a layer byte for byte (several identical heads, a multi-token-prediction
+/// layer), is not one of their iterations. Under FSDP1 it belongs to the
+/// root unit, which is never gathered on its own and whose gradient is held
+/// until the root's post-backward (`StepPlan::root_kept`), so a run through
+/// it would repeat events it does not have. Within a run the other FSDP1
+/// events stay in its first and last two groups, which are replayed: the
+/// root's pre-backward prefetches the last decoder layer, and the root's
+/// pre-forward is one allocation before the first.
+fn skippable(units: &[Unit]) -> Vec<Skip> {
+    let same = |a: Option<&Unit>, b: Option<&Unit>| match (a, b) {
+        (Some(a), Some(b)) => {
+            a.layer.is_some()
+                && b.layer.is_some()
+                && a.gradient_share == b.gradient_share
+                && a.module.map(|m| Module { layer: None, ..*m })
+                    == b.module.map(|m| Module { layer: None, ..*m })
+                && a.activations.map(|l| LayerActivations { layer: 0, ..*l })
+                    == b.activations.map(|l| LayerActivations { layer: 0, ..*l })
+        }
+        _ => false,
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < units.len() {
+        // The period whose run from `start` skips the most units.
+        let mut best: Option<(Skip, usize)> = None;
+        for period in 1..=MOST_PERIOD {
+            let mut end = start + period;
+            while same(units.get(end - period), units.get(end)) {
+                end += 1;
+            }
+            // units[start..end] repeat with `period`.
+            let groups = (end - start) / period;
+            if groups < SKIPPED_RUN {
+                continue;
+            }
+            let first = start + 2 * period;
+            let skipped = (groups - 4) * period;
+            if best.is_none_or(|(b, _)| skipped > b.last + 1 - b.first) {
+                best = Some((
+                    Skip {
+                        first,
+                        last: first + skipped - 1,
+                        period,
+                    },
+                    end,
+                ));
+            }
+        }
+        match best {
+            Some((skip, end)) => {
+                out.push(skip);
+                start = end;
+            }
+            None => start += 1,
+        }
+    }
+    out
+}
+
+/// How many units a peak-only replay of `plan` skips in each pass: what
+/// the exactness tests check is not zero.
+#[cfg(test)]
+pub(super) fn skipped_units(plan: &StepPlan) -> Result<usize> {
+    Ok(skippable(&units(plan)?)
+        .iter()
+        .map(|skip| skip.last + 1 - skip.first)
+        .sum())
+}
+
 /// The final norm's and output head's saved tensors, then the logits.
 fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<Block>)> {
     let head = b.alloc(
@@ -627,6 +1055,79 @@ fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<B
     };
     let logits = b.alloc(Kind::Activations, name, a.logits)?;
     Ok((head, logits))
+}
+
+/// FSDP1's wrap, unit by unit ([`UnitInit`]): the decoder layers in order,
+/// then the root (every module outside the layers, one flat parameter).
+/// Each unit's shard is its share of the resident weights, so that the
+/// shards add up to them exactly.
+fn wrap_units(b: &mut Builder, plan: &StepPlan, mode: UnitInit) -> Result<()> {
+    let mut layers: Vec<&Module> = plan.modules.iter().filter(|m| m.layer.is_some()).collect();
+    layers.sort_by_key(|m| m.layer);
+    let root = plan
+        .modules
+        .iter()
+        .filter(|m| m.layer.is_none())
+        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.weights, WHAT))?;
+    let mut units: Vec<(Option<u64>, Bytes)> =
+        layers.iter().map(|m| (m.layer, m.weights)).collect();
+    units.push((None, root));
+    let whole = units
+        .iter()
+        .try_fold(0u128, |sum, (_, w)| sum.checked_add(u128::from(w.0)))
+        .ok_or_else(|| Error::overflow(WHAT))?;
+    let resident = plan.residents.weights;
+    let mut shares: Vec<Bytes> = Vec::with_capacity(units.len());
+    let mut given = 0u64;
+    for (_, weights) in &units {
+        let share = (u128::from(resident.0) * u128::from(weights.0))
+            .checked_div(whole)
+            .unwrap_or(0);
+        let share = u64::try_from(share).map_err(|_| Error::overflow(WHAT))?;
+        given = given
+            .checked_add(share)
+            .ok_or_else(|| Error::overflow(WHAT))?;
+        shares.push(Bytes(share));
+    }
+    // The rounding remainder (or everything, when no unit has weights) stays with the root.
+    if let Some(last) = shares.last_mut() {
+        *last = Bytes(last.0.saturating_add(resident.0.saturating_sub(given)));
+    }
+    let mut originals: Vec<Option<Block>> = Vec::with_capacity(units.len());
+    if mode == UnitInit::Resident {
+        for (layer, weights) in &units {
+            b.at(*layer);
+            originals.push(b.alloc(Kind::Weights, "the whole model, before sharding", *weights)?);
+        }
+    }
+    for (index, ((layer, weights), share)) in units.iter().zip(&shares).enumerate() {
+        b.at(*layer);
+        let original = match mode {
+            UnitInit::Resident => originals.get_mut(index).and_then(Option::take),
+            UnitInit::Materialized | UnitInit::Broadcast => b.alloc(
+                Kind::Weights,
+                "a wrapped unit materialized on the device (FSDP1)",
+                *weights,
+            )?,
+        };
+        if mode == UnitInit::Broadcast {
+            b.transient(
+                Kind::Temporaries,
+                "its broadcast buckets from rank 0 (sync_module_states)",
+                Bytes(weights.0.min(super::BROADCAST_IN_FLIGHT)),
+            )?;
+        }
+        let flat = b.alloc(
+            Kind::Weights,
+            "its flat concatenation (FlatParamHandle)",
+            *weights,
+        )?;
+        b.alloc(Kind::Weights, "weights", *share)?;
+        b.free(flat)?;
+        b.free(original)?;
+    }
+    b.at(None);
+    Ok(())
 }
 
 /// Under ZeRO-3/FSDP, gathers unit `index` unless it is already gathered,
@@ -649,6 +1150,10 @@ fn gather(
         let (Some(unit), Some(slot)) = (units.get(target), gathered.get(target)) else {
             continue;
         };
+        // FSDP1's root unit is gathered once for the whole step.
+        if plan.root_kept && unit.layer.is_none() {
+            continue;
+        }
         if slot.is_none() {
             let module = unit.module.copied().unwrap_or_default();
             // Parameters offloaded to the host: the rank's shard comes to
@@ -669,6 +1174,9 @@ fn gather(
                 (true, true) => "gathered parameters and their shard from the host",
                 (false, true) => "gathered parameters and their shard from the host (prefetched)",
             };
+            // On the all-gather stream, whose cached blocks the compute
+            // stream does not reuse.
+            b.stream = Stream::Gather;
             let block = b.alloc(Kind::Weights, tensor, bytes)?;
             // FSDP2 (`FSDPParam.all_gather_inputs`: `.to(self.device)` then
             // the cast to `param_dtype`, `_fsdp_param.py` lines 1141-1147)
@@ -682,6 +1190,7 @@ fn gather(
                     module.host_shard,
                 )?;
             }
+            b.stream = Stream::Compute;
             if let Some(slot) = gathered.get_mut(target) {
                 *slot = block;
             }

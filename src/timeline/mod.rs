@@ -226,6 +226,9 @@ pub struct Timeline {
 pub struct Module {
     /// The decoder layer, or `None` outside the layers.
     pub layer: Option<u64>,
+    /// Its parameters whole, in their stored dtype: what FSDP1's
+    /// initialization materializes and flattens ([`UnitInit`]).
+    pub weights: Bytes,
     /// Whether it runs before the layers (the embeddings).
     pub before_layers: bool,
     /// ZeRO-3/FSDP: its parameters gathered whole while it runs.
@@ -282,7 +285,46 @@ pub struct Load {
     /// FSDP1's `per-unit` init: the largest wrapped unit moved whole to the
     /// device with its flat concatenation, before its shard is kept.
     pub unit_flattened: Bytes,
+    /// FSDP1: the wrap replayed unit by unit (the decoder layers in order,
+    /// then the root), which replaces the three figures above.
+    pub units: Option<UnitInit>,
 }
+
+/// How FSDP1 builds each wrapped unit's flat parameter
+/// (`_init_param_handle_from_module` in `torch/distributed/fsdp/_init_utils.py`,
+/// torch 2.15): the auto-wrap policy wraps the decoder layers first, in
+/// order, then the root (the embedding, the final norm and the head). For
+/// each unit `FlatParamHandle` concatenates its parameters into one flat
+/// parameter (`torch.cat` in `flatten_tensors`, `_flat_param.py`), clones the
+/// rank's shard out of it (`FlatParamHandle.shard`: `_get_shard` then
+/// `.clone()`), frees the flat tensor and then the original parameters,
+/// replaced by views. Measured on CPU with two gloo ranks
+/// (`tools/measure_fsdp.py`): each unit peaks at its originals, its flat
+/// concatenation and its shard at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitInit {
+    /// The whole model is on the device before wrapping (`--init
+    /// every-rank`): each unit's originals are freed as it is sharded.
+    Resident,
+    /// Each unit reaches the device only when it is wrapped: moved from host
+    /// memory with `device_id` (`_move_module_to_device`, `--init
+    /// per-unit`), or materialized from the meta device
+    /// (`_materialize_meta_module`: `param_init_fn` or `to_empty` plus
+    /// `reset_parameters`, FSDP1's `--init meta`).
+    Materialized,
+    /// As `Materialized`, then broadcast from rank 0 (`sync_module_states`,
+    /// `--init rank0`): `_sync_module_params_and_buffers` calls
+    /// `dist._broadcast_coalesced` with 250 MiB buckets
+    /// (`PARAM_BROADCAST_BUCKET_SIZE`), which flattens each bucket of
+    /// several tensors into one tensor (`flatten_dense_tensors`, two buckets
+    /// in flight, `torch/csrc/distributed/c10d/comm.cpp`): a copy of the unit,
+    /// at most two buckets, alive before the flat concatenation.
+    Broadcast,
+}
+
+/// `PARAM_BROADCAST_BUCKET_SIZE` (`torch/distributed/fsdp/_init_utils.py`), times
+/// the two buckets `broadcast_coalesced` keeps in flight.
+pub const BROADCAST_IN_FLIGHT: u64 = 2 * 250 * 1024 * 1024;
 
 /// How gradients come and go.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -325,6 +367,16 @@ pub struct StepPlan<'a> {
     pub gathers: bool,
     /// Whether the next module is gathered before the current one is freed.
     pub prefetch: bool,
+    /// FSDP1: the modules outside the decoder layers form the root unit,
+    /// one flat parameter gathered by the root's pre-forward and never
+    /// resharded after forward (`_post_forward_reshard` in
+    /// `torch/distributed/fsdp/_runtime_utils.py`: "Do not free the root's
+    /// parameters in the post-forward"), so it stays whole until backward
+    /// ends; its gradient is assembled and reduce-scattered only then (the
+    /// flat parameter's `SplitWithSizesBackward` waits for every piece),
+    /// and the root's pre-backward hook prefetches the last layer before the
+    /// loss's gradients (`BACKWARD_PRE`).
+    pub root_kept: bool,
     /// The activations, layer by layer, when a micro-batch is given.
     pub activations: Option<&'a Schedule>,
     /// Loading.
@@ -350,10 +402,12 @@ pub fn peak_of(plan: &StepPlan) -> Result<Timeline> {
     builder::replay(plan, false, true)
 }
 
-/// Replays `plan` for its peak only: no events, and no reserved estimate
-/// (`Timeline::reserved` is zero). What a layout search needs, many times over.
-pub fn peak_only(plan: &StepPlan) -> Result<Peak> {
-    Ok(builder::replay(plan, false, false)?.peak)
+/// Replays `plan` for its peak's bytes only: no events, no reserved
+/// estimate, no breakdown, and the middle of each run of identical layers
+/// accounted for without replaying it (exactly: the same bytes as
+/// [`build`]'s peak). What a layout search needs, many times over.
+pub fn peak_only(plan: &StepPlan) -> Result<Bytes> {
+    Ok(builder::replay(plan, false, false)?.peak.bytes)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! no different rule for is priced as transformers' module.
 
 mod litgpt;
+mod torchtune;
 
 use std::borrow::Cow;
 
@@ -21,9 +22,8 @@ use crate::error::Result;
 pub fn dimensions(dims: &Dimensions, implementation: Implementation) -> Cow<'_, Dimensions> {
     match implementation {
         Implementation::Litgpt => Cow::Owned(litgpt::dimensions(dims)),
-        Implementation::Transformers | Implementation::Torchtune | Implementation::Torchtitan => {
-            Cow::Borrowed(dims)
-        }
+        Implementation::Torchtune => Cow::Owned(torchtune::dimensions(dims)),
+        Implementation::Transformers | Implementation::Torchtitan => Cow::Borrowed(dims),
     }
 }
 
@@ -47,8 +47,9 @@ pub fn standard_loss(
 pub fn notes(implementation: Implementation) -> Vec<String> {
     match implementation {
         Implementation::Litgpt => litgpt::notes(),
+        Implementation::Torchtune => torchtune::notes(),
         Implementation::Transformers => Vec::new(),
-        Implementation::Torchtune | Implementation::Torchtitan => vec![format!(
+        Implementation::Torchtitan => vec![format!(
             "implementation {}: priced as transformers' modules (no rule of its own measured yet)",
             implementation.name()
         )],

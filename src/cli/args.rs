@@ -418,10 +418,11 @@ What is searched (--allow; default: all but offload):
   offload    optimizer states (and parameters, ZeRO-3/FSDP) and activations in host
              memory; off by default: the step-time model does not price host transfers
 A layout is kept when its peak (exactly `trainmem estimate`'s) leaves --headroom of
-the capacity free. The rows shown (--top) also fit as `estimate` judges `fits`: on
-reserved memory (memory.reserved, the caching allocator simulated, best first until
---top rows fit); a layout whose reserve exceeds the capacity is left out as tight
-(JSON: `shown`, `reserved`, `fits_reserved`, `tight`, `reserve_simulations`). Kept layouts are ranked by tokens per second (the step-time model
+the capacity free. The rows shown (--top) also fit as `estimate` judges `fits`, on
+reserved memory (memory.reserved: the caching allocator simulated for the ranked
+layouts, best first, until --top fit); a layout whose reserve exceeds the capacity
+is left out as tight (JSON: shown, reserved, fits_reserved, tight, reserve_simulations).
+Kept layouts are ranked by tokens per second (the step-time model
 of `estimate`: compute at an assumed MFU, exposed communication, pipeline bubble),
 then without offload first, then by the lower peak, then the fewer flags. With
 --global-batch B each layout runs B / dp sequences per rank and step as micro-batch x

@@ -764,6 +764,9 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
             "init {}: {}",
             init.name(),
             match init {
+                crate::parallel::Init::Meta
+                    if parallelism.framework == crate::parallel::Framework::Fsdp1 =>
+                    "the model is built on the meta device; FSDP1 materializes, flattens and shards one wrapped unit at a time (torch's _materialize_meta_module: each unit whole on the GPU while it is wrapped)",
                 crate::parallel::Init::Meta =>
                     "each rank materializes only its shard (meta device, zero.Init)",
                 crate::parallel::Init::Rank0 =>

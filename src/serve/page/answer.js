@@ -90,9 +90,12 @@ function show(e, r) {
     (e.capacity ? `; capacity ${label} per GPU` : "; no capacity given") + `; the peak is reached in ${e.timeline ? e.timeline.peak.phase : "the step"}.`;
   // Shown before the charts are drawn: they are drawn in their laid-out width.
   result.classList.remove("hidden");
+  // Both charts' widths read in one layout, before anything is drawn: a
+  // read after the bar is drawn would lay the page out a second time.
+  const barWidth = pixelWidth($("bar")), timelineWidth = pixelWidth($("timeline"));
   figures(e, units, capacity);
-  drawBar(e, units, capacity);
-  drawTimeline(e, units, capacity);
+  drawBar(e, units, capacity, barWidth);
+  drawTimeline(e, units, capacity, timelineWidth);
   table($("pieces"), e, units);
   const offloaded = Boolean(e.host) && (e.parallelism.offload !== "none" || e.host.activations > 0) && e.host.total > 0;
   $("host").classList.toggle("hidden", !offloaded);

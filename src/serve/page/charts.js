@@ -132,10 +132,10 @@ function label(attributes, text) {
   return svg("text", Object.assign({ "paint-order": "stroke", stroke: "#fff", "stroke-width": 3, "stroke-linejoin": "round" }, attributes), text);
 }
 
-function drawBar(e, units, capacity) {
+function drawBar(e, units, capacity, width) {
   const bar = $("bar");
   clearChart(bar);
-  const W = pixelWidth(bar), H = 84;
+  const W = width || pixelWidth(bar), H = 84;
   bar.setAttribute("viewBox", `0 0 ${W} ${H}`);
   bar.dataset.width = String(W);
   const kinds = peakKinds(e);
@@ -175,12 +175,12 @@ function tickStep(top, units, count) {
   return step * scale;
 }
 
-function drawTimeline(e, units, capacity) {
+function drawTimeline(e, units, capacity, width) {
   const chart = $("timeline");
   clearChart(chart);
   const phases = e.timeline ? e.timeline.phases : [];
   if (!phases.length) return;
-  const W = pixelWidth(chart), H = 180;
+  const W = width || pixelWidth(chart), H = 180;
   chart.setAttribute("viewBox", `0 0 ${W} ${H}`);
   chart.dataset.width = String(W);
   const left = 64, right = 8, top = 26, bottom = 38;

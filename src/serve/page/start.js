@@ -14,6 +14,9 @@ async function start() {
   // server's workers are few, and the catalogues (the presets' listing is
   // built on its first call) and the pins' answers would queue before it.
   const first = update();
+  // The page laid out now, while the first estimate is in flight, so that
+  // drawing the answer lays out only what the answer changes.
+  void document.body.offsetHeight;
   if (!pins.length) pins = unpriced(storedPins());
   for (const b of document.querySelectorAll("[data-source]")) b.addEventListener("click", () => { source = b.dataset.source; schedule(); });
   // A config.json file is read here, in the browser, and sent as `config`.

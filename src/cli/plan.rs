@@ -10,8 +10,8 @@ use clap::ArgMatches;
 use super::args::{EstimateArgs, PlanArgs};
 use super::flags::explicit;
 use crate::error::Result;
-use crate::render::{self, plan::PlanReport};
-use crate::request::plan::{PlanOptions, PlanRequest, Planned, plan};
+use crate::render;
+use crate::request::plan::{PlanOptions, PlanRequest, plan};
 use crate::request::{EstimateRequest, ModelSource, RunFlags};
 
 /// Runs `plan` with the matches of its command line.
@@ -36,27 +36,7 @@ pub fn run_typed(args: &PlanArgs, typed: &[(String, Option<OsString>)]) -> Resul
     };
     let planned = plan(&request)?;
     let (format, units) = (planned.format, planned.units);
-    Ok(render::plan::plan(
-        &report(planned),
-        format,
-        units,
-        args.top,
-    ))
-}
-
-/// The report of what a plan found.
-pub fn report(planned: Planned) -> PlanReport {
-    PlanReport {
-        model: planned.model,
-        gpus: planned.gpus,
-        nodes: planned.nodes,
-        capacity: planned.capacity,
-        headroom_basis_points: planned.headroom_basis_points,
-        usable: planned.usable,
-        base_flags: planned.base_flags,
-        outcome: planned.outcome,
-        notes: planned.notes,
-    }
+    Ok(render::plan::plan(&planned.found, format, units, args.top))
 }
 
 /// The typed request of the command line's `estimate` flags: `--model`

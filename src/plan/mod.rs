@@ -22,10 +22,12 @@
 //! axes to fix.
 
 mod budget;
+mod found;
 mod search;
 mod space;
 
 pub use budget::{WORK_BUDGET, Work};
+pub use found::Found;
 pub use search::{MOST_RESERVE_SIMULATIONS, Outcome, Row, search};
 pub use space::{Allow, Axes, Layout, Sharding, divisors};
 

@@ -9,20 +9,8 @@ use crate::estimate::Capacity;
 use crate::plan::{Outcome, Row};
 use crate::units::{Bytes, Count, UnitSystem, format_percent};
 
-/// What `plan` searched and found.
-pub struct PlanReport {
-    pub model: String,
-    pub gpus: u64,
-    pub nodes: u64,
-    pub capacity: Capacity,
-    pub headroom_basis_points: u64,
-    /// The capacity less the headroom.
-    pub usable: Bytes,
-    /// The user's `estimate` flags, which every row's command starts with.
-    pub base_flags: Vec<String>,
-    pub outcome: Outcome,
-    pub notes: Vec<String>,
-}
+/// What `plan` searched and found (the engine's [`crate::plan::Found`]).
+pub use crate::plan::Found as PlanReport;
 
 #[derive(Serialize)]
 struct JsonPlan<'a> {

@@ -13,11 +13,10 @@ use super::EstimateRequest;
 use super::flag_list::Flags;
 use crate::activation::{Loss, Recompute};
 use crate::error::{Error, Result};
-use crate::estimate::Capacity;
 use crate::format::Format;
 use crate::model::Model;
 use crate::parallel::{Framework, Offload, ZeroStage};
-use crate::plan::{Allow, Axes, Outcome, Request, Sharding, search};
+use crate::plan::{Allow, Axes, Found, Request, Sharding, search};
 use crate::units::{Bytes, UnitSystem};
 
 /// A plan asked for: the run, and the search's own settings.
@@ -80,18 +79,7 @@ pub const OWN_KEYS: &[&str] = &[
 /// What a plan searched and found, and how its report is to be written
 /// (each front door hands these to `render::plan`).
 pub struct Planned {
-    pub model: String,
-    pub gpus: u64,
-    pub nodes: u64,
-    pub capacity: Capacity,
-    pub headroom_basis_points: u64,
-    /// The capacity less the headroom.
-    pub usable: Bytes,
-    /// The typed `estimate` flags less the layout's, which every row's
-    /// command starts with.
-    pub base_flags: Vec<String>,
-    pub outcome: Outcome,
-    pub notes: Vec<String>,
+    pub found: Found,
     pub format: Format,
     pub units: UnitSystem,
 }
@@ -458,19 +446,21 @@ pub fn plan(request: &PlanRequest) -> Result<Planned> {
         notes.push("offload not searched (--allow offload searches it, its host transfers and CPU optimizer step priced)".to_string());
     }
     Ok(Planned {
-        model: model.name.clone(),
-        gpus,
-        nodes,
-        capacity,
-        headroom_basis_points: headroom,
-        usable,
-        base_flags: base
-            .words()
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        outcome,
-        notes,
+        found: Found {
+            model: model.name.clone(),
+            gpus,
+            nodes,
+            capacity,
+            headroom_basis_points: headroom,
+            usable,
+            base_flags: base
+                .words()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            outcome,
+            notes,
+        },
         format,
         units,
     })

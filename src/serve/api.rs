@@ -35,7 +35,7 @@ use crate::estimate::estimate as price;
 use crate::input::{PRESETS, preset_model};
 use crate::optimizer::OPTIMIZERS;
 use crate::precision::PRECISIONS;
-use crate::render::{self, Format, plan::PlanReport};
+use crate::render::{self, Format};
 use crate::request::plan::{OWN_KEYS, PlanRequest};
 use crate::request::{self, CONFIG, EstimateRequest, ModelSource};
 
@@ -173,20 +173,7 @@ pub async fn plan(
         Ok(move |_: &Cancel| {
             let planned = request::plan::plan(&plan).map_err(|e| Failure::from_error(&e))?;
             let units = planned.units;
-            // The renderer's report of what was found (the request may not
-            // name the renderers, so each door hands it over).
-            let report = PlanReport {
-                model: planned.model,
-                gpus: planned.gpus,
-                nodes: planned.nodes,
-                capacity: planned.capacity,
-                headroom_basis_points: planned.headroom_basis_points,
-                usable: planned.usable,
-                base_flags: planned.base_flags,
-                outcome: planned.outcome,
-                notes: planned.notes,
-            };
-            Ok(render::plan::plan(&report, Format::Json, units, plan.options.top))
+            Ok(render::plan::plan(&planned.found, Format::Json, units, plan.options.top))
         })
     })
     .await

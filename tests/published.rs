@@ -62,6 +62,19 @@ fn cases() -> Vec<Value> {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// `trainmem estimate` with a case's flags, as its setup states them.
+fn estimate_args(case: &Value) -> Vec<&str> {
+    let mut args = vec!["estimate"];
+    args.extend(
+        case["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap()),
+    );
+    args
+}
+
 fn unit_bytes(unit: &str) -> f64 {
     match unit {
         "GiB" => (1u64 << 30) as f64,
@@ -113,14 +126,7 @@ fn predicted_against_measured() {
     {
         let id = case["id"].as_str().unwrap();
         let metric = case["metric"].as_str().unwrap();
-        let mut args: Vec<&str> = vec!["estimate"];
-        args.extend(
-            case["flags"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f.as_str().unwrap()),
-        );
+        let mut args = estimate_args(case);
         if metric != "nvidia-smi" {
             args.extend(["--overhead", "0"]);
         }
@@ -210,14 +216,7 @@ fn answerai_reserved_peaks_stay_below_and_within_their_bound() {
     let (mut sum, mut table) = (0.0, String::new());
     for case in &apart {
         let id = case["id"].as_str().unwrap();
-        let mut args: Vec<&str> = vec!["estimate"];
-        args.extend(
-            case["flags"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f.as_str().unwrap()),
-        );
+        let mut args = estimate_args(case);
         args.extend(["--overhead", "0", "--format", "json"]);
         let (code, stdout, stderr) = run(&args);
         assert_eq!(code, 0, "{id}: {stderr}");

@@ -7,12 +7,12 @@ use std::ffi::OsString;
 
 use clap::ArgMatches;
 
-use super::args::{EstimateArgs, PlanArgs};
+use super::args::PlanArgs;
 use super::flags::explicit;
 use crate::error::Result;
 use crate::render;
+use crate::request::EstimateRequest;
 use crate::request::plan::{PlanOptions, PlanRequest, plan};
-use crate::request::{EstimateRequest, ModelSource, RunFlags};
 
 /// Runs `plan` with the matches of its command line.
 pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
@@ -23,7 +23,7 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<String> {
 /// its value as given): those fix their axis of the search.
 pub fn run_typed(args: &PlanArgs, typed: &[(String, Option<OsString>)]) -> Result<String> {
     let request = PlanRequest {
-        estimate: estimate_request(&args.estimate),
+        estimate: EstimateRequest::from(&args.estimate),
         typed: typed.to_vec(),
         options: PlanOptions {
             allow: args.allow.clone(),
@@ -37,24 +37,6 @@ pub fn run_typed(args: &PlanArgs, typed: &[(String, Option<OsString>)]) -> Resul
     let planned = plan(&request)?;
     let (format, units) = (planned.format, planned.units);
     Ok(render::plan::plan(&planned.found, format, units, args.top))
-}
-
-/// The typed request of the command line's `estimate` flags: `--model`
-/// read as the command line reads it (a file, a folder, a preset, a hub id).
-fn estimate_request(estimate: &EstimateArgs) -> EstimateRequest {
-    EstimateRequest {
-        model: estimate.model.clone().map(ModelSource::Path),
-        params: estimate.params.clone(),
-        flags: RunFlags {
-            training: estimate.training.clone(),
-            parallel: estimate.parallel.clone(),
-            finetune: estimate.finetune.clone(),
-            workload: estimate.workload.clone(),
-            capacity: estimate.capacity.clone(),
-            speed: estimate.speed.clone(),
-            report: estimate.report.clone(),
-        },
-    }
 }
 
 #[cfg(test)]

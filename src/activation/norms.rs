@@ -39,6 +39,11 @@ pub struct NormSite {
 ///   4·rows·n + 4·rows + 4·rows·n.
 /// * `LayerNorm` (`native_layer_norm`): the input P·rows·n, mean and rstd
 ///   [rows] each in the statistics dtype (CPU: the input's; CUDA: fp32).
+/// * `FusedRmsNorm` (`nn.RMSNorm` on CUDA: `rms_norm_symint` calls
+///   `at::_fused_rms_norm`, which has a CUDA kernel; its derivative in
+///   `tools/autograd/derivatives.yaml` saves `input`, `weight` and
+///   `result1`, the rstd [rows, 1] in the fp32 accumulator dtype):
+///   P·rows·n + 4·rows, frozen or not (the input's gradient reads both).
 ///
 /// A frozen weight drops the normalized tensor (the last term of the RMS
 /// norms); LayerNorm needs its input for the input's gradient anyway.
@@ -67,6 +72,10 @@ pub fn saved(site: NormSite, stats: StatsDtype) -> Result<Bytes> {
             tally.tensor(&[element, rows, width])?;
             tally.add(statistics(rows, element, stats)?)?;
         }
+        NormKind::FusedRmsNorm => {
+            tally.tensor(&[element, rows, width])?;
+            tally.tensor(&[FP32, rows])?;
+        }
     }
     Ok(tally.bytes())
 }
@@ -82,7 +91,7 @@ pub fn statistics(rows: u64, element: u64, stats: StatsDtype) -> Result<Bytes> {
 /// Whether the norm computes in fp32 from a copy of its input (so that in
 /// fp32 the input itself, a view perhaps, is saved instead).
 pub fn upcasts(kind: NormKind) -> bool {
-    kind != NormKind::LayerNorm
+    !matches!(kind, NormKind::LayerNorm | NormKind::FusedRmsNorm)
 }
 
 #[cfg(test)]

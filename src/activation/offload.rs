@@ -110,9 +110,10 @@ fn small_statistics(rank: &Rank, dims: &Dimensions, norms: u64, stats_bytes: u64
     let rows = rank.sequence_tokens;
     let (count, each) = match dims.norm {
         NormKind::LayerNorm => (2, stats_bytes.saturating_mul(rows)),
-        NormKind::RmsNorm | NormKind::GemmaRmsNorm | NormKind::Olmo2RmsNorm => {
-            (1, FP32.saturating_mul(rows))
-        }
+        NormKind::RmsNorm
+        | NormKind::GemmaRmsNorm
+        | NormKind::Olmo2RmsNorm
+        | NormKind::FusedRmsNorm => (1, FP32.saturating_mul(rows)),
     };
     if each >= MIN_OFFLOAD_SIZE {
         return Ok(Bytes::ZERO);
@@ -180,7 +181,7 @@ pub fn layer(site: &LayerSite) -> Result<LayerOffload> {
     let (attention_packs, mlp_packs) = site.input_packs;
     extra.tensor(&[attention_packs.saturating_sub(1), p, n, h])?;
     extra.tensor(&[mlp_packs.saturating_sub(1), p, n, h])?;
-    if dims.norm != NormKind::LayerNorm {
+    if super::norms::upcasts(dims.norm) {
         // `x.pow(2)` and `x * rsqrt(...)` each save the fp32 input; `rsqrt`
         // and the product each save the rsqrt.
         extra.tensor(&[site.hidden_norms, FP32, n, h])?;
@@ -295,7 +296,9 @@ fn closing_node(rank: &Rank, dims: &Dimensions) -> Result<Bytes> {
     let mut tally = Tally::new();
     tally.tensor(&[p, n, h])?;
     match dims.norm {
-        NormKind::LayerNorm => tally.tensor(&[2, p, n, h])?,
+        // The fused RMSNorm's backward, one kernel as LayerNorm's, is priced
+        // as it: the input's gradient and the input.
+        NormKind::LayerNorm | NormKind::FusedRmsNorm => tally.tensor(&[2, p, n, h])?,
         NormKind::RmsNorm | NormKind::GemmaRmsNorm | NormKind::Olmo2RmsNorm => {
             tally.tensor(&[RMS_NORM_BACKWARD_FP32_TENSORS, FP32, n, h])?
         }

@@ -104,13 +104,16 @@ pub struct OpSaved {
 /// The odd matmuls and the attention kernel of a layer with separate
 /// bias-free q, k, v projections of widths `q`, `kv`, `kv`, the output
 /// projection (h), and the MLP's `mlp_input` projections of width f
-/// followed by its output projection (h): outputs P·T·width each, the
-/// kernel's output P·T·q and fp32 log-sum-exp 4·B·a·S.
+/// followed by its output projection (h): outputs P·T·width each, and,
+/// when the policy lists the attention kernel (`kernel_log_sum_exp` is its
+/// fp32 log-sum-exp 4·B·a·S), the kernel's output P·T·q and that
+/// log-sum-exp; a kernel the policy does not list is recomputed
+/// (`None`: torchtitan's list on CPU, see `implementation/torchtitan.rs`).
 pub fn op_saved(
     element: u64,
     tokens: u64,
     widths: OpWidths,
-    log_sum_exp: Bytes,
+    kernel_log_sum_exp: Option<Bytes>,
 ) -> Result<OpSaved> {
     let mut matmuls = vec![
         (widths.queries, true),
@@ -131,9 +134,11 @@ pub fn op_saved(
             }
         }
     }
-    for tally in [&mut outputs, &mut shared] {
-        tally.tensor(&[element, tokens, widths.queries])?;
-        tally.add(log_sum_exp)?;
+    if let Some(log_sum_exp) = kernel_log_sum_exp {
+        for tally in [&mut outputs, &mut shared] {
+            tally.tensor(&[element, tokens, widths.queries])?;
+            tally.add(log_sum_exp)?;
+        }
     }
     Ok(OpSaved {
         outputs: outputs.bytes(),
@@ -267,7 +272,7 @@ mod tests {
             intermediate: f,
             mlp_inputs: 2,
         };
-        let saved = op_saved(p, t, widths, lse).unwrap();
+        let saved = op_saved(p, t, widths, Some(lse)).unwrap();
         assert_eq!(
             saved.outputs.0,
             p * t * (q + kv + f + h) + p * t * q + lse.0
@@ -282,10 +287,15 @@ mod tests {
                 mlp_inputs: 1,
                 ..widths
             },
-            lse,
+            Some(lse),
         )
         .unwrap();
         assert_eq!(plain.outputs.0, p * t * (q + kv + f) + p * t * q + lse.0);
         assert_eq!(plain.shared, plain.outputs);
+        // A kernel the policy does not list (torchtitan's on CPU) keeps
+        // only the matmuls.
+        let unlisted = op_saved(p, t, widths, None).unwrap();
+        assert_eq!(unlisted.outputs.0, p * t * (q + kv + f + h));
+        assert_eq!(unlisted.shared.0, p * t * (q + kv + f));
     }
 }

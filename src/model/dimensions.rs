@@ -277,6 +277,9 @@ pub enum NormKind {
     Olmo2RmsNorm,
     /// `nn.LayerNorm`: the input, mean and rstd.
     LayerNorm,
+    /// `nn.RMSNorm` on CUDA (`aten::_fused_rms_norm`, one kernel): the
+    /// input and the fp32 rstd.
+    FusedRmsNorm,
 }
 
 /// Where a decoder layer's norms sit.

@@ -17,9 +17,10 @@
 //! FSDP1 full-shard steps on two gloo ranks (`tools/measure_fsdp.py`,
 //! `*__fsdp1-2`: the root unit gathered through backward, the flat
 //! gradients reduce-scattered in place; full fine-tunes with their wraps,
-//! and peft LoRA wrapped as Answer.AI's train.py does); and litgpt's and
-//! torchtune's own models and loops (`tools/measure_implementations.py`,
-//! `lit-*`, `tt-*`: `--implementation`). `--platform cpu` runs
+//! and peft LoRA wrapped as Answer.AI's train.py does); and litgpt's,
+//! torchtune's and torchtitan's own models and loops
+//! (`tools/measure_implementations.py`, `lit-*`, `tt-*`, `titan-*`:
+//! `--implementation`). `--platform cpu` runs
 //! the same model trainmem runs for CUDA with the CPU's kernels and the
 //! CPU's optimizer defaults; its peak must land within 3% of the measured one.
 

@@ -13,9 +13,16 @@ Pinned (the venv of the measurement): torch 2.15.0 (CPU), transformers
 5.24.0, litgpt 0.5.13, torchtune 0.6.1, torchao 0.18.0 (torchtune 0.6.1
 imports ``torchao.dtypes.nf4tensor``, which torchao 0.18 moved to
 ``torchao.quantization.quantize_.workflows.nf4.nf4_tensor``: aliased in
-``measure_timeline.apply_nf4_torchao``). torchtitan is not measured:
-torchtitan 0.3.0 installs from PyPI, but ``torchtitan.models.llama3``
-imports ``spmd_types``, a dependency not installed here (not pursued in time).
+``measure_timeline.apply_nf4_torchao``), torchtitan 0.2.2 (the PyPI wheel,
+``pip install --no-deps torchtitan==0.2.2`` plus its ``tensorboard``
+dependency, which ``torchtitan.components.metrics`` imports; the whole
+package imports, no stubs). torchtitan 0.3.0 (with ``spmd_types==0.2.3`` and
+``torch_checkpointing``) imports too, but its language models accept only
+``flex`` or ``varlen`` attention (``models/common/config_utils.py``
+``get_attention_config``: "sdpa is no longer supported for language
+models"), both behind ``torch.compile``; 0.2.2 is the last release whose
+Llama 3 runs eagerly with sdpa (its default ``attn_type``), so it is the
+one measured.
 
 litgpt (``lit-*`` ids): ``litgpt.GPT(Config(...))`` (``litgpt/model.py``),
 ``.to(dtype)``, the step of ``litgpt/finetune/full.py`` ``fit``::
@@ -35,6 +42,15 @@ torchtune (``tt-*`` ids, ``torchtune_worker``): its own Llama 3 builder of the
 same shape and the step of ``recipes/full_finetune_single_device.py`` with
 ``CEWithChunkedOutputLoss`` (8 output chunks), ``--implementation torchtune
 --loss chunked:8``.
+
+torchtitan (``titan-*`` ids, ``torchtitan_worker``): 0.2.2's own Llama 3
+(``torchtitan/models/llama3/model/model.py``) of the same shape (and with a
+512-token vocabulary, ``titan-llama-v512``, where the layers rather than the
+loss make the peak) and the step of ``torchtitan/train.py``: the fp32 loss on
+the whole logits, ``del pred`` before backward, ``clip_grad_norm_``, fused
+AdamW (torchtitan's default ``implementation``); ``recompute`` none, full
+(``apply_ac`` mode full) or op (mode selective, option op, Llama 3's
+``_op_sac_save_list`` as shipped), ``--implementation torchtitan``.
 
     /work/venv/bin/python tools/measure_implementations.py [--only SUBSTRING]
 """
@@ -94,6 +110,20 @@ def specs() -> list[dict]:
         sid = f"tt-llama__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__torchtune-full-chunked8"
         s.append({"id": sid, "model": "tt-llama", "dtype": dtype, "recompute": recompute,
                   "B": B, "S": S, "torchtune": True})
+    # torchtitan (``titan-*`` ids): its own Llama 3 of the same shape and the
+    # step of ``torchtitan/train.py`` (0.2.2)
+    for dtype, recompute, B, S in (("fp32", "none", 2, 128), ("bf16", "none", 2, 128),
+                                   ("bf16", "full", 1, 512), ("fp32", "full", 1, 512),
+                                   ("bf16", "op", 1, 512), ("fp32", "op", 1, 512)):
+        sid = f"titan-llama__{dtype}__adamw-fused__sdpa__{recompute}__b{B}s{S}__torchtitan"
+        s.append({"id": sid, "model": "titan-llama", "dtype": dtype, "recompute": recompute,
+                  "B": B, "S": S, "torchtitan": True})
+    # vocabulary 512: the layers' saved tensors, not the loss, make the peak
+    for dtype, recompute in (("bf16", "none"), ("fp32", "none"), ("bf16", "op"),
+                             ("bf16", "full")):
+        sid = f"titan-llama-v512__{dtype}__adamw-fused__sdpa__{recompute}__b1s512__torchtitan"
+        s.append({"id": sid, "model": "titan-llama-v512", "dtype": dtype,
+                  "recompute": recompute, "B": 1, "S": 512, "torchtitan": True})
     return s
 
 
@@ -223,8 +253,156 @@ def torchtune_worker(sp: dict) -> dict:
     }
 
 
+def torchtitan_worker(sp: dict) -> dict:
+    """torchtitan 0.2.2's step (``torchtitan/train.py`` ``Trainer.forward_backward_step``
+    and ``train_step``, lines 481-604) on its own Llama 3
+    (``torchtitan/models/llama3/model/model.py``: ``Transformer`` with separate
+    ``wq``/``wk``/``wv``, ``nn.RMSNorm``, complex RoPE ``apply_rotary_emb``,
+    ``ScaledDotProductAttentionWrapper`` with ``enable_gqa``)::
+
+        pred = model(inputs)                 # labels are the shifted tokens
+        loss_sum = cross_entropy_loss(pred, labels)   # pred.flatten(0, 1).float()
+        loss = loss_sum / global_valid_tokens
+        del pred                             # "free pred before bwd"
+        loss.backward()
+        clip_grad_norm_(params, max_norm=1.0)          # foreach get_total_norm
+        optimizer.step()                     # AdamW, implementation "fused"
+
+    torchtitan calls ``optimizers.zero_grad()`` at the start of the next step;
+    here it closes the step (the gradients are freed before the next forward
+    either way). ``recompute full``: ``apply_ac`` with ``mode = "full"``
+    (``ptd_checkpoint_wrapper`` on every ``TransformerBlock``, non-reentrant,
+    ``torchtitan/distributed/activation_checkpoint.py``). ``recompute op``:
+    ``mode = "selective"``, ``selective_ac_option = "op"`` with the Llama 3
+    ``_op_sac_save_list`` (``models/llama3/infra/parallelize.py``), unchanged:
+    it lists the CUDA sdpa kernels, so on CPU
+    ``aten._scaled_dot_product_flash_attention_for_cpu`` is recomputed.
+    The model is cast whole to the dtype (``model.to(dtype)``); torchtitan's
+    single-device default is ``torch.autocast`` over fp32 weights
+    (``maybe_enable_amp``), with FSDP2 a bf16 ``MixedPrecisionPolicy``."""
+    warnings.filterwarnings("ignore")
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torchtitan.components.loss import cross_entropy_loss
+    from torchtitan.config.job_config import ActivationCheckpoint
+    from torchtitan.distributed.activation_checkpoint import apply_ac
+    from torchtitan.distributed.utils import clip_grad_norm_
+    from torchtitan.models.llama3.infra.parallelize import _op_sac_save_list
+    from torchtitan.models.llama3.model.args import TransformerModelArgs
+    from torchtitan.models.llama3.model.model import Transformer
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    hf = {"titan-llama": HF_LLAMA, "titan-llama-v512": {**HF_LLAMA, "vocab_size": 512}}[sp["model"]]
+    # FeedForward: int(2 * 4 * dim / 3) = 682 rounded up to multiple_of 64 = 704
+    args = TransformerModelArgs(dim=hf["hidden_size"], n_layers=hf["num_hidden_layers"],
+                                n_heads=hf["num_attention_heads"],
+                                n_kv_heads=hf["num_key_value_heads"], vocab_size=hf["vocab_size"],
+                                multiple_of=64, max_seq_len=sp["S"], attn_type="sdpa")
+    model = Transformer(args)
+    with torch.no_grad():  # as train.py does after materializing the meta model
+        model.init_weights()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
+    model.to(dtype).train()
+    # Module.to casts the complex64 RoPE buffer to a real dtype (discarding
+    # its imaginary part); torchtitan never casts it: rebuild it in complex64
+    model.freqs_cis = model._precompute_freqs_cis()
+    if sp["recompute"] != "none":
+        ac = ActivationCheckpoint(mode="full" if sp["recompute"] == "full" else "selective",
+                                  selective_ac_option="op")
+        apply_ac(model, ac, op_sac_save_list=_op_sac_save_list)
+    params = [p for p in model.parameters()]
+    optimizer = torch.optim.AdamW(params, lr=8e-4, betas=(0.9, 0.95), eps=1e-8,
+                                  weight_decay=0.1, fused=True)
+    ids = torch.randint(0, hf["vocab_size"], (sp["B"], sp["S"]))
+    labels = torch.randint(0, hf["vocab_size"], (sp["B"], sp["S"]))
+    global_valid_tokens = torch.tensor(float(sp["B"] * sp["S"]))
+    names = {id(p): n for n, p in model.named_parameters()}
+    enter = torch.ops.profiler._record_function_enter_new
+    leave = torch.ops.profiler._record_function_exit
+    state = {"rf": None, "phase": None}
+
+    def phase_begin(name):
+        state["phase"] = name
+        state["rf"] = enter("phase:" + name, None)
+
+    def phase_end():
+        leave(state["rf"])
+
+    def head_post(mod, args, out):
+        if state["phase"] == "forward":
+            phase_end()
+            phase_begin("loss")
+
+    model.output.register_forward_hook(head_post)
+
+    def one_step():
+        phase_begin("forward")
+        pred = model(ids)
+        loss_sum = cross_entropy_loss(pred, labels)
+        loss = loss_sum / global_valid_tokens
+        del pred
+        phase_end()
+        phase_begin("backward")
+        loss.backward()
+        del loss, loss_sum
+        grads = {p.grad.untyped_storage().data_ptr(): names[id(p)]
+                 for p in model.parameters() if p.grad is not None}
+        phase_end()
+        phase_begin("optimizer")
+        clip_grad_norm_(params, 1.0, foreach=True)
+        optimizer.step()
+        phase_end()
+        phase_begin("zero_grad")
+        optimizer.zero_grad(set_to_none=True)
+        phase_end()
+        return grads
+
+    for _ in range(2):
+        one_step()
+    gc.collect()
+    live0 = mt.live_tensor_storages(torch)
+    baseline_bytes = sum(live0.values())
+    pbytes = mt.storage_bytes(model.parameters())
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        grads = one_step()
+    end_live = sum(mt.live_tensor_storages(torch).values())
+    a = mt.analyse(prof, baseline_bytes, hf["num_hidden_layers"], grads, None, None)
+    flags = ["--implementation", "torchtitan"]
+    return {
+        "id": sp["id"], "model": sp["model"], "model_type": "llama", "config": hf,
+        "implementation": "torchtitan",
+        "dtype": sp["dtype"], "attention": "sdpa", "batch": sp["B"], "seq_len": sp["S"],
+        "optimizer": {"name": "adamw", "foreach": False, "fused": True, "momentum": None,
+                      "lr": 8e-4, "implementation": "fused"},
+        "recompute": sp["recompute"],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameter_bytes": sum(pbytes.values()),
+        "baseline_bytes": baseline_bytes,
+        **{k: a[k] for k in ("peak_bytes", "peak_phase", "peak_layer", "peak_op", "phases", "layers", "events",
+                             "grad_bytes", "end_bytes", "outside_phase_bytes", "unmatched_frees")},
+        "allocator_counter_check": a["counter_check"],
+        "end_live_bytes": end_live,
+        "alive_at_peak_by_phase": a["alive_by_phase"],
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "torchtitan": "0.2.2",
+        "notes": ["torchtitan 0.2.2 train.py step: pred = model(inputs); cross_entropy_loss("
+                  "pred.flatten(0, 1).float(), labels, reduction='sum') / global_valid_tokens; "
+                  "del pred before backward; clip_grad_norm_(max_norm=1.0, foreach); fused AdamW"]
+                 + ({"full": ["apply_ac(mode='full'): ptd_checkpoint_wrapper on every "
+                              "TransformerBlock, non-reentrant"],
+                     "op": ["apply_ac(mode='selective', selective_ac_option='op') with llama3's "
+                            "_op_sac_save_list: on CPU the sdpa kernel "
+                            "(_scaled_dot_product_flash_attention_for_cpu) is not in it and is "
+                            "recomputed"]}.get(sp["recompute"], [])),
+        "trainmem_flags": flags,
+    }
+
+
 def worker(sid: str) -> dict:
     warnings.filterwarnings("ignore")
+    titan = next((s for s in specs() if s["id"] == sid and s.get("torchtitan")), None)
+    if titan:  # without litgpt imported
+        return torchtitan_worker(titan)
     import torch
     from torch.profiler import ProfilerActivity, profile
     import litgpt

@@ -216,7 +216,7 @@ fn stages_with(
     workload: &Workload,
     kernels: &Kernels,
 ) -> Result<Vec<Activations>> {
-    let dims = &*implementation::dimensions(dims, workload.implementation);
+    let dims = &*implementation::dimensions(dims, workload.implementation, workload.platform);
     let mut stages = if let Some(model) = &dims.encoder_decoder {
         vec![seq2seq::activations(dims, model, workload, kernels)?]
     } else if let Some(mixer) = dims.state_space {
@@ -234,9 +234,10 @@ fn stages_with(
     };
     for stage in &mut stages {
         keep_outputs::apply(workload, stage);
-        stage
-            .notes
-            .extend(implementation::notes(workload.implementation));
+        stage.notes.extend(implementation::notes(
+            workload.implementation,
+            workload.platform,
+        ));
     }
     Ok(stages)
 }

@@ -75,12 +75,17 @@ impl<'a> Step<'a> {
 
     /// What torchtitan's per-op policy keeps of a layer besides its input:
     /// the odd matmuls' outputs and the sdpa kernel's output and fp32
-    /// log-sum-exp [B, a, S] (`techniques::check` refuses other layers).
+    /// log-sum-exp [B, a, S] when the policy lists the kernel the platform
+    /// runs (`techniques::check` refuses other layers).
     pub(super) fn op_saved(&self) -> Result<recompute::OpSaved> {
         let rank = &self.rank;
         let d = self.dims.head_dim;
         let mut log_sum_exp = Tally::new();
         log_sum_exp.tensor(&[FP32_BYTES, rank.batch, rank.heads, rank.seq])?;
+        let listed = implementation::op_policy_saves_attention(
+            self.workload.implementation,
+            self.workload.platform,
+        );
         recompute::op_saved(
             rank.element,
             rank.tokens,
@@ -91,7 +96,7 @@ impl<'a> Step<'a> {
                 intermediate: rank.intermediate,
                 mlp_inputs: self.dims.linears.mlp_input.len() as u64,
             },
-            log_sum_exp.bytes(),
+            listed.then(|| log_sum_exp.bytes()),
         )
     }
 
@@ -386,7 +391,7 @@ impl<'a> Step<'a> {
         )?;
         let mut copies = Tally::new();
         copies.add(norm)?;
-        if self.dims.norm != NormKind::LayerNorm {
+        if norms::upcasts(self.dims.norm) {
             // The fp32 input and the rsqrt, each saved by two nodes.
             copies.tensor(&[
                 FP32_BYTES,
@@ -745,6 +750,12 @@ impl<'a> Step<'a> {
             Recompute::None => {}
             Recompute::Selective => notes.push(
                 "selective recomputation: the attention core (probabilities, the kernel's q, k, v copies) is rebuilt in backward; its inputs q, k, v stay".to_string(),
+            ),
+            Recompute::Op if !implementation::op_policy_saves_attention(
+                workload.implementation,
+                workload.platform,
+            ) => notes.push(
+                "op recomputation (torchtitan's per-op policy): each layer keeps its input and every second matmul's output (q, v, gate, down); the sdpa kernel (the CPU one, which torchtitan's save list does not name), norms, rotary, activations and the other matmuls are rebuilt in backward".to_string(),
             ),
             Recompute::Op => notes.push(
                 "op recomputation (torchtitan's per-op policy): each layer keeps its input, the sdpa kernel's output and log-sum-exp and every second matmul's output (q, v, gate, down); norms, rotary, activations and the other matmuls are rebuilt in backward".to_string(),

@@ -9,21 +9,39 @@
 //! no different rule for is priced as transformers' module.
 
 mod litgpt;
+mod torchtitan;
 mod torchtune;
 
 use std::borrow::Cow;
 
+use super::Platform;
 use super::loss::LossPhase;
 use super::parallel::Rank;
 use crate::architecture::{Dimensions, Implementation};
 use crate::error::Result;
 
-/// The architecture as `implementation`'s modules save it.
-pub fn dimensions(dims: &Dimensions, implementation: Implementation) -> Cow<'_, Dimensions> {
+/// The architecture as `implementation`'s modules save it on `platform`.
+pub fn dimensions(
+    dims: &Dimensions,
+    implementation: Implementation,
+    platform: Platform,
+) -> Cow<'_, Dimensions> {
     match implementation {
         Implementation::Litgpt => Cow::Owned(litgpt::dimensions(dims)),
         Implementation::Torchtune => Cow::Owned(torchtune::dimensions(dims)),
-        Implementation::Transformers | Implementation::Torchtitan => Cow::Borrowed(dims),
+        Implementation::Torchtitan => Cow::Owned(torchtitan::dimensions(dims, platform)),
+        Implementation::Transformers => Cow::Borrowed(dims),
+    }
+}
+
+/// Whether the per-op checkpointing policy (`--recompute op`, torchtitan's)
+/// saves the attention kernel `platform` runs: torchtitan's own list names
+/// only the CUDA kernels; with other model code the policy is priced as
+/// listing the kernel that runs.
+pub fn op_policy_saves_attention(implementation: Implementation, platform: Platform) -> bool {
+    match implementation {
+        Implementation::Torchtitan => torchtitan::op_policy_saves_attention(platform),
+        Implementation::Transformers | Implementation::Litgpt | Implementation::Torchtune => true,
     }
 }
 
@@ -43,15 +61,12 @@ pub fn standard_loss(
     }
 }
 
-/// The notes of `implementation`'s rules.
-pub fn notes(implementation: Implementation) -> Vec<String> {
+/// The notes of `implementation`'s rules on `platform`.
+pub fn notes(implementation: Implementation, platform: Platform) -> Vec<String> {
     match implementation {
         Implementation::Litgpt => litgpt::notes(),
         Implementation::Torchtune => torchtune::notes(),
         Implementation::Transformers => Vec::new(),
-        Implementation::Torchtitan => vec![format!(
-            "implementation {}: priced as transformers' modules (no rule of its own measured yet)",
-            implementation.name()
-        )],
+        Implementation::Torchtitan => torchtitan::notes(platform),
     }
 }

@@ -14,7 +14,10 @@
 //!   dtype): priced as [`NormKind::Olmo2RmsNorm`], measured. On CUDA the
 //!   fused kernel's derivative (`tools/autograd/derivatives.yaml`,
 //!   `_fused_rms_norm`) saves the input and the fp32 rstd alone:
-//!   [`NormKind::FusedRmsNorm`], from source, not measured here.
+//!   [`NormKind::FusedRmsNorm`], from source, not measured here. The fused
+//!   kernel came with pytorch/pytorch#153666 (2025): older torch releases
+//!   (those of torchtitan's published 2024 benchmarks) decompose on CUDA
+//!   too and save as on CPU; trainmem prices the current kernel.
 //! * RoPE (`apply_rotary_emb`, lines 141-169): `view_as_complex` of fp32
 //!   copies of q and k, multiplied by the complex64 `freqs_cis` buffer; the
 //!   product saves only the buffer (it does not require grad) and the
@@ -69,7 +72,7 @@ pub fn notes(platform: Platform) -> Vec<String> {
             "nn.RMSNorm decomposes on CPU and saves its fp32 normalized tensor (measured)"
         }
         Platform::Cuda => {
-            "nn.RMSNorm runs the fused CUDA kernel and saves its input and fp32 rstd (from torch's source, not measured)"
+            "nn.RMSNorm runs the fused CUDA kernel of current torch and saves its input and fp32 rstd (from torch's source, not measured; torch before pytorch#153666, 2025, saves the fp32 normalized tensor as on CPU)"
         }
     };
     let op = match platform {

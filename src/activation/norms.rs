@@ -132,4 +132,17 @@ mod tests {
         assert_eq!(cpu, Bytes(16384 + 2 * 2 * 128));
         assert_eq!(cuda, Bytes(16384 + 2 * 4 * 128));
     }
+
+    #[test]
+    fn the_fused_rms_norm_saves_its_input_and_fp32_rstd_frozen_or_not() {
+        // bf16 input 2·128·64 and the fp32 rstd [128, 1]; no fp32 copy.
+        for frozen in [false, true] {
+            assert_eq!(
+                saved(site(NormKind::FusedRmsNorm, frozen), StatsDtype::Input).unwrap(),
+                Bytes(16384 + 512)
+            );
+        }
+        assert!(!upcasts(NormKind::FusedRmsNorm));
+        assert!(upcasts(NormKind::Olmo2RmsNorm));
+    }
 }

@@ -355,3 +355,34 @@ fn deepseek_on_cuda_uses_memory_efficient_attention() {
     );
     assert!(e.layers.iter().any(|p| p.name == "experts"));
 }
+
+#[test]
+fn torchtitans_rms_norm_saves_less_on_cuda_and_its_fp32_normalized_tensor_on_cpu() {
+    // bf16, T = B·S. transformers' LlamaRMSNorm saves 4Th + 4T + 2Th;
+    // torchtitan's nn.RMSNorm on CUDA (the fused kernel) 2Th + 4T, on CPU
+    // (decomposed) 4Th + 4T + 4Th: per norm -4Th on CUDA, +2Th on CPU,
+    // for the two norms of each layer and the final one.
+    let dims = llama_7b();
+    let (t, h) = (2048u64, 4096u64);
+    let norms = 2 * dims.layers + 1;
+    let total = |implementation, platform| {
+        let w = Workload {
+            implementation,
+            platform,
+            ..workload(2, 1024, Attention::Sdpa)
+        };
+        activations(&dims, &w).unwrap().total.0
+    };
+    let (transformers, torchtitan) = (
+        crate::architecture::Implementation::Transformers,
+        crate::architecture::Implementation::Torchtitan,
+    );
+    assert_eq!(
+        total(transformers, Platform::Cuda) - total(torchtitan, Platform::Cuda),
+        norms * 4 * t * h
+    );
+    assert_eq!(
+        total(torchtitan, Platform::Cpu) - total(transformers, Platform::Cpu),
+        norms * 2 * t * h
+    );
+}

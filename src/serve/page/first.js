@@ -10,10 +10,10 @@ function askFirst() {
   // A pasted config.json is never in a link: the page waits for the paste.
   if (settings.source === "config") return null;
   const body = JSON.stringify(requestOf(settings));
+  performance.mark("first-estimate-asked");
   const answer = fetch("/api/estimate", { method: "POST", headers: { "content-type": "application/json" }, body });
   // An answer the page does not take (it asked something else) is no error.
   answer.catch(() => {});
-  performance.mark("first-estimate-asked");
   return { body, answer };
 }
 

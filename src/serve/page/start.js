@@ -1,4 +1,4 @@
-// The page's start: controls built, the link restored, the first answer asked.
+// The page's start: controls built, the link restored, the first answer (asked by first.js) taken and drawn.
 
 async function start() {
   // Watched from the start: the paint of the first answer's verdict.

@@ -5,12 +5,20 @@
 use axum::http::header;
 use axum::response::IntoResponse;
 
-/// The page: `page/`'s files joined into one document.
+/// The page: `page/`'s files joined into one document. The head's script
+/// (the controls' table and the request they make) asks the first estimate
+/// while the rest of the page is parsed (`first.js`); the body's script
+/// builds the controls and draws the answers.
 const PAGE: &str = concat!(
     include_str!("page/head.html"),
+    include_str!("page/state.js"),
+    include_str!("page/request.js"),
+    include_str!("page/first.js"),
+    "</script>\n<style>\n",
     include_str!("page/style.css"),
     include_str!("page/body.html"),
-    include_str!("page/state.js"),
+    // The body's script is a second script: strict too.
+    "\"use strict\";\n",
     include_str!("page/settings.js"),
     include_str!("page/model.js"),
     include_str!("page/answer.js"),

@@ -12,7 +12,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { serve, cli, open, answer, settled, browser, root, url, trainmem } from "./harness.mjs";
+import { serve, cli, open, answer, root, url, trainmem } from "./harness.mjs";
 
 serve();
 
@@ -349,29 +349,4 @@ test("labels: host memory per node, the precision explained", async () => {
   assert.equal(total[2], (want.host.total / 8 / 1e9).toFixed(1));
   assert.match(await page.textContent("#recipe-line"), /^Precision mixed-bf16: /);
   await page.close();
-});
-
-test("first answer from navigation: the estimate is asked first, drawn before any other call (times printed)", async () => {
-  const hash = "#model=llama-3.1-8b&micro-batch=1&seq-len=2048&device=h100-80gb";
-  const times = [];
-  // Five loads of the page in a row (page.test.mjs prints the first load on a fresh server).
-  for (let run = 0; run < 5; run++) {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    const calls = [];
-    page.on("request", (r) => { if (r.url().includes("/api/")) calls.push(["asked", new URL(r.url()).pathname]); });
-    page.on("requestfinished", (r) => { if (r.url().includes("/api/")) calls.push(["answered", new URL(r.url()).pathname]); });
-    await page.goto(url + hash);
-    await page.waitForSelector('body[data-ready="1"]');
-    await settled(page);
-    times.push(Number(await page.getAttribute("body", "data-first-answer-ms")));
-    // Drawn before the presets' list came, the answer still knows a preset is a whole file.
-    assert.equal(await page.isVisible("#model-note"), false, "no note of missing keys for a preset");
-    // The first call is the estimate, and nothing else is asked until its answer came.
-    assert.deepEqual(calls[0], ["asked", "/api/estimate"], JSON.stringify(calls));
-    assert.deepEqual(calls[1], ["answered", "/api/estimate"], JSON.stringify(calls));
-    for (const later of ["/api/options", "/api/presets"]) assert.ok(calls.findIndex(([, p]) => p === later) > 1, `${later} after the first answer: ${JSON.stringify(calls)}`);
-    await page.close();
-  }
-  console.log(`# first answer ${times.join(", ")} ms after navigation, five loads (${process.env.TRAINMEM_BIN || "debug build"})`);
-  assert.ok(times.every((ms) => ms > 0));
 });

@@ -27,12 +27,20 @@ async function update() {
   const mine = ++generation;
   document.body.dataset.pending = "1";
   try {
-    const response = await fetch("/api/estimate", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(r) });
+    const asked = JSON.stringify(r);
+    // The first update takes the answer asked while the page was parsed.
+    const response = await (takeFirst(asked) || fetch("/api/estimate", { method: "POST", headers: { "content-type": "application/json" }, body: asked }));
     const body = await response.json();
     if (mine !== generation) return;
     // A bad value keeps the last good answer on screen, marked stale.
     if (!response.ok) { markStale(true); showError(body.error || "the server answered " + response.status); }
-    else { showError(null); markStale(false); show(body, r); modelAnswered(body); summarize(); }
+    else {
+      showError(null); markStale(false);
+      const charts = show(body, r);
+      modelAnswered(body); summarize();
+      // Settled (`data-pending` 0) once the charts are drawn too.
+      await charts;
+    }
   } catch (e) {
     if (mine === generation) { markStale(true); showError("error: the server did not answer: " + e.message); }
   } finally {
@@ -88,14 +96,8 @@ function show(e, r) {
   const label = e.capacity ? e.capacity.label.replace(/\(([\d.]+) GB\)/, (m, gb) => `(${gb} GB = ${(e.capacity.bytes / 2 ** 30).toFixed(2)} GiB)`) : "";
   $("peakline").textContent = `${e.model.name}, ${grouped(e.parameters.total)} parameters (${grouped(e.parameters.trainable)} trainable)` +
     (e.capacity ? `; capacity ${label} per GPU` : "; no capacity given") + `; the peak is reached in ${e.timeline ? e.timeline.peak.phase : "the step"}.`;
-  // Shown before the charts are drawn: they are drawn in their laid-out width.
   result.classList.remove("hidden");
-  // Both charts' widths read in one layout, before anything is drawn: a
-  // read after the bar is drawn would lay the page out a second time.
-  const barWidth = pixelWidth($("bar")), timelineWidth = pixelWidth($("timeline"));
   figures(e, units, capacity);
-  drawBar(e, units, capacity, barWidth);
-  drawTimeline(e, units, capacity, timelineWidth);
   table($("pieces"), e, units);
   const offloaded = Boolean(e.host) && (e.parallelism.offload !== "none" || e.host.activations > 0) && e.host.total > 0;
   $("host").classList.toggle("hidden", !offloaded);
@@ -106,6 +108,10 @@ function show(e, r) {
   drawCompare();
   suggest(e, r);
   planHint(e, r);
+  // The charts come in the frame after the figures and the table: drawn
+  // now, they would make the page lay the answer out twice (once to read
+  // their widths, once to place them) before anything of it is painted.
+  return chartsAfterFrame(e, units, capacity);
 }
 
 // The figures beside the verdict: what the allocator reserves, the step

@@ -216,10 +216,27 @@ function drawTimeline(e, units, capacity, width) {
   }
 }
 
+// The answer's charts, drawn once the frame that paints its figures and
+// table is out: their widths are then read from that frame's layout, at no
+// cost. Resolves when they are drawn (or when a newer answer took over).
+function chartsAfterFrame(e, units, capacity) {
+  const mine = ++chartsWaiting;
+  return afterFrame().then(() => {
+    if (mine !== chartsWaiting) return;
+    chartsWaiting = 0;
+    if (!last || last.e !== e) return;
+    const barWidth = pixelWidth($("bar")), timelineWidth = pixelWidth($("timeline"));
+    drawBar(e, units, capacity, barWidth);
+    drawTimeline(e, units, capacity, timelineWidth);
+  });
+}
+
 // The charts follow their width: drawn again, at the same text size, when
-// it changes (a phone turned, a window resized).
+// it changes (a phone turned, a window resized); not while a drawing waits
+// for its frame (the answer just shown changed the width: that drawing
+// reads it).
 const chartWidths = new ResizeObserver(() => {
-  if (!last) return;
+  if (!last || chartsWaiting) return;
   const capacity = last.e.capacity ? last.e.capacity.bytes : null;
   const units = last.r.units || "gb";
   if (String(pixelWidth($("bar"))) !== $("bar").dataset.width) drawBar(last.e, units, capacity);

@@ -44,23 +44,11 @@ function getValue(key) {
   return input.type === "checkbox" ? input.checked : input.value.trim();
 }
 
-// The request: only what differs from "not given" is sent.
+// The request of the controls on screen.
 function request() {
-  const r = {};
-  if (source === "preset") r.model = $("model").value.trim();
-  if (source === "params") r.params = $("params").value.trim();
-  if (source === "config") r.config = $("config").value;
-  for (const s of SPECS) {
-    const value = getValue(s.key);
-    if (value === "" || value === false) continue;
-    if (s.key === "capacity" && getValue("device") !== "custom") continue;
-    if (s.key === "device" && value === "custom") continue;
-    if (s.key === "zero" && getValue("fsdp") !== "") continue;
-    if (s.needs && getValue(s.needs) === "") continue;
-    if (s.quiet && value === s.value) continue;
-    r[s.key] = s.kind === "number" ? Number(value) : value;
-  }
-  return r;
+  const values = {};
+  for (const s of SPECS) values[s.key] = getValue(s.key);
+  return requestOf({ source, model: $("model").value, params: $("params").value, config: $("config").value, values });
 }
 
 function showSource() {
@@ -88,26 +76,16 @@ function linkState(r) {
   return "#" + p.toString();
 }
 
-// The link's settings on the controls; every control it leaves out is
-// put back to its default (a hand-written `#model=gpt2` is gpt2 with the
-// page's defaults, whatever the page showed before).
+// The link's settings on the controls (`linkSettings`: every control it
+// leaves out is put back to its default, whatever the page showed before);
+// a link with no setting of the page (`#top`) changes nothing.
 function restore() {
-  const p = new URLSearchParams(location.hash.slice(1));
-  // A link with no setting of the page (`#top`) changes nothing.
-  if (![...p.keys()].some((k) => LABELS[k] || k === "source")) return;
-  for (const s of SPECS) setValue(s.key, s.value);
-  source = "preset";
-  $("model").value = p.has("model") ? p.get("model") : $("model").defaultValue;
-  $("params").value = p.has("params") ? p.get("params") : $("params").defaultValue;
-  if (p.has("params")) source = "params";
-  if (p.get("source") === "config") source = "config";
-  if (p.has("capacity") && !p.has("device")) setValue("device", "custom");
-  for (const [k, v] of p) {
-    if (!LABELS[k] || ["model", "params", "config"].includes(k)) continue;
-    // A menu has no empty choice unless it lists one ("none").
-    if (v === "" && $(k).tagName === "SELECT" && ![...$(k).options].some((o) => o.value === "")) continue;
-    setValue(k, v);
-  }
+  const settings = linkSettings(location.hash);
+  if (!settings) return;
+  source = settings.source;
+  $("model").value = settings.model;
+  $("params").value = settings.params;
+  for (const s of SPECS) setValue(s.key, settings.values[s.key]);
 }
 
 function quote(text) { return /^[A-Za-z0-9._:+,=@%-]+$/.test(text) ? text : "'" + text.replace(/'/g, "'\\''") + "'"; }

@@ -85,6 +85,24 @@ const DEBOUNCE_MS = 250;
 
 let fitGeneration = 0;
 
+// Non-zero while the charts of the answer shown wait for their frame: the
+// number of the latest such wait.
+let chartsWaiting = 0;
+
+// The longest wait for a frame: a tab in the background makes none (its
+// animation frames are paused), and the page must still settle.
+const FRAME_WAIT_MS = 100;
+
+// Settles once the browser has made the frame it is about to make (a task
+// queued from that frame's animation callback runs after the frame is
+// painted), or after FRAME_WAIT_MS.
+function afterFrame() {
+  return new Promise((resolve) => {
+    requestAnimationFrame(() => setTimeout(resolve, 0));
+    setTimeout(resolve, FRAME_WAIT_MS);
+  });
+}
+
 // Settled once the menus' catalogues have come (or failed to): the
 // suggestions wait for it, so that the first answer's heavy follow-up does
 // not take the server's workers from the page's own start.

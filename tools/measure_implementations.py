@@ -82,11 +82,17 @@ def specs() -> list[dict]:
                       "B": B, "S": S})
     # finetune/lora.py: LoRA r 8 on the query and value of the fused qkv, the
     # head in 128-position chunks (lm_head_chunk_size=128)
-    for model, dtype, B, S in (("lit-llama", "bf16", 2, 256), ("lit-llama", "bf16", 1, 512),
-                               ("lit-llama", "fp32", 2, 256), ("lit-phi", "bf16", 2, 256)):
-        sid = f"{model}__{dtype}__adamw__sdpa__none__b{B}s{S}__litgpt-lora-qv-r8"
-        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": "none", "B": B, "S": S,
-                  "lora": True})
+    # (recompute full: what litgpt's FSDP strategy and `--train.activation_checkpointing`
+    # wrap, every Block; dropout 0.05: one nn.Dropout on the fused qkv input)
+    for model, dtype, recompute, B, S, p in (
+            ("lit-llama", "bf16", "none", 2, 256, 0.0), ("lit-llama", "bf16", "none", 1, 512, 0.0),
+            ("lit-llama", "fp32", "none", 2, 256, 0.0), ("lit-phi", "bf16", "none", 2, 256, 0.0),
+            ("lit-llama", "bf16", "full", 1, 512, 0.0), ("lit-llama", "fp32", "full", 2, 256, 0.0),
+            ("lit-llama", "bf16", "none", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.05)):
+        drop = f"-d{p}" if p else ""
+        sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-lora-qv-r8{drop}"
+        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
+                  "S": S, "lora": True, "lora_dropout": p})
     # torchtune (``tt-*`` ids): ``torchtune.models.llama3.llama3`` of the same
     # shape, the full_finetune_single_device step with CEWithChunkedOutputLoss
     for dtype, recompute, B, S in (("fp32", "none", 2, 128), ("bf16", "none", 2, 128),
@@ -238,7 +244,8 @@ def worker(sid: str) -> dict:
     lit, hf = MODELS[sp["model"]]
     if sp.get("lora"):
         from litgpt.lora import GPT as LoraGPT, Config as LoraConfig, mark_only_lora_as_trainable
-        lit = dict(lit, lora_r=8, lora_alpha=16, lora_dropout=0.0, lora_query=True, lora_value=True)
+        lit = dict(lit, lora_r=8, lora_alpha=16, lora_dropout=sp.get("lora_dropout", 0.0),
+                   lora_query=True, lora_value=True)
         model = LoraGPT(LoraConfig(**lit))
         mark_only_lora_as_trainable(model)
     else:
@@ -314,7 +321,8 @@ def worker(sid: str) -> dict:
     a = mt.analyse(prof, baseline_bytes, lit["n_layer"], grads, None, None)
     flags = ["--implementation", "litgpt", "--keep-outputs"]
     if sp.get("lora"):
-        flags += ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout", "0",
+        flags += ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout",
+                  str(sp.get("lora_dropout", 0.0)).rstrip("0").rstrip(".") or "0",
                   "--lora-dtype", sp["dtype"]]
     return {
         "id": sid, "model": sp["model"], "model_type": hf["model_type"], "config": hf,
@@ -333,9 +341,15 @@ def worker(sid: str) -> dict:
         "alive_at_peak_by_phase": a["alive_by_phase"],
         "threads": torch.get_num_threads(),
         "torch": torch.__version__, "litgpt": "0.5.13",
-        "notes": ["litgpt finetune/full.py step: logits = model(ids); chunked_cross_entropy("
-                  "logits[..., :-1, :], targets[..., 1:]) (128-row chunks, log-softmax in the "
-                  "compute dtype); logits referenced until the step returns"]
+        **({"lightning": __import__("lightning").__version__} if sp.get("lora") else {}),
+        "notes": (["litgpt finetune/lora.py step: litgpt.lora.GPT, mark_only_lora_as_trainable; "
+                   "logits = model(ids, lm_head_chunk_size=128) (a list of 128-position chunks); "
+                   "logits[-1] = logits[-1][..., :-1, :]; chunked_cross_entropy(logits, "
+                   "targets[..., 1:]); logits referenced until the step returns"]
+                  if sp.get("lora") else
+                  ["litgpt finetune/full.py step: logits = model(ids); chunked_cross_entropy("
+                   "logits[..., :-1, :], targets[..., 1:]) (128-row chunks, log-softmax in the "
+                   "compute dtype); logits referenced until the step returns"])
                  + (["apply_activation_checkpointing(check_fn=Block), non-reentrant"]
                     if sp["recompute"] == "full" else []),
         "trainmem_flags": flags,

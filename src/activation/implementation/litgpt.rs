@@ -14,6 +14,13 @@
 //!   priced as [`NormKind::Olmo2RmsNorm`]. `add_unit_offset` (Gemma) is
 //!   `(1 + weight)` before the same product: Gemma's kind already saves the
 //!   fp32 tensor.
+//! * Grouped-query attention (`CausalSelfAttention.forward`, lines
+//!   536-539): `if n_query_groups != n_head and (input_pos is None or
+//!   n_query_groups != 1)`: `k.repeat_interleave(q_per_kv, dim=1)` and
+//!   the same for `v` before `scaled_dot_product_attention`: in training
+//!   (no `input_pos`) the kernel saves keys and values at the query heads,
+//!   as torchtune's expand does: priced with as many key heads as query
+//!   heads.
 //! * Loss (`finetune/full.py`, `pretrain.py`: `chunked_cross_entropy(
 //!   logits[..., :-1, :], targets[..., 1:])`, chunk_size 128): see [`loss`];
 //!   with a frozen base (`finetune/lora.py`, `adapter.py`: `model(input_ids,
@@ -42,6 +49,7 @@ pub fn dimensions(dims: &Dimensions) -> Dimensions {
     if dims.norm == NormKind::RmsNorm {
         dims.norm = NormKind::Olmo2RmsNorm;
     }
+    dims.kv_heads = dims.heads;
     dims
 }
 

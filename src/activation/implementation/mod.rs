@@ -9,10 +9,13 @@
 //! no different rule for is priced as transformers' module.
 
 mod litgpt;
+mod litgpt_lora;
 mod torchtune;
 
 use std::borrow::Cow;
 
+use super::Workload;
+use super::lora::FusedQkv;
 use super::loss::LossPhase;
 use super::parallel::Rank;
 use crate::architecture::{Dimensions, Implementation};
@@ -24,6 +27,17 @@ pub fn dimensions(dims: &Dimensions, implementation: Implementation) -> Cow<'_, 
         Implementation::Litgpt => Cow::Owned(litgpt::dimensions(dims)),
         Implementation::Torchtune => Cow::Owned(torchtune::dimensions(dims)),
         Implementation::Transformers | Implementation::Torchtitan => Cow::Borrowed(dims),
+    }
+}
+
+/// The fused q/k/v adapter of `workload`'s implementation, when its LoRA
+/// module has one (litgpt's `LoRAQKVLinear`) and the base is frozen.
+pub fn fused_qkv(dims: &Dimensions, workload: &Workload) -> Option<FusedQkv> {
+    match workload.implementation {
+        Implementation::Litgpt if workload.frozen_base && !workload.adapted.is_empty() => {
+            Some(litgpt_lora::fused_qkv(dims, workload))
+        }
+        _ => None,
     }
 }
 
@@ -46,7 +60,11 @@ pub fn standard_loss(
 /// The notes of `implementation`'s rules.
 pub fn notes(implementation: Implementation) -> Vec<String> {
     match implementation {
-        Implementation::Litgpt => litgpt::notes(),
+        Implementation::Litgpt => {
+            let mut notes = litgpt::notes();
+            notes.push(litgpt_lora::notes());
+            notes
+        }
         Implementation::Torchtune => torchtune::notes(),
         Implementation::Transformers => Vec::new(),
         Implementation::Torchtitan => vec![format!(

@@ -57,6 +57,7 @@ fn lora_of(fixture: &Value) -> Lora {
             .map(|m| m.iter().map(|n| n.as_str().unwrap().to_string()).collect())
             .unwrap_or_default(),
         dora: lora["use_dora"].as_bool().unwrap_or(false),
+        quantize_head: false,
         dropout: LoraDropout::default(),
         dtype: DType::Fp32,
     }
@@ -154,6 +155,7 @@ fn llama_2_7b_rank_8_on_q_and_v() {
         bias: Bias::None,
         modules_to_save: Vec::new(),
         dora: false,
+        quantize_head: false,
         dropout: LoraDropout::default(),
         dtype: DType::Fp32,
     };
@@ -187,6 +189,7 @@ fn quantized_bases_match_bitsandbytes() {
             bias: Bias::None,
             modules_to_save: Vec::new(),
             dora: false,
+            quantize_head: false,
             dropout: LoraDropout::default(),
             dtype: DType::Fp32,
         };

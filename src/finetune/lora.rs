@@ -34,6 +34,15 @@ pub struct Lora {
     /// as peft keeps them (`autocast_adapter_dtype=True`), or bf16/fp16 as
     /// torchtune and litgpt do.
     pub dtype: DType,
+    /// Whether `--quantize` stores the output head quantized too. peft's
+    /// QLoRA (transformers' `BitsAndBytesConfig`) skips `lm_head`
+    /// (`llm_int8_skip_modules` defaults to the output embedding); litgpt's
+    /// (Lightning Fabric's `BitsandbytesPrecision(quantize[4:], dtype)`,
+    /// `litgpt/finetune/lora.py` line 149, no `ignore_modules`) replaces
+    /// every `nn.Linear`, the head included
+    /// (`lightning/fabric/plugins/precision/bitsandbytes.py`
+    /// `_convert_layers`, lines 425-448).
+    pub quantize_head: bool,
 }
 
 /// The dtypes `--lora-dtype` accepts.
@@ -117,7 +126,8 @@ impl Bias {
 
 impl Lora {
     /// The model with adapters added and its base frozen; with `quantize`,
-    /// the base's linear weights (but the output head) stored quantized.
+    /// the base's linear weights (the output head only with
+    /// `quantize_head`) stored quantized.
     pub fn apply(&self, mut model: Model, quantize: Option<Quantization>) -> Result<Model> {
         if self.rank == 0 {
             return Err(Error::InvalidValue {
@@ -181,7 +191,10 @@ impl Lora {
             };
         }
         if let Some(quantization) = quantize {
-            for linear in layers.iter().filter(|l| !l.output_head) {
+            for linear in layers
+                .iter()
+                .filter(|l| !l.output_head || self.quantize_head)
+            {
                 if let Some(weight) = model.tensors.get_mut(linear.weight) {
                     weight.quantization = Some(quantization);
                     // bitsandbytes stores every quantized linear [out, in],

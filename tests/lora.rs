@@ -58,6 +58,7 @@ fn lora_of(fixture: &Value) -> Lora {
             .unwrap_or_default(),
         dora: lora["use_dora"].as_bool().unwrap_or(false),
         quantize_head: false,
+        stable_embedding: false,
         dropout: LoraDropout::default(),
         dtype: DType::Fp32,
     }
@@ -156,6 +157,7 @@ fn llama_2_7b_rank_8_on_q_and_v() {
         modules_to_save: Vec::new(),
         dora: false,
         quantize_head: false,
+        stable_embedding: false,
         dropout: LoraDropout::default(),
         dtype: DType::Fp32,
     };
@@ -190,6 +192,7 @@ fn quantized_bases_match_bitsandbytes() {
             modules_to_save: Vec::new(),
             dora: false,
             quantize_head: false,
+            stable_embedding: false,
             dropout: LoraDropout::default(),
             dtype: DType::Fp32,
         };

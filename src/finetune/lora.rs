@@ -43,6 +43,16 @@ pub struct Lora {
     /// (`lightning/fabric/plugins/precision/bitsandbytes.py`
     /// `_convert_layers`, lines 425-448).
     pub quantize_head: bool,
+    /// Whether `--quantize` makes the token embedding train. litgpt's
+    /// `finetune/lora.py` (0.5.13, lines 218-229), after
+    /// `mark_only_lora_as_trainable`, replaces `transformer.wte` with
+    /// bitsandbytes' `StableEmbedding` when the precision is
+    /// `BitsandbytesPrecision`, copying the weights into a new parameter
+    /// that requires grad, and hands `model.parameters()` to `PagedAdamW`:
+    /// the embedding gets a gradient and optimizer states. (Its `LayerNorm`
+    /// over the embeddings, 2·h parameters and one norm's saved tensors,
+    /// is not counted.)
+    pub stable_embedding: bool,
 }
 
 /// The dtypes `--lora-dtype` accepts.
@@ -189,6 +199,16 @@ impl Lora {
                 }
                 Bias::None => false,
             };
+        }
+        if quantize.is_some() && self.stable_embedding {
+            let vocab = model.dimensions.as_ref().map(|d| d.vocab);
+            if let Some(embedding) = model
+                .tensors
+                .iter_mut()
+                .find(|t| t.role == Role::Embedding && t.shape.dims().first().copied() == vocab)
+            {
+                embedding.trainable = true;
+            }
         }
         if let Some(quantization) = quantize {
             for linear in layers

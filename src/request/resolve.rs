@@ -167,6 +167,7 @@ pub fn finetune(args: &FineTuneArgs, implementation: Implementation) -> Result<F
                 dropout: LoraDropout::parse(&args.lora_dropout)?,
                 dtype: crate::finetune::adapter_dtype(&args.lora_dtype)?,
                 quantize_head: implementation == Implementation::Litgpt,
+                stable_embedding: implementation == Implementation::Litgpt,
             })
         })
         .transpose()?;

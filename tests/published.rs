@@ -27,9 +27,9 @@
 //! (issue 24: `LoRAQKVLinear`, the repeated key/value heads, the separate
 //! head of a tied config, and under `--quantize` Lightning's quantized head,
 //! the trainable `StableEmbedding` and the fp16 dequantize-then-cast): 16
-//! more cases, -0.8% to -13.4%, so 42 stated cases, mean 3.7%, max 13.4%
+//! more cases, -0.8% to -12.9%, so 42 stated cases, mean 3.4%, max 12.9%
 //! (mistral-7b's QLoRA on an A10G); with the partly assumed ones 51 cases,
-//! mean 5.7%. litgpt's llama2-7b QLoRA row (-16.5%) stays under `missing`
+//! mean 5.5%. litgpt's llama2-7b QLoRA row (-15.9%) stays under `missing`
 //! with what remains unidentified.
 //!
 //! Answer.AI's 11 reserved peaks (FSDP-QLoRA and LoRA, with and without CPU

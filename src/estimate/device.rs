@@ -445,7 +445,8 @@ struct Footprint<'a> {
 /// (`lightning/fabric/plugins/precision/bitsandbytes.py` 2.6.6, lines
 /// 336-351): an fp16 weight and its cast to a bf16 or fp32 compute dtype,
 /// both alive (measured: `tests/fixtures/timeline/*litgpt-qlora*`, the
-/// peak at the head's `MatMul4BitBackward` `aten::to`). The forward
+/// peak at the head's `MatMul4BitBackward` `aten::to`, which the timeline
+/// places while the logits' gradient is alive). The forward
 /// (`gemm_4bit`'s dequantize in the input's dtype) holds one; the timeline
 /// charges the larger to both.
 fn dequantized(setup: &Setup, compute: DType, elements: Count) -> Result<Bytes> {

@@ -337,10 +337,18 @@ impl Lora {
                 Quantization::Nf4Torchao => "torchao",
                 _ => "bitsandbytes",
             };
+            let kept = if self.quantize_head {
+                "the output head quantized too (Lightning's BitsandbytesPrecision converts every nn.Linear); embeddings and norms stay in the compute dtype"
+            } else {
+                "the output head, embeddings and norms stay in the compute dtype"
+            };
             model.notes.push(format!(
-                "base linear weights stored as {library} stores {}; the output head, embeddings and norms stay in the compute dtype",
+                "base linear weights stored as {library} stores {}; {kept}",
                 quantization.describe()
             ));
+            if self.stable_embedding {
+                model.notes.push("litgpt's QLoRA swaps the token embedding for bitsandbytes' StableEmbedding after freezing (finetune/lora.py): the embedding trains, with its gradient and optimizer states; its LayerNorm (2 x h) is not counted".to_string());
+            }
         }
         Ok(model)
     }

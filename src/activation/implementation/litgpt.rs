@@ -20,7 +20,12 @@
 //!   the same for `v` before `scaled_dot_product_attention`: in training
 //!   (no `input_pos`) the kernel saves keys and values at the query heads,
 //!   as torchtune's expand does: priced with as many key heads as query
-//!   heads.
+//!   heads. Without grouping (`n_query_groups == n_head`) nothing is
+//!   repeated: q and k are rotated into new tensors (`torch.cat((q_roped,
+//!   q[..., rope_n_elem:]), dim=-1)`, lines 512-513) while v stays a view of
+//!   the fused `qkv` output (`qkv.split(...)`, line 478), which the kernel
+//!   saving v keeps alive whole: priced as [`QkvLayout::Fused`] (Phi-3's
+//!   and GPT-NeoX's layout in transformers).
 //! * Loss (`finetune/full.py`, `pretrain.py`: `chunked_cross_entropy(
 //!   logits[..., :-1, :], targets[..., 1:])`, chunk_size 128): see [`loss`];
 //!   with a frozen base (`finetune/lora.py`, `adapter.py`: `model(input_ids,
@@ -30,7 +35,7 @@
 use crate::activation::loss::LossPhase;
 use crate::activation::parallel::Rank;
 use crate::activation::tally::{Tally, product};
-use crate::architecture::{Dimensions, MlpKind, NormKind};
+use crate::architecture::{Dimensions, MlpKind, NormKind, QkvLayout};
 use crate::error::Result;
 use crate::units::Bytes;
 
@@ -48,6 +53,10 @@ pub fn dimensions(dims: &Dimensions) -> Dimensions {
     }
     if dims.norm == NormKind::RmsNorm {
         dims.norm = NormKind::Olmo2RmsNorm;
+    }
+    if dims.kv_heads == dims.heads && dims.qkv == QkvLayout::Separate {
+        // No repeat: v stays a view of the fused qkv output.
+        dims.qkv = QkvLayout::Fused;
     }
     dims.kv_heads = dims.heads;
     dims

@@ -155,4 +155,16 @@ mod tests {
         dims.mlp = MlpKind::Gated;
         assert_eq!(dimensions(&dims).mlp, MlpKind::Gated);
     }
+
+    #[test]
+    fn grouped_keys_are_repeated_and_ungrouped_values_stay_views() {
+        // 8 heads, 4 key heads: repeat_interleave copies k and v.
+        let grouped = dimensions(&Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap());
+        assert_eq!(grouped.kv_heads, 8);
+        assert_eq!(grouped.qkv, QkvLayout::Separate);
+        // No grouping: nothing repeated, v a view of the fused output.
+        let ungrouped = dimensions(&Dimensions::generic(4, 256, 8, 8, 704, 4096).unwrap());
+        assert_eq!(ungrouped.kv_heads, 8);
+        assert_eq!(ungrouped.qkv, QkvLayout::Fused);
+    }
 }

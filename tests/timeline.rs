@@ -19,7 +19,9 @@
 //! gradients reduce-scattered in place; full fine-tunes with their wraps,
 //! and peft LoRA wrapped as Answer.AI's train.py does); and litgpt's and
 //! torchtune's own models and loops (`tools/measure_implementations.py`,
-//! `lit-*`, `tt-*`: `--implementation`). `--platform cpu` runs
+//! `lit-*`, `tt-*`: `--implementation`), litgpt's LoRA and QLoRA among them
+//! (`litgpt.lora`, Lightning's `BitsandbytesPrecision` on bitsandbytes
+//! 0.50's CPU backend). `--platform cpu` runs
 //! the same model trainmem runs for CUDA with the CPU's kernels and the
 //! CPU's optimizer defaults; its peak must land within 3% of the measured one.
 

@@ -415,6 +415,8 @@ fn litgpt_finetune_configs_are_read_with_every_memory_key_shown() {
         Format::Litgpt,
         &[
             ("quantize", "--quantize nf4"),
+            // finetune/lora.py's instantiate_bnb_optimizer under bnb.*
+            ("optimizer", "--optimizer paged-adamw"),
             ("train.micro_batch_size", "--micro-batch 2"),
             ("train.global_batch_size", "--grad-accumulation 4"),
         ],

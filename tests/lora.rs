@@ -57,6 +57,8 @@ fn lora_of(fixture: &Value) -> Lora {
             .map(|m| m.iter().map(|n| n.as_str().unwrap().to_string()).collect())
             .unwrap_or_default(),
         dora: lora["use_dora"].as_bool().unwrap_or(false),
+        quantize_head: false,
+        stable_embedding: false,
         dropout: LoraDropout::default(),
         dtype: DType::Fp32,
     }
@@ -154,6 +156,8 @@ fn llama_2_7b_rank_8_on_q_and_v() {
         bias: Bias::None,
         modules_to_save: Vec::new(),
         dora: false,
+        quantize_head: false,
+        stable_embedding: false,
         dropout: LoraDropout::default(),
         dtype: DType::Fp32,
     };
@@ -187,6 +191,8 @@ fn quantized_bases_match_bitsandbytes() {
             bias: Bias::None,
             modules_to_save: Vec::new(),
             dora: false,
+            quantize_head: false,
+            stable_embedding: false,
             dropout: LoraDropout::default(),
             dtype: DType::Fp32,
         };
@@ -207,4 +213,40 @@ fn quantized_bases_match_bitsandbytes() {
     }
     println!("compared {compared} quantized models");
     assert!(compared >= 8);
+}
+
+/// litgpt's QLoRA inventory (`--implementation litgpt --quantize nf4`):
+/// Lightning's `BitsandbytesPrecision` quantizes the head too, and
+/// `finetune/lora.py`'s `StableEmbedding` makes the token embedding train;
+/// peft's (transformers') keeps the head in the compute dtype and the
+/// embedding frozen.
+#[test]
+fn litgpt_qlora_quantizes_the_head_and_trains_the_embedding() {
+    let model = || trainmem::input::load_model("llama-3.1-8b").unwrap();
+    let lora = |litgpt: bool| Lora {
+        rank: 8,
+        targets: Targets::Names(vec!["q_proj".into(), "v_proj".into()]),
+        bias: Bias::None,
+        modules_to_save: Vec::new(),
+        dora: false,
+        quantize_head: litgpt,
+        stable_embedding: litgpt,
+        dropout: LoraDropout::default(),
+        dtype: DType::Bf16,
+    };
+    let nf4 = Some(Quantization::Nf4 {
+        double_quant: false,
+    });
+    let find = |m: &trainmem::Model, name: &str| {
+        m.tensors.iter().find(|t| t.name == name).unwrap().clone()
+    };
+    let litgpt = lora(true).apply(model(), nf4).unwrap();
+    assert!(find(&litgpt, "lm_head.weight").quantization.is_some());
+    assert!(find(&litgpt, "model.embed_tokens.weight").trainable);
+    let peft = lora(false).apply(model(), nf4).unwrap();
+    assert!(find(&peft, "lm_head.weight").quantization.is_none());
+    assert!(!find(&peft, "model.embed_tokens.weight").trainable);
+    // Without --quantize litgpt's embedding stays frozen (no StableEmbedding).
+    let plain = lora(true).apply(model(), None).unwrap();
+    assert!(!find(&plain, "model.embed_tokens.weight").trainable);
 }

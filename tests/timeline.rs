@@ -20,7 +20,9 @@
 //! and peft LoRA wrapped as Answer.AI's train.py does); and litgpt's,
 //! torchtune's and torchtitan's own models and loops
 //! (`tools/measure_implementations.py`, `lit-*`, `tt-*`, `titan-*`:
-//! `--implementation`). `--platform cpu` runs
+//! `--implementation`), litgpt's LoRA and QLoRA among them (`litgpt.lora`,
+//! Lightning's `BitsandbytesPrecision` on bitsandbytes 0.50's CPU backend).
+//! `--platform cpu` runs
 //! the same model trainmem runs for CUDA with the CPU's kernels and the
 //! CPU's optimizer defaults; its peak must land within 3% of the measured one.
 

@@ -99,11 +99,28 @@ def specs() -> list[dict]:
                       "B": B, "S": S})
     # finetune/lora.py: LoRA r 8 on the query and value of the fused qkv, the
     # head in 128-position chunks (lm_head_chunk_size=128)
-    for model, dtype, B, S in (("lit-llama", "bf16", 2, 256), ("lit-llama", "bf16", 1, 512),
-                               ("lit-llama", "fp32", 2, 256), ("lit-phi", "bf16", 2, 256)):
-        sid = f"{model}__{dtype}__adamw__sdpa__none__b{B}s{S}__litgpt-lora-qv-r8"
-        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": "none", "B": B, "S": S,
-                  "lora": True})
+    # (recompute full: what litgpt's FSDP strategy and `--train.activation_checkpointing`
+    # wrap, every Block; dropout 0.05: one nn.Dropout on the fused qkv input)
+    for model, dtype, recompute, B, S, p in (
+            ("lit-llama", "bf16", "none", 2, 256, 0.0), ("lit-llama", "bf16", "none", 1, 512, 0.0),
+            ("lit-llama", "fp32", "none", 2, 256, 0.0), ("lit-phi", "bf16", "none", 2, 256, 0.0),
+            ("lit-llama", "bf16", "full", 1, 512, 0.0), ("lit-llama", "fp32", "full", 2, 256, 0.0),
+            ("lit-llama", "bf16", "none", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.05)):
+        drop = f"-d{p}" if p else ""
+        sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-lora-qv-r8{drop}"
+        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
+                  "S": S, "lora": True, "lora_dropout": p})
+    # finetune/lora.py with --quantize bnb.nf4 / bnb.nf4-dq: Lightning's
+    # BitsandbytesPrecision on every nn.Linear (head included), quantized on
+    # the CPU as its _Linear4bit.quantize does on CUDA; wte replaced by
+    # bitsandbytes' StableEmbedding (trainable). torch AdamW, not PagedAdamW
+    # (bitsandbytes' paged buffers are CUDA managed memory).
+    for model, dtype, recompute, B, S, quant in (
+            ("lit-llama", "bf16", "none", 1, 512, "nf4"), ("lit-llama", "bf16", "none", 2, 256, "nf4-dq"),
+            ("lit-llama", "bf16", "full", 1, 512, "nf4"), ("lit-llama", "fp32", "none", 2, 256, "nf4")):
+        sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-qlora-{quant}-qv-r8"
+        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
+                  "S": S, "lora": True, "lora_dropout": 0.0, "quantize": quant})
     # torchtune (``tt-*`` ids): ``torchtune.models.llama3.llama3`` of the same
     # shape, the full_finetune_single_device step with CEWithChunkedOutputLoss
     for dtype, recompute, B, S in (("fp32", "none", 2, 128), ("bf16", "none", 2, 128),
@@ -410,6 +427,36 @@ def torchtitan_worker(sp: dict) -> dict:
     }
 
 
+def quantize_litgpt(model, mode: str, dtype) -> None:
+    """litgpt's QLoRA set-up on the CPU: ``BitsandbytesPrecision(mode, dtype)
+    .convert_module`` (``_convert_layers``: every ``nn.Linear`` becomes
+    ``_NF4Linear``/``_NF4DQLinear``), each weight quantized as
+    ``_Linear4bit.quantize`` does (``weight.to(torch.half)``, then
+    ``bnb.functional.quantize_4bit``; Lightning refuses a non-CUDA device
+    there, so the same calls are made here), then ``finetune/lora.py``'s
+    ``StableEmbedding`` in place of ``transformer.wte`` (a new trainable
+    parameter with the old weights, cast back to the model's dtype)."""
+    import bitsandbytes as bnb
+    import lightning.fabric.plugins.precision.bitsandbytes as lbnb
+    from lightning.fabric.plugins import BitsandbytesPrecision
+    import torch
+    BitsandbytesPrecision(mode, dtype).convert_module(model)
+    for mod in model.modules():
+        if isinstance(mod, bnb.nn.Linear4bit):
+            w = mod.weight
+            w4, state = bnb.functional.quantize_4bit(
+                w.data.contiguous().to(torch.half), blocksize=w.blocksize,
+                compress_statistics=w.compress_statistics, quant_type=w.quant_type,
+                quant_storage=w.quant_storage)
+            mod.weight = lbnb._replace_param(w, w4, state)
+            mod.weight.bnb_quantized = True
+    old = model.transformer.wte
+    new = bnb.nn.StableEmbedding(old.num_embeddings, old.embedding_dim)
+    with torch.no_grad():
+        new.weight.copy_(old.weight)
+    model.transformer.wte = new.to(device=old.weight.device, dtype=old.weight.dtype)
+
+
 def worker(sid: str) -> dict:
     warnings.filterwarnings("ignore")
     titan = next((s for s in specs() if s["id"] == sid and s.get("torchtitan")), None)
@@ -428,13 +475,16 @@ def worker(sid: str) -> dict:
     lit, hf = MODELS[sp["model"]]
     if sp.get("lora"):
         from litgpt.lora import GPT as LoraGPT, Config as LoraConfig, mark_only_lora_as_trainable
-        lit = dict(lit, lora_r=8, lora_alpha=16, lora_dropout=0.0, lora_query=True, lora_value=True)
+        lit = dict(lit, lora_r=8, lora_alpha=16, lora_dropout=sp.get("lora_dropout", 0.0),
+                   lora_query=True, lora_value=True)
         model = LoraGPT(LoraConfig(**lit))
         mark_only_lora_as_trainable(model)
     else:
         model = GPT(Config(**lit))
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
     model.to(dtype).train()
+    if sp.get("quantize"):
+        quantize_litgpt(model, sp["quantize"], dtype)
     if sp["recompute"] == "full":
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
             apply_activation_checkpointing)
@@ -470,7 +520,17 @@ def worker(sid: str) -> dict:
         state["chunks"] = 0
         phase_begin("forward")
         if sp.get("lora"):  # finetune/lora.py fit()
-            logits = model(ids, lm_head_chunk_size=128)
+            if sp.get("quantize"):
+                # Fabric runs the module under precision.forward_context(),
+                # _DtypeContextManager(dtype): the default dtype is the
+                # compute dtype while the model runs (StableEmbedding's
+                # `emb.to(torch.get_default_dtype())` reads it)
+                default = torch.get_default_dtype()
+                torch.set_default_dtype(dtype)
+                logits = model(ids, lm_head_chunk_size=128)
+                torch.set_default_dtype(default)
+            else:
+                logits = model(ids, lm_head_chunk_size=128)
             logits[-1] = logits[-1][..., :-1, :]
             loss = chunked_cross_entropy(logits, targets[..., 1:])
         else:
@@ -504,7 +564,11 @@ def worker(sid: str) -> dict:
     a = mt.analyse(prof, baseline_bytes, lit["n_layer"], grads, None, None)
     flags = ["--implementation", "litgpt", "--keep-outputs"]
     if sp.get("lora"):
-        flags += ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout", "0",
+        if sp.get("quantize"):
+            flags += ["--quantize", "nf4", "--double-quant",
+                      "on" if sp["quantize"].endswith("-dq") else "off"]
+        flags += ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout",
+                  str(sp.get("lora_dropout", 0.0)).rstrip("0").rstrip(".") or "0",
                   "--lora-dtype", sp["dtype"]]
     return {
         "id": sid, "model": sp["model"], "model_type": hf["model_type"], "config": hf,
@@ -523,9 +587,17 @@ def worker(sid: str) -> dict:
         "alive_at_peak_by_phase": a["alive_by_phase"],
         "threads": torch.get_num_threads(),
         "torch": torch.__version__, "litgpt": "0.5.13",
-        "notes": ["litgpt finetune/full.py step: logits = model(ids); chunked_cross_entropy("
-                  "logits[..., :-1, :], targets[..., 1:]) (128-row chunks, log-softmax in the "
-                  "compute dtype); logits referenced until the step returns"]
+        **({"lightning": __import__("lightning").__version__} if sp.get("lora") else {}),
+        **({"bitsandbytes": __import__("bitsandbytes").__version__, "quantize": sp["quantize"]}
+           if sp.get("quantize") else {}),
+        "notes": (["litgpt finetune/lora.py step: litgpt.lora.GPT, mark_only_lora_as_trainable; "
+                   "logits = model(ids, lm_head_chunk_size=128) (a list of 128-position chunks); "
+                   "logits[-1] = logits[-1][..., :-1, :]; chunked_cross_entropy(logits, "
+                   "targets[..., 1:]); logits referenced until the step returns"]
+                  if sp.get("lora") else
+                  ["litgpt finetune/full.py step: logits = model(ids); chunked_cross_entropy("
+                   "logits[..., :-1, :], targets[..., 1:]) (128-row chunks, log-softmax in the "
+                   "compute dtype); logits referenced until the step returns"])
                  + (["apply_activation_checkpointing(check_fn=Block), non-reentrant"]
                     if sp["recompute"] == "full" else []),
         "trainmem_flags": flags,

@@ -131,7 +131,19 @@ pub fn saved(
             &[count, adapter_input, rows, width],
         )
     };
-    own_input(training.adapters(&linears.attention_input), n, h)?;
+    // litgpt's fused q/k/v adapter drops its input once for all enabled
+    // parts and saves `zero_pad`'s source and index (`FusedQkv`).
+    let qkv_adapters = training.adapters(&linears.attention_input);
+    let padded = match training.fused_qkv {
+        Some(fused) if qkv_adapters > 0 => {
+            own_input(1, n, h)?;
+            fused.padded(t, training.adapter_element)?
+        }
+        _ => {
+            own_input(qkv_adapters, n, h)?;
+            Bytes::ZERO
+        }
+    };
     own_input(
         training.adapters(&[linears.attention_output]),
         t,
@@ -223,6 +235,7 @@ pub fn saved(
         &[2, kernels.dropout_mask.bytes(p), n, h],
     )?;
     lora.tensor(&[lora_adapters, training.adapter_element, n, training.rank])?;
+    lora.add(padded)?;
     let mut input = Tally::new();
     input.tensor(&[p, n, h])?;
 

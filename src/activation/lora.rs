@@ -98,12 +98,62 @@ pub struct Training<'a> {
     pub own_inputs: bool,
     /// Whether the adapters drop their input (and save a mask).
     pub dropout: bool,
+    /// One adapter on the fused q/k/v projection (litgpt's `LoRAQKVLinear`)
+    /// instead of one per adapted projection; `None` for peft's.
+    pub fused_qkv: Option<FusedQkv>,
+}
+
+/// litgpt's `LoRAQKVLinear` (`litgpt/lora.py` 0.5.13, lines 175-414): one
+/// `lora_A` of `r · enabled` rows on the fused q/k/v input, `lora_B` as a
+/// (grouped) `conv1d`, and `zero_pad` into the full q/k/v width.
+///
+/// What its autograd saves beyond peft's adapters (measured through
+/// `saved_tensors_hooks`, `tools/measure_implementations.py`):
+/// * one `lora_dropout` for all enabled parts (`forward`, line 405:
+///   `F.linear(self.lora_dropout(x), self.lora_A)`): one dropped input and
+///   one mask per layer, where peft drops the input once per adapted
+///   projection;
+/// * when some but not all of q, k and v are enabled, `zero_pad` (lines
+///   288-326) runs `result.index_copy_(dim=-1, index=self.lora_ind,
+///   source=x)`: `IndexCopyBackward0` saves its `source`, the `T x w`
+///   output of `lora_B` (w the enabled parts' width, in the adapters'
+///   dtype), and `index`, a fresh int64 clone of `lora_ind` of `w`
+///   entries (line 286: `self._lora_ind.clone()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FusedQkv {
+    /// The enabled parts' width w when `zero_pad` pads (some but not all of
+    /// q, k, v enabled); 0 when all three are (`zero_pad` returns its input).
+    pub padded_width: u64,
+}
+
+/// Bytes of an int64 index entry.
+const INT64: u64 = 8;
+
+impl FusedQkv {
+    /// What `zero_pad`'s `index_copy_` saves for `tokens` rows with
+    /// adapters of `element` bytes: the `T x w` source and the int64 index.
+    pub fn padded(&self, tokens: u64, element: u64) -> Result<crate::units::Bytes> {
+        let mut tally = super::tally::Tally::new();
+        if self.padded_width > 0 {
+            tally.tensor(&[element, tokens, self.padded_width])?;
+            tally.tensor(&[INT64, self.padded_width])?;
+        }
+        Ok(tally.bytes())
+    }
 }
 
 impl<'a> Training<'a> {
     /// The training of `workload`.
+    ///
+    /// litgpt's adapters compute in the model's dtype whatever their
+    /// parameters' dtype (its `F.linear(x, self.lora_A)` casts nothing:
+    /// under `bf16-true` both are bf16, under `bf16-mixed` autocast casts
+    /// the weight), so they share the input unless they drop it.
     pub fn new(workload: &'a Workload) -> Training<'a> {
-        let adapter = workload.lora_dtype.unwrap_or(workload.dtype);
+        let adapter = match workload.implementation {
+            crate::architecture::Implementation::Litgpt => workload.dtype,
+            _ => workload.lora_dtype.unwrap_or(workload.dtype),
+        };
         let dropout = workload.lora_dropout.is_active();
         Training {
             frozen_base: workload.frozen_base,
@@ -113,6 +163,7 @@ impl<'a> Training<'a> {
             adapter_element: adapter.bytes(),
             own_inputs: dropout || adapter != workload.dtype,
             dropout,
+            fused_qkv: None,
         }
     }
 

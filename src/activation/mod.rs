@@ -216,12 +216,14 @@ fn stages_with(
     workload: &Workload,
     kernels: &Kernels,
 ) -> Result<Vec<Activations>> {
-    let dims = &*implementation::dimensions(dims, workload.implementation, workload.platform);
-    let mut stages = if let Some(model) = &dims.encoder_decoder {
-        vec![seq2seq::activations(dims, model, workload, kernels)?]
-    } else if let Some(mixer) = dims.state_space {
-        vec![mamba::activations(dims, mixer, workload)?]
+    let rewritten = &*implementation::dimensions(dims, workload.implementation, workload.platform);
+    let mut stages = if let Some(model) = &rewritten.encoder_decoder {
+        vec![seq2seq::activations(rewritten, model, workload, kernels)?]
+    } else if let Some(mixer) = rewritten.state_space {
+        vec![mamba::activations(rewritten, mixer, workload)?]
     } else {
+        // The step rewrites the architecture itself (it also reads what
+        // the rules replace: litgpt's adapters read the key heads).
         let step = Step::new(dims, workload, kernels)?;
         candidate_stages(dims.layers, workload.pipeline, workload.micro_batches)
             .into_iter()

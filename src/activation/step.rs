@@ -2,6 +2,8 @@
 //! parts and backward working set, assembled into a pipeline stage's
 //! [`Activations`] and its [`Schedule`] for the step timeline.
 
+use std::borrow::Cow;
+
 use super::attention::Kernel;
 use super::implementation;
 use super::lora::Training;
@@ -20,7 +22,8 @@ use crate::units::Bytes;
 
 /// One micro-batch on one rank: everything the formulas read.
 pub(super) struct Step<'a> {
-    dims: &'a Dimensions,
+    /// The architecture as the implementation's modules save it.
+    dims: Cow<'a, Dimensions>,
     workload: &'a Workload,
     kernels: &'a Kernels,
     rank: Rank,
@@ -29,25 +32,30 @@ pub(super) struct Step<'a> {
 }
 
 impl<'a> Step<'a> {
+    /// The step of `dims` (the architecture as its config reads, before
+    /// the implementation's rules rewrite its module kinds).
     pub(super) fn new(
         dims: &'a Dimensions,
         workload: &'a Workload,
         kernels: &'a Kernels,
     ) -> Result<Step<'a>> {
+        let mut training = Training::new(workload);
+        training.fused_qkv = implementation::fused_qkv(dims, workload);
+        let dims = implementation::dimensions(dims, workload.implementation, workload.platform);
         let kernel = Kernel::resolve(
             workload.attention,
             kernels,
-            dims,
+            &dims,
             workload.dtype,
             dims.dropout.attention,
         );
-        techniques::check(dims, workload, kernel)?;
+        techniques::check(&dims, workload, kernel)?;
         Ok(Step {
+            rank: Rank::new(&dims, workload)?,
             dims,
             workload,
             kernels,
-            rank: Rank::new(dims, workload)?,
-            training: Training::new(workload),
+            training,
             kernel,
         })
     }
@@ -105,7 +113,7 @@ impl<'a> Step<'a> {
         if self.workload.megatron_kernels {
             return megatron::saved(
                 &self.rank,
-                self.dims,
+                &self.dims,
                 self.kernels,
                 sparse,
                 self.workload.fp8.is_some_and(|f| f.saves_fp8_inputs),
@@ -113,7 +121,7 @@ impl<'a> Step<'a> {
         }
         layer::saved(
             &self.rank,
-            self.dims,
+            &self.dims,
             self.kernels,
             &self.training,
             self.kernel,
@@ -179,7 +187,7 @@ impl<'a> Step<'a> {
         }
         attention.add(context::backward(
             rank,
-            self.dims,
+            &self.dims,
             self.workload.context_parallel,
         )?)?;
         let d = self.dims.head_dim;
@@ -347,7 +355,7 @@ impl<'a> Step<'a> {
         };
         offload::layer(&offload::LayerSite {
             rank: &self.rank,
-            dims: self.dims,
+            dims: &self.dims,
             platform: self.workload.platform,
             recompute: if checkpointed {
                 self.workload.recompute
@@ -367,7 +375,7 @@ impl<'a> Step<'a> {
             input_packs: (packs(&linears.attention_input), packs(&linears.mlp_input)),
             rotary: embeddings::shared_by_layers(
                 &self.rank,
-                self.dims,
+                &self.dims,
                 self.every_layer_checkpointed(),
                 self.kernel,
             )?,
@@ -439,7 +447,7 @@ impl<'a> Step<'a> {
         }
         let in_flight = stage.in_flight;
         let fp8_figures = match &self.workload.fp8 {
-            Some(recipe) => Some(fp8::figures(&self.rank, self.dims, recipe, stage.layers)?),
+            Some(recipe) => Some(fp8::figures(&self.rank, &self.dims, recipe, stage.layers)?),
             None => None,
         };
         // What offloading does to each of the four kinds of layer.
@@ -509,7 +517,7 @@ impl<'a> Step<'a> {
                 )?,
                 unpacked: offload.map_or(Bytes::ZERO, |o| o.unpacked),
                 closing: offload.map_or(Bytes::ZERO, |o| o.closing),
-                ring: context::forward(&self.rank, self.dims, self.workload.context_parallel)?,
+                ring: context::forward(&self.rank, &self.dims, self.workload.context_parallel)?,
                 fp8_casts: fp8_figures.map_or(Bytes::ZERO, |f| f.forward_casts),
             });
         }
@@ -536,9 +544,9 @@ impl<'a> Step<'a> {
         if stage.embeddings {
             schedule.embeddings = match &self.dims.encoder {
                 Some(encoder) => {
-                    encoder_head::embeddings(&self.rank, self.dims, encoder, self.kernels)?
+                    encoder_head::embeddings(&self.rank, &self.dims, encoder, self.kernels)?
                 }
-                None => embeddings::saved(&self.rank, self.dims, self.kernels)?,
+                None => embeddings::saved(&self.rank, &self.dims, self.kernels)?,
             };
             if let Some(images) = &self.dims.images {
                 schedule.embeddings =
@@ -553,7 +561,7 @@ impl<'a> Step<'a> {
         if stage.layers > 0 {
             schedule.shared = embeddings::shared_by_layers(
                 &self.rank,
-                self.dims,
+                &self.dims,
                 self.every_layer_checkpointed(),
                 self.kernel,
             )?;
@@ -572,7 +580,7 @@ impl<'a> Step<'a> {
                 self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
             schedule.head = match &self.dims.encoder {
                 Some(encoder) => encoder_head::head(&self.rank, encoder, self.kernels)?,
-                None => loss::head(&self.rank, self.dims, self.kernels, &self.training, !liger)?,
+                None => loss::head(&self.rank, &self.dims, self.kernels, &self.training, !liger)?,
             };
             if offloads.is_some() {
                 let (device, copies) = self.final_norm_offload()?;
@@ -718,7 +726,7 @@ impl<'a> Step<'a> {
 
     /// How the figures were reached.
     pub(super) fn notes(&self) -> Vec<String> {
-        let (dims, workload) = (self.dims, self.workload);
+        let (dims, workload) = (&*self.dims, self.workload);
         let mut notes = vec![format!("attention: {}", self.kernel.describe())];
         if let Some(images) = &dims.images {
             notes.push(format!(

@@ -432,6 +432,33 @@ struct Footprint<'a> {
     setup: &'a Setup,
 }
 
+/// The bytes bitsandbytes holds at once when it dequantizes a 4-bit
+/// weight of `elements` for a matmul in `compute`.
+///
+/// `dequantize_4bit` returns the dtype the weight was quantized from
+/// (`quant_state.dtype`), and `MatMul4Bit.backward` casts it:
+/// `F.dequantize_4bit(B, ctx.state).to(grad_output.dtype)`
+/// (`bitsandbytes/autograd/_functions.py` 0.50.2, line 384).
+/// transformers quantizes the weight as loaded, in the compute dtype: one
+/// tensor. litgpt's QLoRA quantizes through Lightning's
+/// `_Linear4bit.quantize`, which starts from `weight.to(dtype=torch.half)`
+/// (`lightning/fabric/plugins/precision/bitsandbytes.py` 2.6.6, lines
+/// 336-351): an fp16 weight and its cast to a bf16 or fp32 compute dtype,
+/// both alive (measured: `tests/fixtures/timeline/*litgpt-qlora*`, the
+/// peak at the head's `MatMul4BitBackward` `aten::to`, which the timeline
+/// places while the logits' gradient is alive). The forward
+/// (`gemm_4bit`'s dequantize in the input's dtype) holds one; the timeline
+/// charges the larger to both.
+fn dequantized(setup: &Setup, compute: DType, elements: Count) -> Result<Bytes> {
+    let one = compute.size_of(elements)?;
+    if setup.step.implementation == crate::architecture::Implementation::Litgpt
+        && compute != DType::Fp16
+    {
+        return one.add(DType::Fp16.size_of(elements)?, WHAT);
+    }
+    Ok(one)
+}
+
 /// Adds one tensor to its module: what ZeRO-3 gathers (FSDP's
 /// `MixedPrecisionPolicy` gathers in the compute dtype, DeepSpeed the
 /// stored half-precision weights), the gradient backward produces (in the
@@ -488,7 +515,9 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
         }
     }
     if tensor.quantization.is_some() {
-        module.dequantized = module.dequantized.max(compute.size_of(elements)?);
+        module.dequantized = module
+            .dequantized
+            .max(dequantized(setup, compute, elements)?);
     } else if linear
         && tensor.training_dtype.is_none()
         && precision.weights != precision.activations

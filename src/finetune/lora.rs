@@ -34,6 +34,25 @@ pub struct Lora {
     /// as peft keeps them (`autocast_adapter_dtype=True`), or bf16/fp16 as
     /// torchtune and litgpt do.
     pub dtype: DType,
+    /// Whether `--quantize` stores the output head quantized too. peft's
+    /// QLoRA (transformers' `BitsAndBytesConfig`) skips `lm_head`
+    /// (`llm_int8_skip_modules` defaults to the output embedding); litgpt's
+    /// (Lightning Fabric's `BitsandbytesPrecision(quantize[4:], dtype)`,
+    /// `litgpt/finetune/lora.py` line 149, no `ignore_modules`) replaces
+    /// every `nn.Linear`, the head included
+    /// (`lightning/fabric/plugins/precision/bitsandbytes.py`
+    /// `_convert_layers`, lines 425-448).
+    pub quantize_head: bool,
+    /// Whether `--quantize` makes the token embedding train. litgpt's
+    /// `finetune/lora.py` (0.5.13, lines 218-229), after
+    /// `mark_only_lora_as_trainable`, replaces `transformer.wte` with
+    /// bitsandbytes' `StableEmbedding` when the precision is
+    /// `BitsandbytesPrecision`, copying the weights into a new parameter
+    /// that requires grad, and hands `model.parameters()` to `PagedAdamW`:
+    /// the embedding gets a gradient and optimizer states. (Its `LayerNorm`
+    /// over the embeddings, 2·h parameters and one norm's saved tensors,
+    /// is not counted.)
+    pub stable_embedding: bool,
 }
 
 /// The dtypes `--lora-dtype` accepts.
@@ -117,7 +136,8 @@ impl Bias {
 
 impl Lora {
     /// The model with adapters added and its base frozen; with `quantize`,
-    /// the base's linear weights (but the output head) stored quantized.
+    /// the base's linear weights (the output head only with
+    /// `quantize_head`) stored quantized.
     pub fn apply(&self, mut model: Model, quantize: Option<Quantization>) -> Result<Model> {
         if self.rank == 0 {
             return Err(Error::InvalidValue {
@@ -180,8 +200,21 @@ impl Lora {
                 Bias::None => false,
             };
         }
+        if quantize.is_some() && self.stable_embedding {
+            let vocab = model.dimensions.as_ref().map(|d| d.vocab);
+            if let Some(embedding) = model
+                .tensors
+                .iter_mut()
+                .find(|t| t.role == Role::Embedding && t.shape.dims().first().copied() == vocab)
+            {
+                embedding.trainable = true;
+            }
+        }
         if let Some(quantization) = quantize {
-            for linear in layers.iter().filter(|l| !l.output_head) {
+            for linear in layers
+                .iter()
+                .filter(|l| !l.output_head || self.quantize_head)
+            {
                 if let Some(weight) = model.tensors.get_mut(linear.weight) {
                     weight.quantization = Some(quantization);
                     // bitsandbytes stores every quantized linear [out, in],
@@ -304,10 +337,18 @@ impl Lora {
                 Quantization::Nf4Torchao => "torchao",
                 _ => "bitsandbytes",
             };
+            let kept = if self.quantize_head {
+                "the output head quantized too (Lightning's BitsandbytesPrecision converts every nn.Linear); embeddings and norms stay in the compute dtype"
+            } else {
+                "the output head, embeddings and norms stay in the compute dtype"
+            };
             model.notes.push(format!(
-                "base linear weights stored as {library} stores {}; the output head, embeddings and norms stay in the compute dtype",
+                "base linear weights stored as {library} stores {}; {kept}",
                 quantization.describe()
             ));
+            if self.stable_embedding {
+                model.notes.push("litgpt's QLoRA swaps the token embedding for bitsandbytes' StableEmbedding after freezing (finetune/lora.py): the embedding trains, with its gradient and optimizer states; its LayerNorm (2 x h) is not counted".to_string());
+            }
         }
         Ok(model)
     }

@@ -7,6 +7,7 @@
 mod hub;
 mod inventory;
 mod preset;
+mod separate_head;
 
 pub use hub::{
     HubSettings, HubSource, Snapshot, hub_cache_dir, hub_cache_dir_from, is_hub_id, resolve_hub_id,
@@ -14,6 +15,7 @@ pub use hub::{
 };
 pub use inventory::{MAX_INVENTORY_BYTES, parse_inventory, read_inventory};
 pub use preset::{PRESETS, Preset, preset_with_hub_id};
+pub use separate_head::with_separate_head;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -213,8 +213,16 @@ fn global_batch(value: &Value, document: &Map<String, Value>) -> Result<Effect, 
 /// litgpt's `TrainArgs.micro_batch_size` default.
 const DEFAULT_MICRO_BATCH: u64 = 4;
 
-/// `optimizer`: a class name, or `class_path` with `init_args`.
-fn optimizer(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
+/// `optimizer`: a class name, or `class_path` with `init_args`. With a
+/// bitsandbytes `quantize`, `finetune/lora.py` (0.5.13, lines 218-219)
+/// builds `instantiate_bnb_optimizer(optimizer, model.parameters())`
+/// instead (`litgpt/utils.py` lines 619-633): AdamW only, as
+/// `bitsandbytes.optim.PagedAdamW` with its `init_args`.
+fn optimizer(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
+    let quantized = document
+        .get("quantize")
+        .and_then(Value::as_str)
+        .is_some_and(|q| q.starts_with("bnb."));
     let name = match value {
         Value::String(name) => name.as_str(),
         Value::Object(map) => map
@@ -225,6 +233,13 @@ fn optimizer(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
     };
     let class = name.trim();
     let class = class.strip_prefix("torch.optim.").unwrap_or(class);
+    if quantized {
+        return if class.contains("AdamW") {
+            Ok(Effect::flags(&[("--optimizer", "paged-adamw")]))
+        } else {
+            Err("a bitsandbytes quantize runs AdamW only (litgpt's instantiate_bnb_optimizer builds bitsandbytes.optim.PagedAdamW)".to_string())
+        };
+    }
     choose(&Value::String(class.to_string()), OPTIMIZER)
 }
 

@@ -356,9 +356,14 @@ pub fn model_of(
         Some(task) => with_task(model, task)?,
         None => model,
     };
-    match workload.image_size {
-        Some(image_size) => with_image_size(model, image_size),
-        None => Ok(model),
+    let model = match workload.image_size {
+        Some(image_size) => with_image_size(model, image_size)?,
+        None => model,
+    };
+    // litgpt's GPT has its own head where the config ties it.
+    match resolve::implementation(workload)? {
+        crate::architecture::Implementation::Litgpt => crate::input::with_separate_head(model),
+        _ => Ok(model),
     }
 }
 

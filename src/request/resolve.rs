@@ -127,8 +127,9 @@ fn nodes(args: &ParallelArgs) -> Result<u64> {
     }
 }
 
-/// The fine-tuning of `--lora-*`, `--freeze`, `--quantize` and `--double-quant`.
-pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
+/// The fine-tuning of `--lora-*`, `--freeze`, `--quantize` and `--double-quant`,
+/// run by `implementation`'s code (litgpt quantizes its head too).
+pub fn finetune(args: &FineTuneArgs, implementation: Implementation) -> Result<FineTune> {
     at_most_list_items(args.freeze.len(), "--freeze", &args.freeze.join(" "))?;
     at_most_list_items(
         args.lora_targets.split(',').count(),
@@ -165,6 +166,8 @@ pub fn finetune(args: &FineTuneArgs) -> Result<FineTune> {
                 dora: args.lora_dora,
                 dropout: LoraDropout::parse(&args.lora_dropout)?,
                 dtype: crate::finetune::adapter_dtype(&args.lora_dtype)?,
+                quantize_head: implementation == Implementation::Litgpt,
+                stable_embedding: implementation == Implementation::Litgpt,
             })
         })
         .transpose()?;
@@ -594,7 +597,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
 }
 
 /// `--implementation`, transformers when not given.
-fn implementation(args: &WorkloadArgs) -> Result<Implementation> {
+pub(crate) fn implementation(args: &WorkloadArgs) -> Result<Implementation> {
     args.implementation
         .as_deref()
         .map(Implementation::parse)

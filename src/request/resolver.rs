@@ -58,20 +58,23 @@ impl<'r> Resolver<'r> {
     /// the model shared with every earlier call that made the same one.
     pub fn resolve(&self, flags: &RunFlags) -> Result<(Arc<PreparedModel>, Setup)> {
         let own = &self.request.flags.workload;
-        // The source's model is built for the request's task and image
-        // size; no change sets them, but flags that do get their own.
+        // The source's model is built for the request's task, image size
+        // and implementation (litgpt's separate head); no change sets
+        // them, but flags that do get their own.
         let fresh;
-        let source =
-            if flags.workload.task == own.task && flags.workload.image_size == own.image_size {
-                self.source.as_ref().map_err(Clone::clone)?
-            } else {
-                fresh = model_of(
-                    self.request.params.as_deref(),
-                    self.request.model.as_ref(),
-                    &flags.workload,
-                )?;
-                &fresh
-            };
+        let source = if flags.workload.task == own.task
+            && flags.workload.image_size == own.image_size
+            && flags.workload.implementation == own.implementation
+        {
+            self.source.as_ref().map_err(Clone::clone)?
+        } else {
+            fresh = model_of(
+                self.request.params.as_deref(),
+                self.request.model.as_ref(),
+                &flags.workload,
+            )?;
+            &fresh
+        };
         let (mut setup, steps, _, _) = resolve_flags(flags, source)?;
         let prepared = self.prepared(source, steps)?;
         finish_setup(flags, &mut setup)?;

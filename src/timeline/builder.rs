@@ -738,6 +738,24 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 a.logits_gradient,
             )?;
         }
+        // The output head's backward is the first after the loss, while
+        // the logits' gradient is alive: a quantized head (litgpt's QLoRA,
+        // Lightning's `BitsandbytesPrecision` converts `lm_head` too)
+        // dequantizes its weight then (`MatMul4BitBackward`), not after the
+        // final norm's unit as the unit order would have it.
+        let head_dequantized = units.iter().rposition(|u| {
+            u.layer.is_none()
+                && u.module
+                    .is_some_and(|m| !m.before_layers && m.dequantized > Bytes::ZERO)
+        });
+        if logits_gradient.is_some()
+            && let Some(module) = head_dequantized
+                .and_then(|i| units.get(i))
+                .and_then(|u| u.module)
+        {
+            b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
+        }
+        let head_dequantized = head_dequantized.filter(|_| logits_gradient.is_some());
         let mut skips_behind = skips.iter().rev().peekable();
         let mut next = count;
         let mut start = b.mark(UNIT);
@@ -818,7 +836,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 b.free(unpacked.take())?;
             }
             if let Some(module) = unit.module {
-                b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
+                if head_dequantized != Some(index) {
+                    b.transient(Kind::Temporaries, "dequantized weight", module.dequantized)?;
+                }
                 if root.is_some()
                     && unit.layer.is_none()
                     && first_backward

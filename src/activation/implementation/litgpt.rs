@@ -14,6 +14,18 @@
 //!   priced as [`NormKind::Olmo2RmsNorm`]. `add_unit_offset` (Gemma) is
 //!   `(1 + weight)` before the same product: Gemma's kind already saves the
 //!   fp32 tensor.
+//! * Grouped-query attention (`CausalSelfAttention.forward`, lines
+//!   536-539): `if n_query_groups != n_head and (input_pos is None or
+//!   n_query_groups != 1)`: `k.repeat_interleave(q_per_kv, dim=1)` and
+//!   the same for `v` before `scaled_dot_product_attention`: in training
+//!   (no `input_pos`) the kernel saves keys and values at the query heads,
+//!   as torchtune's expand does: priced with as many key heads as query
+//!   heads. Without grouping (`n_query_groups == n_head`) nothing is
+//!   repeated: q and k are rotated into new tensors (`torch.cat((q_roped,
+//!   q[..., rope_n_elem:]), dim=-1)`, lines 512-513) while v stays a view of
+//!   the fused `qkv` output (`qkv.split(...)`, line 478), which the kernel
+//!   saving v keeps alive whole: priced as [`QkvLayout::Fused`] (Phi-3's
+//!   and GPT-NeoX's layout in transformers).
 //! * Loss (`finetune/full.py`, `pretrain.py`: `chunked_cross_entropy(
 //!   logits[..., :-1, :], targets[..., 1:])`, chunk_size 128): see [`loss`];
 //!   with a frozen base (`finetune/lora.py`, `adapter.py`: `model(input_ids,
@@ -23,7 +35,7 @@
 use crate::activation::loss::LossPhase;
 use crate::activation::parallel::Rank;
 use crate::activation::tally::{Tally, product};
-use crate::architecture::{Dimensions, MlpKind, NormKind};
+use crate::architecture::{Dimensions, MlpKind, NormKind, QkvLayout};
 use crate::error::Result;
 use crate::units::Bytes;
 
@@ -42,6 +54,11 @@ pub fn dimensions(dims: &Dimensions) -> Dimensions {
     if dims.norm == NormKind::RmsNorm {
         dims.norm = NormKind::Olmo2RmsNorm;
     }
+    if dims.kv_heads == dims.heads && dims.qkv == QkvLayout::Separate {
+        // No repeat: v stays a view of the fused qkv output.
+        dims.qkv = QkvLayout::Fused;
+    }
+    dims.kv_heads = dims.heads;
     dims
 }
 
@@ -137,5 +154,17 @@ mod tests {
         assert_eq!(litgpt.norm, NormKind::Olmo2RmsNorm);
         dims.mlp = MlpKind::Gated;
         assert_eq!(dimensions(&dims).mlp, MlpKind::Gated);
+    }
+
+    #[test]
+    fn grouped_keys_are_repeated_and_ungrouped_values_stay_views() {
+        // 8 heads, 4 key heads: repeat_interleave copies k and v.
+        let grouped = dimensions(&Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap());
+        assert_eq!(grouped.kv_heads, 8);
+        assert_eq!(grouped.qkv, QkvLayout::Separate);
+        // No grouping: nothing repeated, v a view of the fused output.
+        let ungrouped = dimensions(&Dimensions::generic(4, 256, 8, 8, 704, 4096).unwrap());
+        assert_eq!(ungrouped.kv_heads, 8);
+        assert_eq!(ungrouped.qkv, QkvLayout::Fused);
     }
 }

@@ -9,14 +9,16 @@
 //! no different rule for is priced as transformers' module.
 
 mod litgpt;
+mod litgpt_lora;
 mod torchtitan;
 mod torchtune;
 
 use std::borrow::Cow;
 
-use super::Platform;
+use super::lora::FusedQkv;
 use super::loss::LossPhase;
 use super::parallel::Rank;
+use super::{Platform, Workload};
 use crate::architecture::{Dimensions, Implementation};
 use crate::error::Result;
 
@@ -45,6 +47,17 @@ pub fn op_policy_saves_attention(implementation: Implementation, platform: Platf
     }
 }
 
+/// The fused q/k/v adapter of `workload`'s implementation, when its LoRA
+/// module has one (litgpt's `LoRAQKVLinear`) and the base is frozen.
+pub fn fused_qkv(dims: &Dimensions, workload: &Workload) -> Option<FusedQkv> {
+    match workload.implementation {
+        Implementation::Litgpt if workload.frozen_base && !workload.adapted.is_empty() => {
+            Some(litgpt_lora::fused_qkv(dims, workload))
+        }
+        _ => None,
+    }
+}
+
 /// The loss of `implementation`'s training loop in place of transformers'
 /// `ForCausalLMLoss`, when it has its own.
 pub fn standard_loss(
@@ -64,7 +77,11 @@ pub fn standard_loss(
 /// The notes of `implementation`'s rules on `platform`.
 pub fn notes(implementation: Implementation, platform: Platform) -> Vec<String> {
     match implementation {
-        Implementation::Litgpt => litgpt::notes(),
+        Implementation::Litgpt => {
+            let mut notes = litgpt::notes();
+            notes.push(litgpt_lora::notes());
+            notes
+        }
         Implementation::Torchtune => torchtune::notes(),
         Implementation::Transformers => Vec::new(),
         Implementation::Torchtitan => torchtitan::notes(platform),

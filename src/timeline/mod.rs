@@ -34,8 +34,11 @@
 
 mod allocator;
 mod builder;
+mod stream;
+pub mod torchtune_setup;
 
 pub use allocator::AllocatorOptions;
+pub use stream::{StreamPeaks, replay_stream};
 
 use serde::Serialize;
 

@@ -128,3 +128,23 @@ fn the_setup_reserves_more_than_the_steps_after_it_add() {
         assert!(whole.reserved.0 - setup.reserved.0 < setup.reserved.0);
     }
 }
+
+#[test]
+fn tmp_print_32() {
+    let mut fx = fixture("qlora-llama2-7b-l2.json");
+    fx["layers"] = serde_json::json!(32);
+    let modelled = replay_stream(
+        &setup_stream(&described(&fx)).unwrap(),
+        AllocatorOptions::default(),
+    )
+    .unwrap();
+    println!("32 layers modelled: {modelled:?}");
+    let e = replay_stream(
+        &setup_stream(&described(&fx)).unwrap(),
+        AllocatorOptions {
+            expandable_segments: true,
+        },
+    )
+    .unwrap();
+    println!("32 layers modelled expandable: {e:?}");
+}

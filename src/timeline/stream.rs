@@ -29,13 +29,14 @@ const WHAT: &str = "the allocation stream";
 /// Replays `stream` (see the module's documentation) from an empty allocator.
 pub fn replay_stream(stream: &[i64], options: AllocatorOptions) -> Result<StreamPeaks> {
     let mut allocator = Allocator::new(options, u64::MAX);
+    // Every allocation is one block (`Allocator::malloc_whole`).
     let mut sizes: Vec<u64> = Vec::new();
     let mut live: Vec<bool> = Vec::new();
     let (mut total, mut high) = (0u64, 0u64);
     for (at, &value) in stream.iter().enumerate() {
         if value > 0 {
             let bytes = value.unsigned_abs();
-            allocator.malloc(sizes.len(), bytes, Stream::Compute)?;
+            allocator.malloc_whole(sizes.len(), bytes, Stream::Compute)?;
             sizes.push(bytes);
             live.push(true);
             total = total

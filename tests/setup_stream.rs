@@ -129,8 +129,12 @@ fn the_setup_reserves_more_than_the_steps_after_it_add() {
     }
 }
 
+/// torchtune's QLoRA tutorial (`docs/source/tutorials/qlora_finetune.rst`
+/// at 0914d5c): "Peak memory reserved, model init 9.13 GB" for Llama 2 7B
+/// (`llama2/7B_qlora_single_device`). trainmem's setup of the 32 layers,
+/// described as the fixture measured two of them, replays to within 3%.
 #[test]
-fn tmp_print_32() {
+fn the_modelled_setup_of_llama2_7b_reserves_what_the_tutorial_logged_at_model_init() {
     let mut fx = fixture("qlora-llama2-7b-l2.json");
     fx["layers"] = serde_json::json!(32);
     let modelled = replay_stream(
@@ -138,13 +142,10 @@ fn tmp_print_32() {
         AllocatorOptions::default(),
     )
     .unwrap();
-    println!("32 layers modelled: {modelled:?}");
-    let e = replay_stream(
-        &setup_stream(&described(&fx)).unwrap(),
-        AllocatorOptions {
-            expandable_segments: true,
-        },
-    )
-    .unwrap();
-    println!("32 layers modelled expandable: {e:?}");
+    within(
+        "reserved at model init",
+        "llama2/7B_qlora_single_device",
+        modelled.reserved,
+        Bytes(9_130_000_000),
+    );
 }

@@ -11,6 +11,8 @@
 //! it (`trainmem::timeline::torchtune_setup`) must agree within 3% on the
 //! most allocated, the most reserved and what stays allocated.
 
+mod common;
+
 use std::path::Path;
 
 use trainmem::timeline::torchtune_setup::{MOST_LINEARS, TorchtuneSetup, setup_stream};
@@ -148,4 +150,82 @@ fn the_modelled_setup_of_llama2_7b_reserves_what_the_tutorial_logged_at_model_in
         modelled.reserved,
         Bytes(9_130_000_000),
     );
+}
+
+/// The small Llama 2 fixtures' steps (mechanism (b), `linear_nf4`'s
+/// dequantization through torchao 0.1's `get_original_weight`): trainmem's
+/// timeline with the flags of the run (`--platform cpu`), its step peak
+/// against the third micro-batch's (the first after the optimizer step, as
+/// trainmem's step starts: optimizer states, no gradients) and its load
+/// peak against the measured setup's, each within 3%.
+#[test]
+fn the_small_steps_after_the_setup_peak_where_trainmem_says() {
+    for (name, config) in [
+        (
+            "qlora-llama2-small-l2-b2s128.json",
+            "llama2-small-l2.config.json",
+        ),
+        (
+            "qlora-llama2-small-l4-b2s128.json",
+            "llama2-small-l4.config.json",
+        ),
+    ] {
+        let fx = fixture(name);
+        let config = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/setup")
+            .join(config);
+        let (code, stdout, stderr) = common::run(&[
+            "estimate",
+            "--model",
+            config.to_str().unwrap(),
+            "--precision",
+            "bf16",
+            "--optimizer",
+            "adamw",
+            "--lora-rank",
+            "8",
+            "--lora-targets",
+            "all-linear",
+            "--lora-dropout",
+            "0.05",
+            "--lora-dtype",
+            "bf16",
+            "--micro-batch",
+            "2",
+            "--seq-len",
+            "128",
+            "--recompute",
+            "full",
+            "--implementation",
+            "torchtune",
+            "--quantize",
+            "nf4-torchao-0.1",
+            "--platform",
+            "cpu",
+            "--overhead",
+            "0",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        let e: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let timeline = &e["timeline"];
+        let step = timeline["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["phase"] != "load")
+            .map(|p| p["peak"].as_u64().unwrap())
+            .max()
+            .unwrap();
+        let measured_step = int(&fx["phases_summary"]["micro-batch-2"], "peak");
+        within("step peak", name, Bytes(step), Bytes(measured_step));
+        let load = timeline["load_peak"].as_u64().unwrap();
+        within(
+            "load peak",
+            name,
+            Bytes(load),
+            measured_setup(&fx).allocated,
+        );
+    }
 }

@@ -209,7 +209,7 @@ fn torchtune_setup(
         return Ok(None);
     }
     let per_layer = quantized.len() / layers.len();
-    if per_layer == 0 || per_layer > MOST_LINEARS || quantized.len() % layers.len() != 0 {
+    if per_layer == 0 || per_layer > MOST_LINEARS || !quantized.len().is_multiple_of(layers.len()) {
         return Ok(None);
     }
     let mut linears = [0u64; MOST_LINEARS];

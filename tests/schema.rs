@@ -176,7 +176,7 @@ fn keywords_used(schema: &Value, used: &mut BTreeSet<String>) {
 /// with a quantized base, ZeRO-3 on 8 GPUs, pipeline and tensor parallel,
 /// experts, FSDP with offload, a shape-aware optimizer, a safetensors file.
 fn outputs() -> Vec<Value> {
-    let setups: [&[&str]; 18] = [
+    let setups: [&[&str]; 19] = [
         &["--params", "7B"],
         &[
             "--params",
@@ -383,6 +383,21 @@ fn outputs() -> Vec<Value> {
             "8",
             "--quantize",
             "nf4-torchao",
+        ],
+        // torchtune's QLoRA setup under torchao 0.1, replayed before the step.
+        &[
+            "--model",
+            "llama-3.2-1b",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "512",
+            "--implementation",
+            "torchtune",
+            "--lora-rank",
+            "8",
+            "--quantize",
+            "nf4-torchao-0.1",
         ],
         &[
             "--model",

@@ -514,7 +514,17 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
                 && !(fsdp_policy && setup.precision.weights != compute);
         }
     }
-    if tensor.quantization.is_some() {
+    if tensor.quantization == Some(crate::model::Quantization::Nf4Torchao01) {
+        // torchao 0.1's `get_original_weight` holds about 14n bytes at once
+        // (int64 nibble indices, both halves dequantized and scaled, the
+        // stacked bf16 weight): `timeline::torchtune_setup::dequantize_peak`.
+        module.dequantized =
+            module
+                .dequantized
+                .max(crate::timeline::torchtune_setup::dequantize_peak(
+                    elements.0,
+                )?);
+    } else if tensor.quantization.is_some() {
         module.dequantized = module
             .dequantized
             .max(dequantized(setup, compute, elements)?);

@@ -25,10 +25,12 @@
 use super::device::DeviceMemory;
 use super::setup::Setup;
 use crate::activation::Schedule;
+use crate::architecture::Implementation;
 use crate::dtype::DType;
-use crate::error::Result;
-use crate::model::Model;
+use crate::error::{Error, Result};
+use crate::model::{Model, Quantization};
 use crate::parallel::{Framework, Init, Offload};
+use crate::timeline::torchtune_setup::{MOST_LINEARS, TorchtuneSetup};
 use crate::timeline::{Gradients, Load, OptimizerStep, Residents, StepPlan, UnitInit};
 use crate::units::{Bytes, Count};
 
@@ -97,6 +99,10 @@ pub fn plan<'a>(
             ..Load::default()
         },
         _ => Load::default(),
+    };
+    let load = Load {
+        torchtune: torchtune_setup(model, setup, device)?,
+        ..load
     };
     let produced = device
         .modules
@@ -168,4 +174,77 @@ pub fn plan<'a>(
             .size_of(device.largest_tensor)?
             .max(activations.map_or(Bytes::ZERO, |a| a.widest_tensor)),
     })
+}
+
+/// torchtune's QLoRA setup under torchao 0.1 (`--implementation torchtune
+/// --quantize nf4-torchao-0.1`, one device holding the whole model): one
+/// decoder layer's quantized linears (the first of the inventory's
+/// quantized tensors, a layer's worth, in inventory order), every layer
+/// built as a copy of it (torchtune's builders deep-copy one layer), the
+/// layer's other parameters and those outside the layers from the modules'
+/// weights, and the checkpoint's dtype from config.json's `torch_dtype`
+/// (bf16 when not given). `None` elsewhere.
+fn torchtune_setup(
+    model: &Model,
+    setup: &Setup,
+    device: &DeviceMemory,
+) -> Result<Option<TorchtuneSetup>> {
+    const WHAT: &str = "torchtune's setup";
+    let quantized: Vec<&crate::model::Tensor> = model
+        .tensors
+        .iter()
+        .filter(|t| t.quantization == Some(Quantization::Nf4Torchao01))
+        .collect();
+    let layers: Vec<&crate::timeline::Module> = device
+        .modules
+        .iter()
+        .filter(|m| m.layer.is_some())
+        .collect();
+    if setup.step.implementation != Implementation::Torchtune
+        || quantized.is_empty()
+        || layers.is_empty()
+        || setup.parallelism.zero.shards_weights()
+        || setup.parallelism.pipeline > 1
+    {
+        return Ok(None);
+    }
+    let per_layer = quantized.len() / layers.len();
+    if per_layer == 0 || per_layer > MOST_LINEARS || !quantized.len().is_multiple_of(layers.len()) {
+        return Ok(None);
+    }
+    let mut linears = [0u64; MOST_LINEARS];
+    let mut layer_quantized = Bytes::ZERO;
+    for (slot, tensor) in linears.iter_mut().zip(&quantized) {
+        let elements = tensor.shape.elements();
+        *slot = elements.0;
+        let rows = tensor.shape.dims().first().copied().unwrap_or(1);
+        layer_quantized =
+            layer_quantized.add(Quantization::Nf4Torchao01.bytes(elements, rows)?, WHAT)?;
+    }
+    let first = layers.first().map_or(Bytes::ZERO, |m| m.weights);
+    let outside = device
+        .modules
+        .iter()
+        .filter(|m| m.layer.is_none())
+        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.weights, WHAT))?;
+    let checkpoint = model
+        .config
+        .as_ref()
+        .and_then(|c| c.get("torch_dtype"))
+        .and_then(|d| d.as_str())
+        .unwrap_or("bfloat16");
+    let (checkpoint_element, checkpoint_cast) = match checkpoint {
+        "float32" => (4, true),
+        "float16" => (2, true),
+        _ => (2, false),
+    };
+    Ok(Some(TorchtuneSetup {
+        linears,
+        count: per_layer,
+        layers: u64::try_from(layers.len()).map_err(|_| Error::overflow(WHAT))?,
+        layer_other: Bytes(first.0.saturating_sub(layer_quantized.0)),
+        outside,
+        checkpoint_element,
+        checkpoint_cast,
+    }))
 }

@@ -334,7 +334,7 @@ impl Lora {
         }
         if let Some(quantization) = quantize {
             let library = match quantization {
-                Quantization::Nf4Torchao => "torchao",
+                Quantization::Nf4Torchao | Quantization::Nf4Torchao01 => "torchao",
                 _ => "bitsandbytes",
             };
             let kept = if self.quantize_head {

@@ -47,21 +47,29 @@ pub enum Quantization {
     /// [`Quantization::bytes`].
     #[serde(rename = "nf4-torchao")]
     Nf4Torchao,
+    /// torchao 0.1's `NF4Tensor` (torchtune's QLoRA until May 2024, which
+    /// pinned `torchao==0.1`): as [`Quantization::Nf4Torchao`], but its
+    /// `quantization_factor` is a view of a materialized tensor with one
+    /// value per scaler, and its setup quantizes whole weights at once
+    /// (`crate::timeline::torchtune_setup`).
+    #[serde(rename = "nf4-torchao-0.1")]
+    Nf4Torchao01,
 }
 
 impl Quantization {
-    /// Reads `nf4`, `fp4`, `int8` or `nf4-torchao`.
+    /// Reads `nf4`, `fp4`, `int8`, `nf4-torchao` or `nf4-torchao-0.1`.
     pub fn parse(name: &str, double_quant: bool) -> Result<Quantization> {
         match name.trim().to_ascii_lowercase().as_str() {
             "nf4" => Ok(Quantization::Nf4 { double_quant }),
             "fp4" => Ok(Quantization::Fp4 { double_quant }),
             "int8" | "8bit" => Ok(Quantization::Int8),
             "nf4-torchao" | "torchao-nf4" => Ok(Quantization::Nf4Torchao),
+            "nf4-torchao-0.1" => Ok(Quantization::Nf4Torchao01),
             _ => Err(Error::UnknownName {
                 kind: "quantization",
                 name: name.to_string(),
                 suggestion: None,
-                accepted: "nf4, fp4, int8, nf4-torchao".to_string(),
+                accepted: "nf4, fp4, int8, nf4-torchao, nf4-torchao-0.1".to_string(),
             }),
         }
     }
@@ -100,6 +108,21 @@ impl Quantization {
                     .and_then(|small| small.checked_add(scalers))
                     .and_then(|b| b.checked_add(n.div_ceil(2)))
             }
+            // torchao 0.1 `nf4tensor.py` `double_quantize_scalers` (lines
+            // 292-349): `quantization_factor = 256 / (2 * scaler_absmax)` of
+            // the expanded absmax, one value per scaler, then
+            // `quantization_factor[:, 0]`, a view that keeps all of them:
+            // one bf16 factor per block of 64 (measured:
+            // `tools/torchtune_setup_tables.py`).
+            Quantization::Nf4Torchao01 => {
+                let element = TORCHAO_TABLE_ELEMENT;
+                let scalers = n.div_ceil(TORCHAO_BLOCK);
+                scalers
+                    .checked_mul(element)
+                    .and_then(|factors| factors.checked_add((1 + CODE_4BIT) * element))
+                    .and_then(|b| b.checked_add(scalers))
+                    .and_then(|b| b.checked_add(n.div_ceil(2)))
+            }
         };
         total.map(Bytes).ok_or_else(overflow)
     }
@@ -119,7 +142,7 @@ impl Quantization {
         let data = match self {
             Quantization::Nf4 { .. } | Quantization::Fp4 { .. } => elements.0.div_ceil(2),
             Quantization::Int8 => elements.0,
-            Quantization::Nf4Torchao => return Ok(Bytes::ZERO),
+            Quantization::Nf4Torchao | Quantization::Nf4Torchao01 => return Ok(Bytes::ZERO),
         };
         let total = self.bytes(elements, rows)?;
         Ok(Bytes(total.0.saturating_sub(data)))
@@ -139,6 +162,10 @@ impl Quantization {
             Quantization::Int8 => "int8 (LLM.int8)".to_string(),
             Quantization::Nf4Torchao => {
                 "nf4 in an NF4Tensor (int8 scalers per 64 values)".to_string()
+            }
+            Quantization::Nf4Torchao01 => {
+                "nf4 in a torchao 0.1 NF4Tensor (int8 scalers and bf16 factors per 64 values)"
+                    .to_string()
             }
         }
     }

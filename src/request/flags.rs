@@ -253,7 +253,9 @@ pub struct FineTuneArgs {
     /// Store the frozen base's linear weights quantized as bitsandbytes does:
     /// nf4, fp4 (QLoRA) or int8; or nf4-torchao (torchao's NF4Tensor, as
     /// torchtune's QLoRA: int8 scalers per 64 values, one factor per 256
-    /// scalers). Needs --lora-rank.
+    /// scalers); or nf4-torchao-0.1 (torchao 0.1, torchtune's QLoRA until May
+    /// 2024: a bf16 factor per 64 values, and with --implementation torchtune
+    /// the model setup that quantizes whole weights at once). Needs --lora-rank.
     #[arg(long, value_name = "KIND", help_heading = FINE_TUNING)]
     pub quantize: Option<String>,
 

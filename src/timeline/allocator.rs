@@ -95,6 +95,8 @@ pub(super) struct Allocator {
     stream: Vec<Stream>,
     /// For each allocation id, its blocks: (block id, segment).
     placed: Vec<Vec<(usize, usize)>>,
+    /// The allocation ids made as one block ([`Allocator::malloc_whole`]).
+    whole: Vec<bool>,
     next_block: usize,
     next_uid: usize,
     reserved: u64,
@@ -145,6 +147,7 @@ impl Allocator {
             small: Vec::new(),
             stream: Vec::new(),
             placed: Vec::new(),
+            whole: Vec::new(),
             next_block: 0,
             next_uid: 0,
             reserved: 0,
@@ -180,10 +183,27 @@ impl Allocator {
 
     /// Allocation `id` of `bytes`.
     pub(super) fn malloc(&mut self, id: usize, bytes: u64, stream: Stream) -> Result<()> {
+        let pieces: Vec<u64> = self.pieces(bytes).collect();
+        self.malloc_pieces(id, &pieces, stream)
+    }
+
+    /// Allocation `id` of `bytes` as one block: a real tensor, not an
+    /// aggregate of the timeline (a recorded stream, torchtune's setup).
+    pub(super) fn malloc_whole(&mut self, id: usize, bytes: u64, stream: Stream) -> Result<()> {
+        if self.whole.len() <= id {
+            self.whole.resize(id + 1, false);
+        }
+        if let Some(whole) = self.whole.get_mut(id) {
+            *whole = true;
+        }
+        self.malloc_pieces(id, &[bytes], stream)
+    }
+
+    fn malloc_pieces(&mut self, id: usize, pieces: &[u64], stream: Stream) -> Result<()> {
         if self.placed.len() <= id {
             self.placed.resize(id + 1, Vec::new());
         }
-        for piece in self.pieces(bytes) {
+        for &piece in pieces {
             let block = self.next_block;
             self.next_block += 1;
             if let Some(segment) = self.malloc_block(block, piece, stream)?
@@ -278,7 +298,12 @@ impl Allocator {
             .map(std::mem::take)
             .unwrap_or_default();
         if self.options.expandable_segments {
-            for piece in self.pieces(bytes).collect::<Vec<_>>() {
+            let pieces: Vec<u64> = if self.whole.get(id).copied().unwrap_or(false) {
+                vec![bytes]
+            } else {
+                self.pieces(bytes).collect()
+            };
+            for piece in pieces {
                 if let Some(size) = round_size(piece).filter(|s| *s > SMALL_SIZE) {
                     self.large_live = self.large_live.saturating_sub(size);
                 }

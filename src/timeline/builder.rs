@@ -1,6 +1,7 @@
 //! Replaying a [`StepPlan`]: the running total, the phases and the peak.
 
 use super::allocator::{Allocator, Stream};
+use super::torchtune_setup::{SetupEvent, TorchtuneSetup};
 use super::{ByKind, Event, Kind, Module, Peak, Phase, PhaseSummary, StepPlan, Timeline, UnitInit};
 use crate::activation::{LayerActivations, Schedule};
 use crate::error::{Error, Result};
@@ -48,6 +49,9 @@ struct Builder {
     local_max: [u64; 2],
     /// The stream the next allocations are made on.
     stream: Stream,
+    /// The next allocations are real tensors, each one block for the
+    /// allocator (torchtune's setup), not the timeline's aggregates.
+    whole: bool,
 }
 
 impl Builder {
@@ -82,6 +86,7 @@ impl Builder {
             allocator,
             local_max: [0; 2],
             stream: Stream::Compute,
+            whole: false,
         }
     }
 
@@ -230,7 +235,11 @@ impl Builder {
         if kind != Kind::Overhead
             && let Some(allocator) = self.allocator.as_mut()
         {
-            allocator.malloc(block, bytes.0, self.stream)?;
+            if self.whole {
+                allocator.malloc_whole(block, bytes.0, self.stream)?;
+            } else {
+                allocator.malloc(block, bytes.0, self.stream)?;
+            }
         }
         if self.total > self.peak.bytes.0 {
             self.peak = Peak {
@@ -448,6 +457,8 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     )?;
     if let Some(mode) = plan.load.units {
         wrap_units(&mut b, plan, mode)?;
+    } else if let Some(setup) = plan.load.torchtune {
+        torchtune_setup(&mut b, &setup, residents.weights)?;
     } else if plan.load.whole_model > Bytes::ZERO {
         let whole = b.alloc(
             Kind::Weights,
@@ -1147,6 +1158,50 @@ fn wrap_units(b: &mut Builder, plan: &StepPlan, mode: UnitInit) -> Result<()> {
         b.free(original)?;
     }
     b.at(None);
+    Ok(())
+}
+
+/// torchtune's setup ([`super::torchtune_setup`]), event by event; what it
+/// keeps is part of the resident weights, and the rest of them (what the
+/// setup does not build: none when the inventory and the setup agree) is
+/// allocated after it.
+fn torchtune_setup(b: &mut Builder, setup: &TorchtuneSetup, weights: Bytes) -> Result<()> {
+    let events = super::torchtune_setup::setup_events(setup)?;
+    b.whole = true;
+    let mut blocks: Vec<Option<Block>> = Vec::with_capacity(events.len());
+    let mut kept = Vec::new();
+    for event in events {
+        match event {
+            SetupEvent::Alloc { bytes, kept: true } => {
+                let block = b.alloc(
+                    Kind::Weights,
+                    "weights built by torchtune's setup (NF4Tensor pieces, other parameters)",
+                    Bytes(bytes),
+                )?;
+                kept.push((blocks.len(), bytes));
+                blocks.push(block);
+            }
+            SetupEvent::Alloc { bytes, kept: false } => blocks.push(b.alloc(
+                Kind::Temporaries,
+                "to_nf4, clone and load temporaries of torchtune's setup (torchao 0.1)",
+                Bytes(bytes),
+            )?),
+            SetupEvent::Free(index) => {
+                b.free(blocks.get_mut(index).and_then(Option::take))?;
+            }
+        }
+    }
+    let built = kept
+        .iter()
+        .filter(|(index, _)| blocks.get(*index).is_some_and(Option::is_some))
+        .try_fold(0u64, |sum, (_, bytes)| sum.checked_add(*bytes))
+        .ok_or_else(|| Error::overflow(WHAT))?;
+    b.whole = false;
+    b.alloc(
+        Kind::Weights,
+        "weights",
+        Bytes(weights.0.saturating_sub(built)),
+    )?;
     Ok(())
 }
 

@@ -34,8 +34,11 @@
 
 mod allocator;
 mod builder;
+mod stream;
+pub mod torchtune_setup;
 
 pub use allocator::AllocatorOptions;
+pub use stream::{StreamPeaks, replay_stream};
 
 use serde::Serialize;
 
@@ -288,6 +291,12 @@ pub struct Load {
     /// FSDP1: the wrap replayed unit by unit (the decoder layers in order,
     /// then the root), which replaces the three figures above.
     pub units: Option<UnitInit>,
+    /// torchtune's QLoRA setup under torchao 0.1 (the model built on the
+    /// device, its layer deep-copied, the checkpoint quantized again as it
+    /// loads), replayed allocation by allocation before the step: its
+    /// freed temporaries stay cached by the allocator
+    /// ([`torchtune_setup`]).
+    pub torchtune: Option<torchtune_setup::TorchtuneSetup>,
 }
 
 /// How FSDP1 builds each wrapped unit's flat parameter

@@ -35,7 +35,7 @@ const GROUPS = [
   ["Fine-tuning", [
     { key: "lora-rank", label: "LoRA rank (empty: full fine-tuning)", kind: "number", value: "" },
     { key: "lora-targets", label: "LoRA targets", kind: "text", value: "all-linear", needs: "lora-rank" },
-    { key: "quantize", label: "Quantized base (QLoRA)", kind: "select", options: [["", "none"], ["nf4", "nf4"], ["nf4-torchao", "nf4 (torchao, torchtune)"], ["fp4", "fp4"], ["int8", "int8"]], value: "", needs: "lora-rank" },
+    { key: "quantize", label: "Quantized base (QLoRA)", kind: "select", options: [["", "none"], ["nf4", "nf4"], ["nf4-torchao", "nf4 (torchao, torchtune)"], ["nf4-torchao-0.1", "nf4 (torchao 0.1, torchtune 2024)"], ["fp4", "fp4"], ["int8", "int8"]], value: "", needs: "lora-rank" },
   ]],
   ["Memory techniques", [
     { key: "recompute", label: "Activation recomputation", kind: "select", options: [["none", "none"], ["selective", "selective (attention core)"], ["op", "op (torchtitan per-op)"], ["full", "full (gradient checkpointing)"]], value: "none" },

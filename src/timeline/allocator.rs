@@ -51,6 +51,16 @@ pub struct AllocatorOptions {
 /// which bounds the simulation's work by the number of events.
 const MOST_PIECES: u64 = 16;
 
+/// One block an allocation was made of: its segment (`None`: a large
+/// block of the expandable segment, which has no slots) and its size as
+/// requested.
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    block: usize,
+    segment: Option<usize>,
+    bytes: u64,
+}
+
 /// A block of a segment, in address order.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -93,10 +103,8 @@ pub(super) struct Allocator {
     small: Vec<bool>,
     /// The stream of each segment.
     stream: Vec<Stream>,
-    /// For each allocation id, its blocks: (block id, segment).
-    placed: Vec<Vec<(usize, usize)>>,
-    /// The allocation ids made as one block ([`Allocator::malloc_whole`]).
-    whole: Vec<bool>,
+    /// For each allocation id, its blocks.
+    placed: Vec<Vec<Placed>>,
     next_block: usize,
     next_uid: usize,
     reserved: u64,
@@ -147,7 +155,6 @@ impl Allocator {
             small: Vec::new(),
             stream: Vec::new(),
             placed: Vec::new(),
-            whole: Vec::new(),
             next_block: 0,
             next_uid: 0,
             reserved: 0,
@@ -190,12 +197,6 @@ impl Allocator {
     /// Allocation `id` of `bytes` as one block: a real tensor, not an
     /// aggregate of the timeline (a recorded stream, torchtune's setup).
     pub(super) fn malloc_whole(&mut self, id: usize, bytes: u64, stream: Stream) -> Result<()> {
-        if self.whole.len() <= id {
-            self.whole.resize(id + 1, false);
-        }
-        if let Some(whole) = self.whole.get_mut(id) {
-            *whole = true;
-        }
         self.malloc_pieces(id, &[bytes], stream)
     }
 
@@ -206,10 +207,13 @@ impl Allocator {
         for &piece in pieces {
             let block = self.next_block;
             self.next_block += 1;
-            if let Some(segment) = self.malloc_block(block, piece, stream)?
-                && let Some(blocks) = self.placed.get_mut(id)
-            {
-                blocks.push((block, segment));
+            let segment = self.malloc_block(block, piece, stream)?;
+            if let Some(blocks) = self.placed.get_mut(id) {
+                blocks.push(Placed {
+                    block,
+                    segment,
+                    bytes: piece,
+                });
             }
         }
         Ok(())
@@ -290,27 +294,24 @@ impl Allocator {
         Ok(Some(segment_index))
     }
 
-    /// Frees allocation `id` of `bytes`.
-    pub(super) fn free(&mut self, id: usize, bytes: u64) {
+    /// Frees allocation `id`: each of its blocks as it was placed.
+    pub(super) fn free(&mut self, id: usize) {
         let blocks = self
             .placed
             .get_mut(id)
             .map(std::mem::take)
             .unwrap_or_default();
-        if self.options.expandable_segments {
-            let pieces: Vec<u64> = if self.whole.get(id).copied().unwrap_or(false) {
-                vec![bytes]
-            } else {
-                self.pieces(bytes).collect()
-            };
-            for piece in pieces {
-                if let Some(size) = round_size(piece).filter(|s| *s > SMALL_SIZE) {
-                    self.large_live = self.large_live.saturating_sub(size);
+        for placed in blocks {
+            match placed.segment {
+                Some(segment) => self.free_block(placed.block, segment),
+                // A large block of the expandable segment.
+                None if self.options.expandable_segments => {
+                    if let Some(size) = round_size(placed.bytes).filter(|s| *s > SMALL_SIZE) {
+                        self.large_live = self.large_live.saturating_sub(size);
+                    }
                 }
+                None => {}
             }
-        }
-        for (block, segment) in blocks {
-            self.free_block(block, segment);
         }
     }
 
@@ -363,7 +364,7 @@ mod tests {
     fn freed_blocks_are_reused_best_fit_and_reserved_never_shrinks() {
         let mut a = Allocator::new(AllocatorOptions::default(), u64::MAX);
         a.malloc(0, 100 << 20, Stream::Compute).unwrap();
-        a.free(0, 100 << 20);
+        a.free(0);
         // Fits in the cached 100 MiB block: no new segment.
         a.malloc(1, 60 << 20, Stream::Compute).unwrap();
         a.malloc(2, 30 << 20, Stream::Compute).unwrap();
@@ -383,8 +384,8 @@ mod tests {
         let mut a = Allocator::new(AllocatorOptions::default(), u64::MAX);
         a.malloc(0, 50 << 20, Stream::Compute).unwrap();
         a.malloc(1, 50 << 20, Stream::Compute).unwrap();
-        a.free(0, 50 << 20);
-        a.free(1, 50 << 20);
+        a.free(0);
+        a.free(1);
         a.malloc(2, 80 << 20, Stream::Compute).unwrap();
         assert_eq!(a.peak_reserved(), 180 << 20);
         let mut e = Allocator::new(
@@ -395,8 +396,8 @@ mod tests {
         );
         e.malloc(0, 50 << 20, Stream::Compute).unwrap();
         e.malloc(1, 50 << 20, Stream::Compute).unwrap();
-        e.free(0, 50 << 20);
-        e.free(1, 50 << 20);
+        e.free(0);
+        e.free(1);
         e.malloc(2, 80 << 20, Stream::Compute).unwrap();
         assert_eq!(e.peak_reserved(), 100 << 20);
     }

@@ -282,7 +282,7 @@ impl Builder {
         if kind != Kind::Overhead
             && let Some(allocator) = self.allocator.as_mut()
         {
-            allocator.free(index, bytes);
+            allocator.free(index);
         }
         let signed = i64::try_from(bytes).map_err(|_| Error::overflow(WHAT))?;
         self.record(kind, tensor, -signed, index);

@@ -58,7 +58,7 @@ pub fn replay_stream(stream: &[i64], options: AllocatorOptions) -> Result<Stream
             }
             let bytes = sizes[index];
             live[index] = false;
-            allocator.free(index, bytes);
+            allocator.free(index);
             total -= bytes;
         }
     }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use super::{Memory, Setup, Transients};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::model::{Model, Role, Shape, Tensor};
+use crate::model::{Model, Quantization, Role, Shape, Tensor};
 use crate::optimizer::{GlobalContext, Location, StateTensor};
 use crate::parallel::{Framework, Layout, NameFacts, Offload, layer_of, place_named};
 use crate::timeline::Module;
@@ -448,8 +448,19 @@ struct Footprint<'a> {
 /// peak at the head's `MatMul4BitBackward` `aten::to`, which the timeline
 /// places while the logits' gradient is alive). The forward
 /// (`gemm_4bit`'s dequantize in the input's dtype) holds one; the timeline
-/// charges the larger to both.
-fn dequantized(setup: &Setup, compute: DType, elements: Count) -> Result<Bytes> {
+/// charges the larger to both. torchao 0.1's `get_original_weight`
+/// (torchtune's `linear_nf4`) holds about 14n bytes at once (int64 nibble
+/// indices, both halves dequantized and scaled, the stacked bf16 weight):
+/// `timeline::torchtune_setup::dequantize_peak`.
+fn dequantized(
+    setup: &Setup,
+    quantization: Quantization,
+    compute: DType,
+    elements: Count,
+) -> Result<Bytes> {
+    if quantization == Quantization::Nf4Torchao01 {
+        return crate::timeline::torchtune_setup::dequantize_peak(elements.0);
+    }
     let one = compute.size_of(elements)?;
     if setup.step.implementation == crate::architecture::Implementation::Litgpt
         && compute != DType::Fp16
@@ -514,20 +525,11 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
                 && !(fsdp_policy && setup.precision.weights != compute);
         }
     }
-    if tensor.quantization == Some(crate::model::Quantization::Nf4Torchao01) {
-        // torchao 0.1's `get_original_weight` holds about 14n bytes at once
-        // (int64 nibble indices, both halves dequantized and scaled, the
-        // stacked bf16 weight): `timeline::torchtune_setup::dequantize_peak`.
+    if let Some(quantization) = tensor.quantization {
         module.dequantized =
             module
                 .dequantized
-                .max(crate::timeline::torchtune_setup::dequantize_peak(
-                    elements.0,
-                )?);
-    } else if tensor.quantization.is_some() {
-        module.dequantized = module
-            .dequantized
-            .max(dequantized(setup, compute, elements)?);
+                .max(dequantized(setup, quantization, compute, elements)?);
     } else if linear
         && tensor.training_dtype.is_none()
         && precision.weights != precision.activations

@@ -805,14 +805,7 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
             setup.step.grad_accumulation
         ));
     }
-    if setup.step.implementation == crate::architecture::Implementation::Torchtune
-        && model
-            .tensors
-            .iter()
-            .any(|t| t.quantization == Some(crate::model::Quantization::Nf4Torchao01))
-        && !parallelism.zero.shards_weights()
-        && parallelism.pipeline == 1
-    {
+    if step_plan::replays_torchtune_setup(model, setup) {
         notes.push("torchtune's QLoRA setup under torchao 0.1 is replayed before the step (lora_finetune_single_device at 0914d5c: one layer built on the device and to_nf4'd, deep-copied per layer, each weight quantized again by load_state_dict from an fp16 or fp32 checkpoint; to_nf4 quantizes a whole weight at once, about 68 bytes per value): its freed temporaries stay cached, so they count in reserved; the peak includes the setup's, which torchtune's own logs after model init leave out".to_string());
     }
     notes.push(format!(

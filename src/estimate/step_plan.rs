@@ -176,6 +176,20 @@ pub fn plan<'a>(
     })
 }
 
+/// Whether the step is preceded by torchtune's QLoRA setup under torchao
+/// 0.1: `--implementation torchtune` with weights stored as
+/// `nf4-torchao-0.1`, the whole model on one device (no weight sharding,
+/// no pipeline). The estimate's notes say so when it is.
+pub(super) fn replays_torchtune_setup(model: &Model, setup: &Setup) -> bool {
+    setup.step.implementation == Implementation::Torchtune
+        && model
+            .tensors
+            .iter()
+            .any(|t| t.quantization == Some(Quantization::Nf4Torchao01))
+        && !setup.parallelism.zero.shards_weights()
+        && setup.parallelism.pipeline == 1
+}
+
 /// torchtune's QLoRA setup under torchao 0.1 (`--implementation torchtune
 /// --quantize nf4-torchao-0.1`, one device holding the whole model): one
 /// decoder layer's quantized linears (the first of the inventory's
@@ -200,12 +214,7 @@ fn torchtune_setup(
         .iter()
         .filter(|m| m.layer.is_some())
         .collect();
-    if setup.step.implementation != Implementation::Torchtune
-        || quantized.is_empty()
-        || layers.is_empty()
-        || setup.parallelism.zero.shards_weights()
-        || setup.parallelism.pipeline > 1
-    {
+    if !replays_torchtune_setup(model, setup) || layers.is_empty() {
         return Ok(None);
     }
     let per_layer = quantized.len() / layers.len();

@@ -39,13 +39,16 @@
 //! epoch of 1,024 samples, over the blocks loading and wrapping left, and
 //! trainmem's allocator simulation replays the wrap and one step (a second
 //! replayed step, tried, does not move it): the real allocation order's
-//! fragmentation and the all-gather blocks whose frees wait on
-//! `record_stream` events are not modelled. Modelled now from torch's source: the
+//! fragmentation is not modelled. Modelled now from torch's source: the
 //! wrap unit by unit with `sync_module_states`' broadcast buckets, the
 //! all-gather stream's own blocks, transformers 4.38's fp32 output logits
-//! kept by the loop; they went from 13-38% below to 5-22% below, and
-//! [`answerai_reserved_peaks_stay_below_and_within_their_bound`] keeps them
-//! there: all 37 stated cases together would be mean 5.7%, max 21.6%.
+//! kept by the loop, and FSDP1's rate limiter (`StepPlan::limit_all_gathers`:
+//! a resharded unit's block, freed with `record_stream`, comes back to the
+//! cache only when the CPU waits for its free event); they went from
+//! 13-38% below to 5-22% below, then to 1.5-18.3% below (mean 11.3%, was
+//! 13.6%), and [`answerai_reserved_peaks_stay_below_and_within_their_bound`]
+//! keeps them there: three (-15.8%, -18.3%, -19.0%) still miss by more than
+//! the 15% target.
 
 mod common;
 
@@ -235,10 +238,10 @@ fn answerai_reserved_peaks_stay_below_and_within_their_bound() {
         let measured = case["measured_bytes"].as_f64().unwrap();
         let error = (predicted - measured) / measured;
         table += &format!("{id:<64} {:+6.1}%\n", 100.0 * error);
-        assert!((-0.23..0.0).contains(&error), "{table}");
+        assert!((-0.20..0.0).contains(&error), "{table}");
         sum += error.abs();
     }
     let mean = sum / apart.len() as f64;
     println!("{table}mean {:.1}%", 100.0 * mean);
-    assert!(mean <= 0.15, "{table}mean {mean}");
+    assert!(mean <= 0.12, "{table}mean {mean}");
 }

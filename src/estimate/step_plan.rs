@@ -149,6 +149,7 @@ pub fn plan<'a>(
         gathers,
         prefetch: true,
         root_kept: fsdp1_units,
+        limit_all_gathers: fsdp1_units,
         activations,
         load,
         gradients: Gradients {

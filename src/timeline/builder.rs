@@ -52,6 +52,10 @@ struct Builder {
     /// The next allocations are real tensors, each one block for the
     /// allocator (torchtune's setup), not the timeline's aggregates.
     whole: bool,
+    /// FSDP1's rate limiter (`StepPlan::limit_all_gathers`): the resharded
+    /// units' gathered blocks, oldest first, each out of the allocator's
+    /// cache until the CPU waits for its free event.
+    free_events: std::collections::VecDeque<usize>,
 }
 
 impl Builder {
@@ -87,6 +91,7 @@ impl Builder {
             local_max: [0; 2],
             stream: Stream::Compute,
             whole: false,
+            free_events: std::collections::VecDeque::new(),
         }
     }
 
@@ -255,6 +260,54 @@ impl Builder {
 
     /// Frees an allocation made before (nothing for `None` or one already freed).
     fn free(&mut self, block: Option<Block>) -> Result<()> {
+        self.release(block, true)
+    }
+
+    /// Frees a resharded unit's gathered parameters. Under FSDP1's rate
+    /// limiter the bytes are freed now (the allocated total drops at once)
+    /// but the block stays out of the allocator's cache, its free event
+    /// queued until [`Builder::rate_limit`] waits for it.
+    fn reshard(&mut self, block: Option<Block>, limited: bool) -> Result<()> {
+        if !limited || self.allocator.is_none() {
+            return self.free(block);
+        }
+        let live = block.and_then(|Block(index)| {
+            self.allocations
+                .get(index)
+                .filter(|a| a.live)
+                .map(|_| index)
+        });
+        self.release(block, false)?;
+        if let Some(index) = live {
+            self.free_events.push_back(index);
+        }
+        Ok(())
+    }
+
+    /// FSDP1's rate limiter before an unshard: with two free events
+    /// outstanding, the CPU waits for the older one, and the block it
+    /// frees goes back to the allocator's cache for this unshard's `malloc`.
+    fn rate_limit(&mut self) {
+        if self.free_events.len() >= MOST_INFLIGHT_ALL_GATHERS
+            && let Some(index) = self.free_events.pop_front()
+            && let Some(allocator) = self.allocator.as_mut()
+        {
+            allocator.free(index);
+        }
+    }
+
+    /// Every queued free event waited for: the step has ended.
+    fn drain_free_events(&mut self) {
+        while let Some(index) = self.free_events.pop_front() {
+            if let Some(allocator) = self.allocator.as_mut() {
+                allocator.free(index);
+            }
+        }
+    }
+
+    /// Frees an allocation; its block goes back to the allocator's cache
+    /// when `cached` (else the caller queues it).
+    fn release(&mut self, block: Option<Block>, cached: bool) -> Result<()> {
         let Some(Block(index)) = block else {
             return Ok(());
         };
@@ -280,6 +333,7 @@ impl Builder {
         let slot = &mut self.live[kind.index()];
         *slot = slot.saturating_sub(bytes);
         if kind != Kind::Overhead
+            && cached
             && let Some(allocator) = self.allocator.as_mut()
         {
             allocator.free(index);
@@ -647,7 +701,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 (head, logits) = output_head(&mut b, a)?;
             }
             if let Some(slot) = gathered.get_mut(index) {
-                b.free(slot.take())?;
+                b.reshard(slot.take(), plan.limit_all_gathers)?;
             }
             index += 1;
         }
@@ -903,7 +957,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 b.free(outside.get(micro_batch).copied().flatten())?;
             }
             if let Some(slot) = gathered.get_mut(index) {
-                b.free(slot.take())?;
+                b.reshard(slot.take(), plan.limit_all_gathers)?;
             }
             gradients_after = gradient_blocks.len();
         }
@@ -930,7 +984,8 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         first_backward = false;
         pass_gradients = pass_gradients_before..gradient_blocks.len();
     }
-    b.free(root)?;
+    b.reshard(root, plan.limit_all_gathers)?;
+    b.drain_free_events();
     b.free(bucket)?;
 
     // The optimizer step, then zero_grad(set_to_none=True).
@@ -979,6 +1034,10 @@ const PASS: usize = 1;
 /// the last two are replayed (the second measures one group between
 /// identical neighbours), the rest skipped.
 const SKIPPED_RUN: usize = 5;
+
+/// `_FreeEventQueue._max_num_inflight_all_gathers` in
+/// `torch/distributed/fsdp/_limiter_utils.py` ("empirically chosen").
+const MOST_INFLIGHT_ALL_GATHERS: usize = 2;
 
 /// The longest repeating group of units looked for: recomputation of
 /// every 2nd or 4th layer only (`--recompute-every`) alternates layers.
@@ -1249,6 +1308,9 @@ fn gather(
                 (true, true) => "gathered parameters and their shard from the host",
                 (false, true) => "gathered parameters and their shard from the host (prefetched)",
             };
+            if plan.limit_all_gathers {
+                b.rate_limit();
+            }
             // On the all-gather stream, whose cached blocks the compute
             // stream does not reuse.
             b.stream = Stream::Gather;

@@ -386,6 +386,20 @@ pub struct StepPlan<'a> {
     /// and the root's pre-backward hook prefetches the last layer before the
     /// loss's gradients (`BACKWARD_PRE`).
     pub root_kept: bool,
+    /// FSDP1's `limit_all_gathers` (on by default since torch 2.1): a
+    /// resharded unit's gathered parameters are freed with the compute
+    /// stream recorded on them (`_free_unsharded_flat_param` in
+    /// `torch/distributed/fsdp/_flat_param.py`: `record_stream`, then
+    /// `_free_storage`), so the caching allocator keeps the block out of its
+    /// cache until the GPU has run past the free (`insert_events`, then
+    /// `process_events` at a later `malloc`). The CPU runs ahead of the GPU
+    /// and waits only at the rate limiter: before each unshard, with two
+    /// free events outstanding, on the older one (`_unshard` in
+    /// `_runtime_utils.py`, `_FreeEventQueue` in `_limiter_utils.py`,
+    /// `_max_num_inflight_all_gathers = 2`). Approximate: it assumes the
+    /// GPU lags (a step bound by compute or communication, not by Python);
+    /// the allocated peak does not change, only what the allocator reserves.
+    pub limit_all_gathers: bool,
     /// The activations, layer by layer, when a micro-batch is given.
     pub activations: Option<&'a Schedule>,
     /// Loading.

@@ -28,6 +28,7 @@ fn plan<'a>(modules: &'a [Module], activations: Option<&'a Schedule>) -> StepPla
         gathers: false,
         prefetch: true,
         root_kept: false,
+        limit_all_gathers: false,
         activations,
         load: Load::default(),
         gradients: Gradients {
@@ -215,6 +216,28 @@ fn the_reserved_estimate_covers_the_allocated_peak() {
         t.reserved,
         t.peak
     );
+}
+
+/// FSDP1's rate limiter: a resharded layer's gathered block stays out of
+/// the allocator's cache until the CPU waits for its free event, at the
+/// second unshard after it, so the all-gather stream holds one more
+/// layer's block (the next two gathered, the last one still pending)
+/// while the allocated peak does not move.
+#[test]
+fn fsdp1_rate_limiter_keeps_one_more_gathered_block_reserved() {
+    let modules: Vec<Module> = (0..6).map(|i| layer(i, GB, 3 * GB)).collect();
+    let mut p = plan(&modules, None);
+    p.gathers = true;
+    p.gradients.sharded = true;
+    p.residents.gradients = Bytes(GB / 2);
+    let free_now = peak_of(&p).unwrap();
+    p.limit_all_gathers = true;
+    let limited = peak_of(&p).unwrap();
+    assert_eq!(limited.peak.bytes, free_now.peak.bytes);
+    // A 3 GB layer is three blocks of the 1 GB granularity, each its own
+    // segment rounded up to 2 MiB.
+    let block = 3 * GB.next_multiple_of(2 << 20);
+    assert_eq!(limited.reserved.0 - free_now.reserved.0, block);
 }
 
 /// FSDP with parameters on the host: nothing resident, each layer's shard

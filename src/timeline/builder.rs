@@ -52,9 +52,11 @@ struct Builder {
     /// The next allocations are real tensors, each one block for the
     /// allocator (torchtune's setup), not the timeline's aggregates.
     whole: bool,
-    /// FSDP1's rate limiter (`StepPlan::limit_all_gathers`): the resharded
-    /// units' gathered blocks, oldest first, each out of the allocator's
-    /// cache until the CPU waits for its free event.
+    /// FSDP1's rate limiter (`StepPlan::limit_all_gathers`) with the
+    /// allocator simulated: a reshard queues its free event.
+    limit_all_gathers: bool,
+    /// The resharded units' gathered blocks, oldest first, each out of the
+    /// allocator's cache until the CPU waits for its free event.
     free_events: std::collections::VecDeque<usize>,
 }
 
@@ -91,6 +93,7 @@ impl Builder {
             local_max: [0; 2],
             stream: Stream::Compute,
             whole: false,
+            limit_all_gathers: false,
             free_events: std::collections::VecDeque::new(),
         }
     }
@@ -260,25 +263,18 @@ impl Builder {
 
     /// Frees an allocation made before (nothing for `None` or one already freed).
     fn free(&mut self, block: Option<Block>) -> Result<()> {
-        self.release(block, true)
+        self.release(block, true).map(drop)
     }
 
     /// Frees a resharded unit's gathered parameters. Under FSDP1's rate
     /// limiter the bytes are freed now (the allocated total drops at once)
     /// but the block stays out of the allocator's cache, its free event
     /// queued until [`Builder::rate_limit`] waits for it.
-    fn reshard(&mut self, block: Option<Block>, limited: bool) -> Result<()> {
-        if !limited || self.allocator.is_none() {
-            return self.free(block);
-        }
-        let live = block.and_then(|Block(index)| {
-            self.allocations
-                .get(index)
-                .filter(|a| a.live)
-                .map(|_| index)
-        });
-        self.release(block, false)?;
-        if let Some(index) = live {
+    fn reshard(&mut self, block: Option<Block>) -> Result<()> {
+        let queued = self.limit_all_gathers;
+        if let Some(index) = self.release(block, !queued)?
+            && queued
+        {
             self.free_events.push_back(index);
         }
         Ok(())
@@ -286,36 +282,43 @@ impl Builder {
 
     /// FSDP1's rate limiter before an unshard: with two free events
     /// outstanding, the CPU waits for the older one, and the block it
-    /// frees goes back to the allocator's cache for this unshard's `malloc`.
+    /// frees goes back to the allocator's cache for this unshard's
+    /// `malloc` (nothing when no reshard queued one).
     fn rate_limit(&mut self) {
-        if self.free_events.len() >= MOST_INFLIGHT_ALL_GATHERS
-            && let Some(index) = self.free_events.pop_front()
-            && let Some(allocator) = self.allocator.as_mut()
-        {
-            allocator.free(index);
+        if self.free_events.len() >= MOST_INFLIGHT_ALL_GATHERS {
+            self.wait_for_oldest_free_event();
         }
     }
 
     /// Every queued free event waited for: the step has ended.
     fn drain_free_events(&mut self) {
-        while let Some(index) = self.free_events.pop_front() {
-            if let Some(allocator) = self.allocator.as_mut() {
-                allocator.free(index);
-            }
-        }
+        while self.wait_for_oldest_free_event() {}
     }
 
-    /// Frees an allocation; its block goes back to the allocator's cache
-    /// when `cached` (else the caller queues it).
-    fn release(&mut self, block: Option<Block>, cached: bool) -> Result<()> {
+    /// The oldest queued free event waited for: its block goes back to the
+    /// allocator's cache. False when none is queued.
+    fn wait_for_oldest_free_event(&mut self) -> bool {
+        let Some(index) = self.free_events.pop_front() else {
+            return false;
+        };
+        if let Some(allocator) = self.allocator.as_mut() {
+            allocator.free(index);
+        }
+        true
+    }
+
+    /// Frees an allocation and returns its index (`None` for `None` or one
+    /// already freed); its block goes back to the allocator's cache when
+    /// `cached`, else the caller queues it.
+    fn release(&mut self, block: Option<Block>, cached: bool) -> Result<Option<usize>> {
         let Some(Block(index)) = block else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(allocation) = self.allocations.get_mut(index) else {
-            return Ok(());
+            return Ok(None);
         };
         if !allocation.live {
-            return Ok(());
+            return Ok(None);
         }
         allocation.live = false;
         let Allocation {
@@ -328,7 +331,7 @@ impl Builder {
         // subtraction can go below zero.
         self.total = self.total.saturating_sub(bytes);
         if self.bytes_only {
-            return Ok(());
+            return Ok(Some(index));
         }
         let slot = &mut self.live[kind.index()];
         *slot = slot.saturating_sub(bytes);
@@ -340,7 +343,7 @@ impl Builder {
         }
         let signed = i64::try_from(bytes).map_err(|_| Error::overflow(WHAT))?;
         self.record(kind, tensor, -signed, index);
-        Ok(())
+        Ok(Some(index))
     }
 
     /// Allocates and at once frees: a buffer alive for one operation.
@@ -484,6 +487,7 @@ fn share_gradients(units: &mut [Unit], resident: Bytes) -> Result<()> {
 pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Timeline> {
     let allocator = reserved.then(|| Allocator::new(plan.allocator, plan.granularity.0));
     let mut b = Builder::new(keep, allocator);
+    b.limit_all_gathers = plan.limit_all_gathers && b.allocator.is_some();
     let residents = plan.residents;
     let units = units(plan)?;
     let activations = plan.activations;
@@ -701,7 +705,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 (head, logits) = output_head(&mut b, a)?;
             }
             if let Some(slot) = gathered.get_mut(index) {
-                b.reshard(slot.take(), plan.limit_all_gathers)?;
+                b.reshard(slot.take())?;
             }
             index += 1;
         }
@@ -957,7 +961,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 b.free(outside.get(micro_batch).copied().flatten())?;
             }
             if let Some(slot) = gathered.get_mut(index) {
-                b.reshard(slot.take(), plan.limit_all_gathers)?;
+                b.reshard(slot.take())?;
             }
             gradients_after = gradient_blocks.len();
         }
@@ -984,7 +988,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         first_backward = false;
         pass_gradients = pass_gradients_before..gradient_blocks.len();
     }
-    b.reshard(root, plan.limit_all_gathers)?;
+    b.reshard(root)?;
     b.drain_free_events();
     b.free(bucket)?;
 
@@ -1308,9 +1312,7 @@ fn gather(
                 (true, true) => "gathered parameters and their shard from the host",
                 (false, true) => "gathered parameters and their shard from the host (prefetched)",
             };
-            if plan.limit_all_gathers {
-                b.rate_limit();
-            }
+            b.rate_limit();
             // On the all-gather stream, whose cached blocks the compute
             // stream does not reuse.
             b.stream = Stream::Gather;

@@ -38,7 +38,9 @@ accumulation, no autocast, no grad clipping)::
 Model: ``AutoConfig.for_model(model_type, **config)``, ``use_cache=False``,
 ``AutoModelForCausalLM.from_config(cfg, attn_implementation=...)``,
 ``.to(dtype)`` (fp32, or pure bf16: weights, gradients and optimizer states
-all bf16 except Adam's fp32 ``step`` scalars), ``.train()``; ``recompute
+all bf16 except Adam's fp32 ``step`` scalars; ``amp-bf16``: fp32, the
+forward wrapped as accelerate's ``prepare_model`` wraps it for HF Trainer's
+``bf16=True``, see ``autocast_specs``), ``.train()``; ``recompute
 full`` is ``gradient_checkpointing_enable(gradient_checkpointing_kwargs=
 {"use_reentrant": False})``. The loss is the model's own (``labels=ids``, the
 Trainer path): ``ForCausalLMLoss`` upcasts the logits with ``.float()`` (a
@@ -490,6 +492,7 @@ def specs() -> list[dict]:
     s.extend(loss_and_recompute_specs())
     s.extend(keep_outputs_specs())
     s.extend(nf4_torchao_specs())
+    s.extend(autocast_specs())
     # --offload-activations: torchtune's OffloadActivations rule, packed to numpy memory
     for dtype in ("fp32", "bf16"):
         for recompute in ("none", "full"):
@@ -713,6 +716,37 @@ def keep_outputs_specs() -> list[dict]:
         s.append(technique(spec(model, dtype, "adamw", recompute=recompute, B=B, S=S),
                            "keep-outputs", ["--keep-outputs"], keep_outputs=True))
     return s
+
+
+def autocast_specs() -> list[dict]:
+    """``--precision amp-bf16``: HF Trainer's ``bf16=True`` on an fp32 model,
+    whose forward accelerate's ``prepare_model`` wraps in ``torch.autocast``
+    and ``convert_outputs_to_fp32`` (``wrap_forward_like_accelerate``); the
+    backward and the optimizer run outside autocast, as
+    ``accelerator.backward`` does. CPU autocast and CUDA autocast run the
+    same ops of these models in bf16 (linear, matmul,
+    scaled_dot_product_attention) and leave the rest in their inputs'
+    dtype or fp32."""
+    s = []
+    for model, recompute, attn, B, S in (
+            ("llama", "none", "sdpa", 2, 128), ("llama", "full", "sdpa", 1, 512),
+            ("llama", "none", "eager", 2, 128), ("llama-v512", "none", "sdpa", 1, 512),
+            ("llama-v512", "full", "sdpa", 1, 512), ("qwen2", "none", "sdpa", 2, 128),
+            ("smollm2-135m", "none", "sdpa", 1, 256), ("gpt2", "none", "sdpa", 2, 128)):
+        s.append(spec(model, "amp-bf16", "adamw", attn=attn, recompute=recompute, B=B, S=S))
+    return s
+
+
+def wrap_forward_like_accelerate(torch, model) -> None:
+    """What ``Accelerator.prepare_model`` does to the model under native
+    bf16 amp: ``forward`` runs under ``torch.autocast`` and its outputs are
+    cast back to fp32 (``convert_outputs_to_fp32``)."""
+    from types import MethodType
+
+    from accelerate.utils import convert_outputs_to_fp32
+    forward = torch.autocast(device_type="cpu", dtype=torch.bfloat16)(model.forward.__func__)
+    model.forward = MethodType(forward, model)
+    model.forward = MethodType(convert_outputs_to_fp32(model.forward.__func__), model)
 
 
 def nf4_torchao_specs() -> list[dict]:
@@ -1035,7 +1069,9 @@ def worker(sid: str) -> dict:
     cfg.use_cache = False
     model = task_class(sp.get("task"), cfg, transformers).from_config(
         cfg, attn_implementation=sp["attn"])
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
+    # amp-bf16: fp32 weights, the forward (the model's loss inside it) under
+    # torch.autocast, as accelerate's prepare_model wraps it (below).
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "amp-bf16": torch.float32}[sp["dtype"]]
     model.to(dtype).train()
     hf = model
     if sp.get("nf4_torchao"):
@@ -1046,6 +1082,8 @@ def worker(sid: str) -> dict:
         apply_recompute(torch, model, list(hf.model.layers), sp)
     elif sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if sp["dtype"] == "amp-bf16":
+        wrap_forward_like_accelerate(torch, model)
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
     if sp["opt"] == "galore8bit-perlayer":
         optimizer = galore_per_layer(model, torch)

@@ -353,6 +353,7 @@ mod tests {
         dims.head_dim = 20;
         let rank = Rank {
             element: 2,
+            residual: 2,
             batch: 2,
             seq: 64,
             tokens: 128,

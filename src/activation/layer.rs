@@ -3,6 +3,7 @@
 //! architecture's layout.
 
 use super::attention::{self, Core, CoreOptions, Kernel};
+use super::autocast;
 use super::experts;
 use super::kernels::Kernels;
 use super::lora::Training;
@@ -75,27 +76,35 @@ pub fn saved(
 ) -> Result<SavedLayer> {
     let p = rank.element;
     let (n, t, h) = (rank.sequence_tokens, rank.tokens, rank.hidden);
-    let norm = |width: u64, rows: u64| {
+    // The norms over the residual stream compute in its dtype, those
+    // inside attention (q/k norms, bottlenecks) in the compute dtype.
+    let norm_in = |element: u64, width: u64, rows: u64| {
         norms::saved(
             NormSite {
                 kind: dims.norm,
                 width,
                 rows,
-                element: p,
+                element,
                 frozen: training.frozen_base,
             },
             kernels.layer_norm_stats,
         )
     };
+    let hidden_norm = |width: u64, rows: u64| norm_in(rank.residual, width, rows);
+    let norm = |width: u64, rows: u64| norm_in(p, width, rows);
     let linears = &dims.linears;
 
     let mut norm_bytes = Tally::new();
     match dims.layout {
         LayerLayout::ParallelResidual => {
-            norm_bytes.add(norm(h, n)?)?;
-            norm_bytes.add(norms::statistics(n, p, kernels.layer_norm_stats)?)?;
+            norm_bytes.add(hidden_norm(h, n)?)?;
+            norm_bytes.add(norms::statistics(
+                n,
+                rank.residual,
+                kernels.layer_norm_stats,
+            )?)?;
         }
-        layout => norm_bytes.add(times(norm(h, n)?, hidden_norms(layout))?)?,
+        layout => norm_bytes.add(times(hidden_norm(h, n)?, hidden_norms(layout))?)?,
     }
     let d = dims.head_dim;
     match dims.qk_norm {
@@ -112,7 +121,12 @@ pub fn saved(
 
     let mut attention_bytes = Tally::new();
     let attention_keeps_input = training.keeps_input(&linears.attention_input);
-    attention_bytes.tensor_if(attention_keeps_input, &[p, n, h])?;
+    attention_bytes.tensor(&[
+        autocast::input_copies(rank, training, &linears.attention_input),
+        p,
+        n,
+        h,
+    ])?;
     let mut lora_adapters = training.adapters(&linears.attention_input)
         + training.adapters(&[linears.attention_output]);
     // Each adapter's own input (a cast copy or its dropped input) and
@@ -188,12 +202,20 @@ pub fn saved(
         },
     )?;
 
-    // With one shared norm the MLP's input is the storage q/k/v keep.
-    let input_shared = dims.layout == LayerLayout::ParallelSharedNorm && attention_keeps_input;
+    // With one shared norm the MLP's input is the storage q/k/v keep
+    // (under autocast each linear keeps its own cast).
+    let input_shared = dims.layout == LayerLayout::ParallelSharedNorm
+        && attention_keeps_input
+        && rank.residual == p;
     let mut block_input = Tally::new();
     block_input.tensor_if(
-        training.keeps_input(&linears.mlp_input) && !input_shared,
-        &[p, n, h],
+        !input_shared,
+        &[
+            autocast::input_copies(rank, training, &linears.mlp_input),
+            p,
+            n,
+            h,
+        ],
     )?;
     let down_keeps_input = training.keeps_input(&[linears.mlp_output]);
     let mlp_adapters =
@@ -232,12 +254,12 @@ pub fn saved(
     let mut dropout = Tally::new();
     dropout.tensor_if(
         dims.dropout.residual,
-        &[2, kernels.dropout_mask.bytes(p), n, h],
+        &[2, kernels.dropout_mask.bytes(rank.residual), n, h],
     )?;
     lora.tensor(&[lora_adapters, training.adapter_element, n, training.rank])?;
     lora.add(padded)?;
     let mut input = Tally::new();
-    input.tensor(&[p, n, h])?;
+    input.tensor(&[rank.residual, n, h])?;
 
     Ok(SavedLayer {
         norms: norm_bytes.bytes(),

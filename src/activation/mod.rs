@@ -21,6 +21,7 @@
 //! `native_dropout` masks, sdpa's CUDA dispatch, which refuses no dropout).
 
 mod attention;
+mod autocast;
 mod chunked_loss;
 mod context;
 mod embeddings;
@@ -177,6 +178,11 @@ pub struct Schedule {
     /// the loop keeps this many bytes and the half-precision logits die at
     /// the upcast. Zero otherwise.
     pub outputs_upcast: Bytes,
+    /// Under autocast, the final norm's output in the residual dtype (the
+    /// model's `last_hidden_state`; the output head saves a cast copy),
+    /// alive until transformers' causal-LM forward returns after its loss;
+    /// zero otherwise (see `autocast.rs`).
+    pub last_hidden_state: Bytes,
 }
 
 /// One layer's activations on one rank.
@@ -198,6 +204,11 @@ pub struct LayerActivations {
     pub ring: Bytes,
     /// fp8 matmuls: the widest linear's casts in forward.
     pub fp8_casts: Bytes,
+    /// Autocast over a fully checkpointed layer: its forward saves none of
+    /// its weights' casts (autocast's cache holds them until the forward
+    /// returns) and its recompute casts them again, kept with the rebuilt
+    /// tensors until its backward ends (see `autocast.rs`).
+    pub recast: bool,
     /// Offloading without recomputation: the layer's last node, its first
     /// norm's backward, alive after the layer's gradients exist (the
     /// gradient flow included).

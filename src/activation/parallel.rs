@@ -33,6 +33,10 @@ use crate::error::{Error, Result};
 pub struct Rank {
     /// Bytes per element of the activation dtype, P.
     pub element: u64,
+    /// Bytes per element of the residual stream between the layers' blocks
+    /// and of the norms over it: P, or the weights' under autocast (see
+    /// `autocast.rs`).
+    pub residual: u64,
     /// Sequences B.
     pub batch: u64,
     /// Sequence length S (whole: attention needs every position), or its
@@ -92,6 +96,7 @@ impl Rank {
         };
         Ok(Rank {
             element: workload.dtype.bytes(),
+            residual: super::autocast::residual_element(workload),
             batch,
             seq,
             tokens,

@@ -13,8 +13,8 @@ use super::recompute::{Kept, PARTS};
 use super::tally::{Tally, plus, times};
 use super::{
     Activations, FP32_BYTES, Kernels, LayerActivations, Loss, Part, Platform, Recompute, Schedule,
-    Workload, chunked_loss, context, embeddings, encoder_head, fp8, fused_loss, layer, loss,
-    megatron, mlp, norms, offload, recompute, techniques,
+    Workload, autocast, chunked_loss, context, embeddings, encoder_head, fp8, fused_loss, layer,
+    loss, megatron, mlp, norms, offload, recompute, techniques,
 };
 use crate::architecture::{Dimensions, LayerLayout, MlpKind, NormKind};
 use crate::error::Result;
@@ -519,6 +519,9 @@ impl<'a> Step<'a> {
                 closing: offload.map_or(Bytes::ZERO, |o| o.closing),
                 ring: context::forward(&self.rank, &self.dims, self.workload.context_parallel)?,
                 fp8_casts: fp8_figures.map_or(Bytes::ZERO, |f| f.forward_casts),
+                recast: self.workload.autocast
+                    && column == 1
+                    && self.workload.recompute == Recompute::Full,
             });
         }
         let mut host = Tally::new();
@@ -633,6 +636,7 @@ impl<'a> Step<'a> {
             schedule.loss = phase.saved;
             schedule.loss_backward = phase.backward;
             schedule.logits_gradient = phase.logits_gradient;
+            schedule.last_hidden_state = autocast::last_hidden_state(&self.rank, self.workload)?;
         }
         for (row, counts_row) in kinds.iter().zip(counts) {
             for (kind, count) in row.iter().zip(counts_row) {

@@ -386,3 +386,39 @@ fn torchtitans_rms_norm_saves_less_on_cuda_and_its_fp32_normalized_tensor_on_cpu
         norms * 2 * t * h
     );
 }
+
+#[test]
+fn autocast_keeps_the_residual_in_fp32_and_a_cast_per_linear() {
+    // Under torch.autocast over fp32 weights (the `__amp-bf16__` CPU
+    // fixtures): both RMSNorms return fp32 (4Th instead of 2Th each), and
+    // q/k/v and gate/up each save their own bf16 cast of the norm's
+    // output (3 and 2 copies of 2Th instead of one each): 10Th per layer.
+    let dims = llama_7b();
+    let (b, s, h) = (1u64, 4096u64, 4096u64);
+    let t = b * s;
+    let bf16 = workload(b, s, Attention::Sdpa);
+    let amp = Workload {
+        weights_dtype: crate::dtype::DType::Fp32,
+        autocast: true,
+        ..bf16.clone()
+    };
+    assert_eq!(layer(&dims, &amp), layer(&dims, &bf16) + 10 * t * h);
+    // Full recomputation keeps the layer's fp32 input.
+    let full = |w: &Workload| Workload {
+        recompute: Recompute::Full,
+        ..w.clone()
+    };
+    assert_eq!(layer(&dims, &full(&amp)), 4 * t * h);
+    assert_eq!(layer(&dims, &full(&bf16)), 2 * t * h);
+    // The final norm in fp32 (+2Th), and its output alive through the loss.
+    let (a, p) = (
+        activations(&dims, &amp).unwrap(),
+        activations(&dims, &bf16).unwrap(),
+    );
+    assert_eq!(a.schedule.head.0, p.schedule.head.0 + 2 * t * h);
+    assert_eq!(a.schedule.last_hidden_state.0, 4 * t * h);
+    assert_eq!(p.schedule.last_hidden_state.0, 0);
+    assert!(a.schedule.layers.iter().all(|l| !l.recast));
+    let recomputed = activations(&dims, &full(&amp)).unwrap();
+    assert!(recomputed.schedule.layers.iter().all(|l| l.recast));
+}

@@ -210,6 +210,12 @@ pub struct Workload {
     /// The dtype the weights are stored in (fp32 under autocast), which
     /// the fused loss's weight-gradient buffer takes.
     pub weights_dtype: DType,
+    /// Whether the forward runs under `torch.autocast` over weights stored
+    /// in `weights_dtype` (`--precision amp-bf16`, not FSDP's
+    /// `MixedPrecisionPolicy`, which gathers them in `dtype`): the residual
+    /// stream and the norms stay in `weights_dtype`, and every linear
+    /// reading it saves its own cast copy in `dtype` (see `autocast.rs`).
+    pub autocast: bool,
     /// The kernels' platform.
     pub platform: Platform,
     /// Whether the base weights are frozen (LoRA): frozen linears save no input.
@@ -274,6 +280,7 @@ impl Workload {
             loss: Loss::Standard,
             dtype: DType::Bf16,
             weights_dtype: DType::Bf16,
+            autocast: false,
             platform: Platform::Cuda,
             frozen_base: false,
             adapted: Vec::new(),

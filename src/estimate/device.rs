@@ -530,11 +530,7 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
             module
                 .dequantized
                 .max(dequantized(setup, quantization, compute, elements)?);
-    } else if linear
-        && tensor.training_dtype.is_none()
-        && precision.weights != precision.activations
-        && !fsdp_policy
-    {
+    } else if linear && tensor.training_dtype.is_none() && setup.runs_autocast() {
         module.autocast = module.autocast.add(compute.size_of(elements)?, WHAT)?;
     }
     if tensor.trainable {

@@ -748,7 +748,7 @@ fn with_autocast(
             bytes: autocast,
         });
         activations.notes.push(
-            "torch.autocast keeps a half-precision copy of each fp32 linear weight, saved for backward".to_string(),
+            "torch.autocast casts each fp32 linear weight to half precision once per forward (saved for backward; under full recomputation held by autocast's cache until the forward returns and cast again by each layer's recompute); the residual stream and its norms stay fp32, and each linear reading a norm's output saves its own half-precision cast of it".to_string(),
         );
     }
     Ok(activations)
@@ -959,6 +959,7 @@ fn activation_workload(
         megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,
         weights_dtype: setup.precision.weights,
+        autocast: setup.runs_autocast(),
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
         micro_batches: setup.step.grad_accumulation,

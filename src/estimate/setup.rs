@@ -103,6 +103,15 @@ impl Setup {
         self.step.optimizer_in_backward || self.optimizer.fused_backward
     }
 
+    /// Whether the forward runs under `torch.autocast` over weights kept
+    /// in another dtype (`--precision amp-bf16`), rather than over weights
+    /// FSDP's `MixedPrecisionPolicy` gathers in the compute dtype.
+    pub fn runs_autocast(&self) -> bool {
+        let policy = self.parallelism.framework.is_fsdp()
+            && self.parallelism.fsdp_mixed_precision == crate::parallel::FsdpMixedPrecision::Policy;
+        self.precision.weights != self.precision.activations && !policy
+    }
+
     /// The same setup checked against `capacity`.
     pub fn with_capacity(mut self, capacity: Option<Capacity>) -> Setup {
         self.capacity = capacity;

@@ -148,14 +148,14 @@ impl Builder {
     /// What skipped iterations leave allocated (their gradients): already
     /// in the total ([`Builder::repeat`] put it there), recorded so that a
     /// later free removes it.
-    fn skipped(&mut self, kind: Kind, bytes: u64) -> Option<Block> {
+    fn skipped(&mut self, kind: Kind, tensor: &'static str, bytes: u64) -> Option<Block> {
         if bytes == 0 {
             return None;
         }
         let block = self.allocations.len();
         self.allocations.push(Allocation {
             kind,
-            tensor: "gradients of skipped identical layers",
+            tensor,
             bytes,
             live: true,
         });
@@ -604,7 +604,10 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         usize::try_from(in_flight).map_err(|_| Error::overflow(WHAT))?
     ];
     let mut outside = Vec::with_capacity(kept.len());
-    let (mut head, mut logits) = (None, None);
+    let (mut head, mut logits, mut last_hidden) = (None, None, None);
+    // Autocast's cache of fully checkpointed layers' weight casts, held
+    // until the forward returns (`LayerActivations::recast`).
+    let mut cached_casts: Vec<Option<Block>> = Vec::new();
     // Micro-batches in flight run the same pass: a peak-only replay skips
     // the middle ones as it skips identical units.
     let passes = kept.len();
@@ -651,6 +654,18 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                     // between identical neighbours: the same events.
                     skips_ahead.next();
                     b.repeat(UNIT, start, ((last - first + 1) / period) as u64)?;
+                    let recast = units
+                        .get(first..=last)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|u| u.activations.is_some_and(|l| l.recast))
+                        .filter_map(|u| u.module)
+                        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.autocast, WHAT))?;
+                    cached_casts.push(b.skipped(
+                        Kind::Activations,
+                        "autocast's cached weight casts of skipped identical layers",
+                        recast.0,
+                    ));
                     // The prefetched parameters move along to the next unit.
                     let prefetched = gathered.get_mut(first).and_then(Option::take);
                     if let Some(slot) = gathered.get_mut(last + 1) {
@@ -688,11 +703,24 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                     }
                     None => None,
                 };
+                let recast = unit.activations.is_some_and(|l| l.recast);
                 let autocast = match unit.module {
-                    Some(module) => {
-                        b.alloc(Kind::Activations, "autocast weight copies", module.autocast)?
-                    }
+                    Some(module) => b.alloc(
+                        Kind::Activations,
+                        if recast {
+                            "autocast weight copies (its cache, until the forward returns)"
+                        } else {
+                            "autocast weight copies"
+                        },
+                        module.autocast,
+                    )?,
                     None => None,
+                };
+                let autocast = if recast {
+                    cached_casts.push(autocast);
+                    None
+                } else {
+                    autocast
                 };
                 if let Some(slot) = saved.get_mut(index) {
                     *slot = (layer, autocast);
@@ -702,7 +730,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 && has_head
                 && let Some(a) = activations
             {
-                (head, logits) = output_head(&mut b, a)?;
+                (head, logits, last_hidden) = output_head(&mut b, a)?;
             }
             if let Some(slot) = gathered.get_mut(index) {
                 b.reshard(slot.take())?;
@@ -722,7 +750,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         && has_head
         && let Some(a) = activations
     {
-        (head, logits) = output_head(&mut b, a)?;
+        (head, logits, last_hidden) = output_head(&mut b, a)?;
     }
 
     // The loss.
@@ -737,6 +765,12 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         )?;
         loss = b.alloc(Kind::Activations, "log-softmax and targets (saved)", a.loss)?;
         b.free(upcast)?;
+        // The model's forward returns: its last hidden state dies, and
+        // autocast's cache is cleared as its context exits.
+        b.free(last_hidden.take())?;
+        for casts in cached_casts.drain(..) {
+            b.free(casts)?;
+        }
         // The Trainer's compute_loss returns the loss alone: the model's
         // outputs, the logits with them, are dropped before backward; a
         // loop that keeps them (`--keep-outputs`) holds them to the end.
@@ -777,7 +811,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 let kept_gradients = kept_gradients
                     .checked_mul(times)
                     .ok_or_else(|| Error::overflow(WHAT))?;
-                gradient_blocks.push(b.skipped(Kind::Gradients, kept_gradients));
+                gradient_blocks.push(b.skipped(
+                    Kind::Gradients,
+                    "gradients of skipped identical layers",
+                    kept_gradients,
+                ));
             }
             continue;
         }
@@ -858,7 +896,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 let kept_gradients = kept_gradients
                     .checked_mul(times)
                     .ok_or_else(|| Error::overflow(WHAT))?;
-                gradient_blocks.push(b.skipped(Kind::Gradients, kept_gradients));
+                gradient_blocks.push(b.skipped(
+                    Kind::Gradients,
+                    "gradients of skipped identical layers",
+                    kept_gradients,
+                ));
                 let prefetched = gathered.get_mut(last).and_then(Option::take);
                 if let Some(slot) = first.checked_sub(1).and_then(|i| gathered.get_mut(i)) {
                     *slot = prefetched;
@@ -891,6 +933,15 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                     b.alloc(Kind::Temporaries, "activation gradients", layer.backward)?,
                 ),
                 _ => (None, None, None),
+            };
+            // Autocast in the recompute casts the layer's weights again.
+            let recast = match (unit.activations, unit.module) {
+                (Some(layer), Some(module)) if layer.recast && activations.is_some() => b.alloc(
+                    Kind::Activations,
+                    "autocast weight copies (recast by the recompute)",
+                    module.autocast,
+                )?,
+                _ => None,
             };
             // Offloading without recomputation: the tensors brought back die
             // with their node, and the widest node (the MLP's product) runs
@@ -940,6 +991,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 gradient_blocks.push(b.alloc(Kind::Gradients, "gradients", unit.gradient_share)?);
             }
             b.free(recomputed)?;
+            b.free(recast)?;
             b.free(unpacked)?;
             b.free(flow)?;
             if let Some(layer) = unit.activations {
@@ -1136,11 +1188,21 @@ pub(super) fn skipped_units(plan: &StepPlan) -> Result<usize> {
 }
 
 /// The final norm's and output head's saved tensors, then the logits.
-fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<Block>)> {
+/// Under autocast, also the final norm's output the head casts, alive
+/// until the model's forward returns (`Schedule::last_hidden_state`).
+fn output_head(
+    b: &mut Builder,
+    a: &Schedule,
+) -> Result<(Option<Block>, Option<Block>, Option<Block>)> {
     let head = b.alloc(
         Kind::Activations,
         "final norm and output head (saved)",
         a.head,
+    )?;
+    let last_hidden = b.alloc(
+        Kind::Activations,
+        "the final norm's output (last_hidden_state, until the forward returns)",
+        a.last_hidden_state,
     )?;
     let name = if a.logits_kept {
         "logits (kept by the loop through backward)"
@@ -1148,7 +1210,7 @@ fn output_head(b: &mut Builder, a: &Schedule) -> Result<(Option<Block>, Option<B
         "logits"
     };
     let logits = b.alloc(Kind::Activations, name, a.logits)?;
-    Ok((head, logits))
+    Ok((head, logits, last_hidden))
 }
 
 /// FSDP1's wrap, unit by unit ([`UnitInit`]): the decoder layers in order,

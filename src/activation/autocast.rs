@@ -1,0 +1,71 @@
+//! `torch.autocast` over weights kept in fp32 (`--precision amp-bf16`, HF
+//! Trainer's `bf16=True`: accelerate's `prepare_model` wraps the forward in
+//! `torch.autocast` and `convert_outputs_to_fp32`).
+//!
+//! Autocast casts the inputs of the ops on its lower-precision list
+//! (`linear`, `matmul`, `scaled_dot_product_attention`) to the compute
+//! dtype and leaves the others in their inputs' dtype. So the embedding's
+//! output is fp32 and so is the residual stream: each block's bf16 output
+//! is added to the fp32 residual (type promotion), and the norms over it
+//! compute and return fp32 (transformers' `LlamaRMSNorm` casts back to its
+//! input's dtype, fp32; `layer_norm` is on autocast's fp32 list). A linear
+//! reading a norm's output casts it for itself: q_proj, k_proj and v_proj
+//! each save their own bf16 copy of the same fp32 tensor, and so do
+//! gate_proj and up_proj, and the output head; linears reading a bf16
+//! tensor (o_proj, down_proj) cast nothing. The weights' casts are cached
+//! per forward (`module.autocast` in the estimate's device memory).
+//!
+//! Measured on CPU (`tools/measure_timeline.py`, the `__amp-bf16__`
+//! fixtures): a Llama layer saves 10·T·h bytes of these casts and 2·T·h
+//! more in its two norms' fp32 outputs than in pure bf16 terms, and the
+//! final norm's fp32 output, the model's `last_hidden_state`, lives until
+//! the causal-LM forward returns, after transformers' loss inside it. CPU
+//! autocast and CUDA autocast run these ops alike; they differ elsewhere
+//! (CUDA's fp32 list has `pow`, which GPT-2's `NewGELUActivation` calls).
+
+use super::lora::Training;
+use super::parallel::Rank;
+use super::tally::Tally;
+use super::{Loss, Workload};
+use crate::architecture::Implementation;
+use crate::error::Result;
+use crate::units::Bytes;
+
+/// Bytes per element of the residual stream and its norms: the weights'
+/// dtype under autocast, the compute dtype otherwise.
+pub(super) fn residual_element(workload: &Workload) -> u64 {
+    if workload.autocast {
+        workload.weights_dtype.bytes()
+    } else {
+        workload.dtype.bytes()
+    }
+}
+
+/// How many copies of one block input the linears `names` save: one
+/// shared tensor when any of them keeps its input, or under autocast one
+/// cast per linear that keeps it.
+pub(super) fn input_copies(rank: &Rank, training: &Training, names: &[&str]) -> u64 {
+    if rank.residual == rank.element {
+        u64::from(training.keeps_input(names))
+    } else {
+        names
+            .iter()
+            .filter(|name| training.keeps_input(&[name]))
+            .count() as u64
+    }
+}
+
+/// The final norm's output in the residual dtype, alive from the end of
+/// the layers until transformers' causal-LM forward returns (after its
+/// loss) when autocast makes the output head save a cast copy instead of
+/// it; zero otherwise.
+pub(super) fn last_hidden_state(rank: &Rank, workload: &Workload) -> Result<Bytes> {
+    let in_model_loss = workload.implementation == Implementation::Transformers
+        && matches!(workload.loss, Loss::Standard | Loss::ShiftCopy);
+    let mut tally = Tally::new();
+    tally.tensor_if(
+        rank.residual != rank.element && in_model_loss,
+        &[rank.residual, rank.sequence_tokens, rank.hidden],
+    )?;
+    Ok(tally.bytes())
+}

@@ -35,7 +35,7 @@ const CASES: &[Case] = &[
     Case {
         files: &["sft-qwen-full.yaml"],
         extra: "--model qwen2.5-0.5b --device a100-40gb",
-        flags: "--model qwen2.5-0.5b --device a100-40gb --precision bf16 --micro-batch 8 --grad-accumulation 2 --recompute full --seq-len 1024 --optimizer adamw --attention sdpa",
+        flags: "--model qwen2.5-0.5b --device a100-40gb --precision bf16 --autocast --micro-batch 8 --grad-accumulation 2 --recompute full --seq-len 1024 --optimizer adamw --attention sdpa",
         lines: &[
             "per_device_train_batch_size = 8 -> --micro-batch 8",
             "gradient_accumulation_steps = 2 -> --grad-accumulation 2",
@@ -51,7 +51,7 @@ const CASES: &[Case] = &[
     Case {
         files: &["sft-llama-qlora.json"],
         extra: "--model llama-3.1-8b --device rtx-4090-24gb",
-        flags: "--model llama-3.1-8b --device rtx-4090-24gb --precision bf16 --attention flash --lora-rank 16 --lora-targets all-linear --quantize nf4 --double-quant on --micro-batch 4 --grad-accumulation 4 --recompute full --seq-len 2048 --optimizer paged-adamw-8bit",
+        flags: "--model llama-3.1-8b --device rtx-4090-24gb --precision bf16 --autocast --attention flash --lora-rank 16 --lora-targets all-linear --quantize nf4 --double-quant on --micro-batch 4 --grad-accumulation 4 --recompute full --seq-len 2048 --optimizer paged-adamw-8bit",
         lines: &[
             "use_peft = true -> --lora-rank 16 --lora-targets all-linear",
             "load_in_4bit = true -> --quantize nf4 --double-quant on",
@@ -84,7 +84,7 @@ const CASES: &[Case] = &[
     Case {
         files: &["sft-liger-lora.yaml"],
         extra: "--model qwen2.5-7b --device a100-80gb",
-        flags: "--model qwen2.5-7b --device a100-80gb --precision bf16 --attention flash --lora-rank 64 --lora-targets q_proj,k_proj,v_proj,o_proj --lora-dropout 0.1 --micro-batch 4 --grad-accumulation 4 --recompute full --seq-len 4096 --loss fused --optimizer paged-adamw",
+        flags: "--model qwen2.5-7b --device a100-80gb --precision bf16 --autocast --attention flash --lora-rank 64 --lora-targets q_proj,k_proj,v_proj,o_proj --lora-dropout 0.1 --micro-batch 4 --grad-accumulation 4 --recompute full --seq-len 4096 --loss fused --optimizer paged-adamw",
         lines: &[
             "use_liger_kernel = true -> --loss fused",
             "optim = paged_adamw_32bit -> --optimizer paged-adamw",
@@ -126,7 +126,7 @@ const CASES: &[Case] = &[
     Case {
         files: &["accelerate-multi-gpu.yaml", "sft-qwen-full.yaml"],
         extra: "--model qwen2.5-1.5b --device a100-40gb",
-        flags: "--model qwen2.5-1.5b --device a100-40gb --gpus 4 --nodes 1 --precision bf16 --micro-batch 8 --grad-accumulation 2 --recompute full --seq-len 1024 --optimizer adamw --attention sdpa",
+        flags: "--model qwen2.5-1.5b --device a100-40gb --gpus 4 --nodes 1 --precision bf16 --autocast --micro-batch 8 --grad-accumulation 2 --recompute full --seq-len 1024 --optimizer adamw --attention sdpa",
         lines: &[
             "distributed_type = MULTI_GPU -> data parallel",
             "num_processes = 4 -> --gpus 4",
@@ -178,7 +178,7 @@ const CASES: &[Case] = &[
     Case {
         files: &["axolotl-llama3-qlora.yaml"],
         extra: "--model llama-3.1-8b --device rtx-4090-24gb",
-        flags: "--model llama-3.1-8b --device rtx-4090-24gb --lora-rank 32 --lora-targets all-linear --quantize nf4 --double-quant on --precision bf16 --attention flash --grad-accumulation 4 --recompute full --micro-batch 2 --optimizer paged-adamw-8bit --seq-len 4096",
+        flags: "--model llama-3.1-8b --device rtx-4090-24gb --lora-rank 32 --lora-targets all-linear --quantize nf4 --double-quant on --precision bf16 --autocast --attention flash --grad-accumulation 4 --recompute full --micro-batch 2 --optimizer paged-adamw-8bit --seq-len 4096",
         lines: &[
             "adapter = qlora -> --lora-rank 32 --lora-targets all-linear --quantize nf4 --double-quant on",
             "base_model = NousResearch/Meta-Llama-3-8B -> --model NousResearch/Meta-Llama-3-8B",
@@ -195,7 +195,7 @@ const CASES: &[Case] = &[
     Case {
         files: &["axolotl-llama3-lora.yaml"],
         extra: "--model llama-3.1-8b --device a100-40gb",
-        flags: "--model llama-3.1-8b --device a100-40gb --lora-rank 32 --lora-targets all-linear --quantize int8 --lora-modules-to-save embed_tokens,lm_head --precision bf16 --attention flash --grad-accumulation 4 --recompute full --micro-batch 2 --optimizer adamw-8bit --seq-len 4096 --lora-dropout 0.05",
+        flags: "--model llama-3.1-8b --device a100-40gb --lora-rank 32 --lora-targets all-linear --quantize int8 --lora-modules-to-save embed_tokens,lm_head --precision bf16 --autocast --attention flash --grad-accumulation 4 --recompute full --micro-batch 2 --optimizer adamw-8bit --seq-len 4096 --lora-dropout 0.05",
         lines: &[
             "adapter = lora -> --lora-rank 32 --lora-targets all-linear --quantize int8 --lora-modules-to-save embed_tokens,lm_head",
             "lora_dropout = 0.05 -> --lora-dropout 0.05",
@@ -218,7 +218,7 @@ const CASES: &[Case] = &[
     Case {
         files: &["axolotl-long-context.yaml"],
         extra: "--model qwen2.5-7b --gpus 2 --device h100-80gb",
-        flags: "--model qwen2.5-7b --gpus 2 --device h100-80gb --lora-rank 16 --lora-targets all-linear --lora-dropout 0.05 --precision bf16 --cp 2 --attention flash --grad-accumulation 8 --recompute full --offload-activations --loss fused --micro-batch 1 --optimizer adamw --seq-len 32768",
+        flags: "--model qwen2.5-7b --gpus 2 --device h100-80gb --lora-rank 16 --lora-targets all-linear --lora-dropout 0.05 --precision bf16 --autocast --cp 2 --attention flash --grad-accumulation 8 --recompute full --offload-activations --loss fused --micro-batch 1 --optimizer adamw --seq-len 32768",
         lines: &[
             "gradient_checkpointing = offload -> --recompute full --offload-activations",
             "liger_fused_linear_cross_entropy = true -> --loss fused",
@@ -284,9 +284,9 @@ const CASES: &[Case] = &[
     Case {
         files: &["llama-factory-llama3-lora.yaml"],
         extra: "--model llama-3.1-8b --device a100-40gb",
-        flags: "--model llama-3.1-8b --device a100-40gb --precision bf16 --lora-rank 8 --lora-targets all-linear --micro-batch 1 --grad-accumulation 8 --seq-len 2048 --recompute full --optimizer adamw",
+        flags: "--model llama-3.1-8b --device a100-40gb --precision bf16 --autocast --lora-rank 8 --lora-targets all-linear --micro-batch 1 --grad-accumulation 8 --seq-len 2048 --recompute full --optimizer adamw",
         lines: &[
-            "finetuning_type = lora -> --precision bf16 --lora-rank 8 --lora-targets all-linear",
+            "finetuning_type = lora -> --precision bf16 --autocast --lora-rank 8 --lora-targets all-linear",
             "cutoff_len = 2048 -> --seq-len 2048",
             "disable_gradient_checkpointing = false (the default) -> --recompute full",
             "optim = adamw_torch (the default) -> --optimizer adamw",
@@ -297,9 +297,9 @@ const CASES: &[Case] = &[
     Case {
         files: &["llama-factory-llama3-qlora.yaml"],
         extra: "--model llama-3.1-8b --device rtx-4090-24gb",
-        flags: "--model llama-3.1-8b --device rtx-4090-24gb --precision bf16 --lora-rank 8 --lora-targets all-linear --quantize nf4 --double-quant on --attention flash --loss fused --micro-batch 4 --grad-accumulation 8 --seq-len 4096 --recompute full --optimizer adamw",
+        flags: "--model llama-3.1-8b --device rtx-4090-24gb --precision bf16 --autocast --lora-rank 8 --lora-targets all-linear --quantize nf4 --double-quant on --attention flash --loss fused --micro-batch 4 --grad-accumulation 8 --seq-len 4096 --recompute full --optimizer adamw",
         lines: &[
-            "finetuning_type = lora -> --precision bf16 --lora-rank 8 --lora-targets all-linear --quantize nf4 --double-quant on",
+            "finetuning_type = lora -> --precision bf16 --autocast --lora-rank 8 --lora-targets all-linear --quantize nf4 --double-quant on",
             "quantization_bit = 4 -> read with finetuning_type",
             "enable_liger_kernel = true -> --loss fused",
             "flash_attn = fa2 -> --attention flash",

@@ -734,6 +734,17 @@ def autocast_specs() -> list[dict]:
             ("llama-v512", "full", "sdpa", 1, 512), ("qwen2", "none", "sdpa", 2, 128),
             ("smollm2-135m", "none", "sdpa", 1, 256), ("gpt2", "none", "sdpa", 2, 128)):
         s.append(spec(model, "amp-bf16", "adamw", attn=attn, recompute=recompute, B=B, S=S))
+    # peft LoRA on a bf16-loaded base, fp32 adapters (peft's default), under
+    # the same wrapper: HF Trainer's bf16=True over torch_dtype=bfloat16
+    # (``--autocast``).
+    for lora, recompute in (({"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}, "none"),
+                            ({"targets": "all", "r": 16, "dropout": 0, "dtype": "fp32"}, "none"),
+                            ({"targets": "qv", "r": 8, "dropout": 0.05, "dtype": "fp32"}, "none"),
+                            ({"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}, "full")):
+        base = spec("llama", "bf16", "adamw", recompute=recompute,
+                    B=1 if recompute == "full" else 2, S=512 if recompute == "full" else 128,
+                    lora=lora)
+        s.append(technique(base, "autocast", ["--autocast"], autocast=True))
     return s
 
 
@@ -1082,7 +1093,7 @@ def worker(sid: str) -> dict:
         apply_recompute(torch, model, list(hf.model.layers), sp)
     elif sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if sp["dtype"] == "amp-bf16":
+    if sp["dtype"] == "amp-bf16" or sp.get("autocast"):
         wrap_forward_like_accelerate(torch, model)
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
     if sp["opt"] == "galore8bit-perlayer":

@@ -134,7 +134,7 @@ pub fn saved(
     let adapter_input = training
         .adapter_element
         .saturating_add(if training.dropout {
-            kernels.dropout_mask.bytes(training.adapter_element)
+            kernels.dropout_mask.bytes(training.dropped_element)
         } else {
             0
         });

@@ -98,6 +98,10 @@ pub struct Training<'a> {
     pub own_inputs: bool,
     /// Whether the adapters drop their input (and save a mask).
     pub dropout: bool,
+    /// Bytes per element of the tensor the dropout runs on (its mask's
+    /// dtype on the CPU): the adapters' stored dtype, which peft casts the
+    /// input to, even where autocast computes them in another.
+    pub dropped_element: u64,
     /// One adapter on the fused q/k/v projection (litgpt's `LoRAQKVLinear`)
     /// instead of one per adapted projection; `None` for peft's.
     pub fused_qkv: Option<FusedQkv>,
@@ -149,10 +153,21 @@ impl<'a> Training<'a> {
     /// parameters' dtype (its `F.linear(x, self.lora_A)` casts nothing:
     /// under `bf16-true` both are bf16, under `bf16-mixed` autocast casts
     /// the weight), so they share the input unless they drop it.
+    ///
+    /// Under autocast (`--autocast`: HF Trainer's `bf16=True` over a bf16
+    /// base with peft's fp32 adapters) peft still casts the input to the
+    /// adapters' fp32 (`_cast_input_dtype`), drops that, and autocast casts
+    /// it back for `lora_A`: each adapter saves its own half-precision copy
+    /// (and the mask of the fp32 dropout), and computes in half precision.
     pub fn new(workload: &'a Workload) -> Training<'a> {
-        let adapter = match workload.implementation {
+        let stored = match workload.implementation {
             crate::architecture::Implementation::Litgpt => workload.dtype,
             _ => workload.lora_dtype.unwrap_or(workload.dtype),
+        };
+        let adapter = if workload.autocast {
+            workload.dtype
+        } else {
+            stored
         };
         let dropout = workload.lora_dropout.is_active();
         Training {
@@ -161,8 +176,9 @@ impl<'a> Training<'a> {
             rank: workload.lora_rank,
             quantized_inputs_kept: workload.quantized_inputs_kept,
             adapter_element: adapter.bytes(),
-            own_inputs: dropout || adapter != workload.dtype,
+            own_inputs: dropout || stored != workload.dtype,
             dropout,
+            dropped_element: stored.bytes(),
             fused_qkv: None,
         }
     }
@@ -274,6 +290,27 @@ mod tests {
         assert_eq!(training.adapter_element, 2);
     }
 
+    /// Under autocast fp32 adapters on a bf16 base compute in bf16, each
+    /// from its own cast of the input; their dropout runs on peft's fp32
+    /// copy (`__autocast` CPU fixtures).
+    #[test]
+    fn autocast_adapters_compute_in_half_from_their_own_casts() {
+        let workload = Workload {
+            adapted: vec!["q_proj".to_string()],
+            lora_rank: 8,
+            frozen_base: true,
+            lora_dtype: Some(DType::Fp32),
+            lora_dropout: LoraDropout::parse("0.05").unwrap(),
+            autocast: true,
+            ..Workload::new(1, 8)
+        };
+        let training = Training::new(&workload);
+        assert!(training.own_inputs);
+        assert_eq!(training.adapter_element, 2);
+        assert_eq!(training.dropped_element, 4);
+        assert!(!training.keeps_input(&["q_proj"]));
+    }
+
     /// peft's `result + lora_B(...) * scaling`: fp32 adapters under bf16 on
     /// the CPU hold the bf16 result, the fp32 term, the fp32 copy of the
     /// result and the fp32 sum (the `up_proj` peak of the fixtures).
@@ -290,6 +327,7 @@ mod tests {
         assert_eq!(fp32.forward_height(2, false), 2 + 4 + 4);
         let same = Training {
             adapter_element: 2,
+            dropped_element: 2,
             ..fp32
         };
         assert_eq!(same.forward_height(2, true), 3 * 2);

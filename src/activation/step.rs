@@ -225,7 +225,7 @@ impl<'a> Step<'a> {
         }
         if training.is_adapted(output) && training.own_inputs {
             let mask = if training.dropout {
-                self.kernels.dropout_mask.bytes(training.adapter_element)
+                self.kernels.dropout_mask.bytes(training.dropped_element)
             } else {
                 0
             };

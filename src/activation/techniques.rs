@@ -65,6 +65,11 @@ pub fn notes(workload: &Workload) -> Vec<String> {
             .to_string(),
         ),
     }
+    if workload.autocast {
+        notes.push(
+            "autocast: the forward runs under torch.autocast (HF Trainer's bf16=True or fp16=True): fp32 LoRA adapters compute in half precision, each saving its own half copy of the input peft casts to fp32".to_string(),
+        );
+    }
     notes
 }
 

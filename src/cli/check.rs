@@ -271,13 +271,24 @@ fn resolve_deferred(
                     (_, Some(other)) => other.to_string(),
                 };
                 flags.set("--precision", Some(OsString::from(&recipe)));
+                // Plain autocast over half-precision weights: what fp32
+                // adapters save changes (`--autocast`).
+                let half_weights = engine == Engine::None && recipe == dtype;
+                if half_weights {
+                    flags.set("--autocast", None);
+                } else if engine != Engine::None {
+                    // FSDP's and DeepSpeed's mixed precision cast the
+                    // weights themselves: no autocast.
+                    flags.0.retain(|(flag, _)| flag != "--autocast");
+                }
                 format!(
-                    "autocast over the weights as loaded{} -> --precision {recipe}",
+                    "autocast over the weights as loaded{} -> --precision {recipe}{}",
                     match engine {
                         Engine::None => "",
                         Engine::Fsdp => ", FSDP's mixed precision",
                         Engine::DeepSpeed => ", DeepSpeed's mixed precision",
-                    }
+                    },
+                    if half_weights { " --autocast" } else { "" }
                 )
             }
             Deferred::Half(dtype) => {

@@ -959,7 +959,7 @@ fn activation_workload(
         megatron_kernels: setup.parallelism.framework == crate::parallel::Framework::Megatron,
         dtype: setup.precision.activations,
         weights_dtype: setup.precision.weights,
-        autocast: setup.runs_autocast(),
+        autocast: workload.autocast || setup.runs_autocast(),
         tensor_parallel: setup.parallelism.tensor,
         pipeline: setup.parallelism.pipeline,
         micro_batches: setup.step.grad_accumulation,

@@ -32,10 +32,24 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
     } else {
         return Ok(Effect::Nothing("fp32".to_string()));
     };
-    Ok(Effect::Set(vec![Setting {
+    let mut settings = vec![Setting {
         flag: "--precision",
         value: Some(recipe.to_string()),
-    }]))
+    }];
+    // `bf16`/`fp16` also turn on the Trainer's mixed precision, an autocast
+    // over the half-precision model (`bfloat16`/`float16` train it pure);
+    // DeepSpeed's and FSDP's engines cast the weights themselves.
+    let engine = ["deepspeed", "fsdp", "fsdp_config", "fsdp_version"]
+        .iter()
+        .any(|key| !matches!(document.get(*key), None | Some(Value::Null)));
+    let amp = !fp8 && (on("bf16")? || on("fp16")?) && !on("bfloat16")? && !on("float16")?;
+    if amp && !engine {
+        settings.push(Setting {
+            flag: "--autocast",
+            value: None,
+        });
+    }
+    Ok(Effect::Set(settings))
 }
 
 /// axolotl's default rank when `lora_r` is absent (PEFT's `LoraConfig.r`).

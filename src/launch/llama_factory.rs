@@ -55,6 +55,13 @@ fn finetuning(value: &Value, document: &Map<String, Value>) -> Result<Effect, St
                         flag: "--lora-dtype",
                         value: Some(half.to_string()),
                     });
+                } else if matches!(document.get("deepspeed"), None | Some(Value::Null)) {
+                    // The Trainer's mixed precision: autocast over the
+                    // half-precision base and the fp32 adapters.
+                    flags.push(Setting {
+                        flag: "--autocast",
+                        value: None,
+                    });
                 }
             }
             let rank = match document.get("lora_rank") {

@@ -164,10 +164,21 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
         (None, Some(half)) => format!("amp-{half}"),
         (None, None) => return Ok(Effect::Nothing("fp32, the default".to_string())),
     };
-    Ok(Effect::Set(vec![super::Setting {
+    let mut settings = vec![super::Setting {
         flag: "--precision",
         value: Some(recipe),
-    }]))
+    }];
+    // Half-precision weights with bf16/fp16 on: the Trainer still runs the
+    // forward under autocast (accelerate's mixed precision), which changes
+    // what peft's fp32 adapters save; DeepSpeed's engine does not autocast.
+    let deepspeed = !matches!(document.get("deepspeed"), None | Some(Value::Null));
+    if weights.is_some() && half.is_some() && !sharded && !deepspeed {
+        settings.push(super::Setting {
+            flag: "--autocast",
+            value: None,
+        });
+    }
+    Ok(Effect::Set(settings))
 }
 
 /// Whether TRL's `use_peft` is on.

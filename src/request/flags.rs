@@ -465,6 +465,15 @@ pub struct WorkloadArgs {
     #[arg(long, help_heading = TRAINING)]
     pub keep_outputs: bool,
 
+    /// The forward runs under torch.autocast to the compute dtype over the
+    /// weights as loaded: HF Trainer's bf16=True or fp16=True (accelerate's
+    /// mixed precision) on a model loaded in half precision. peft's fp32
+    /// adapters then compute in half precision, each saving its own half
+    /// copy of its input. Implied by --precision amp-bf16 / amp-fp16 (fp32
+    /// weights); needs a half-precision compute dtype.
+    #[arg(long, help_heading = TRAINING)]
+    pub autocast: bool,
+
     /// Whose model code runs the architecture: transformers (default; HF
     /// Trainer, accelerate, peft, TRL), litgpt, torchtune or torchtitan.
     /// Each saves its own tensors for backward (litgpt's Phi: one tanh-GELU

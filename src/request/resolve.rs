@@ -202,6 +202,13 @@ pub fn apply_workload(
 ) -> Result<()> {
     (setup.workload, setup.overhead) = workload(args, parallel)?;
     setup.step = step(args, parallel)?;
+    if args.autocast && setup.precision.activations == DType::Fp32 {
+        return Err(Error::InvalidValue {
+            what: "--autocast",
+            value: format!("--precision {}", setup.precision.name),
+            reason: "autocast computes in half precision; accepted with a half-precision recipe: bf16, fp16, mixed-bf16, mixed-fp16 (amp-bf16 and amp-fp16 imply it)".to_string(),
+        });
+    }
     Ok(())
 }
 
@@ -584,6 +591,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         offload_activations: args.offload_activations,
         target_len: args.target_len,
         keep_outputs: args.keep_outputs,
+        autocast: args.autocast,
         implementation: implementation(args)?,
         ..Workload::new(micro_batch, seq_len)
     };

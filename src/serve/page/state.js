@@ -14,6 +14,7 @@ const GROUPS = [
   ]],
   ["Precision and optimizer", [
     { key: "precision", label: "Precision recipe", kind: "select", options: [], value: "mixed-bf16" },
+    { key: "autocast", label: "Forward under torch.autocast (HF Trainer bf16=True on half weights)", kind: "check", value: false },
     { key: "optimizer", label: "Optimizer", kind: "select", options: [], value: "adamw" },
   ]],
   ["Hardware and parallelism", [

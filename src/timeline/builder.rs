@@ -620,6 +620,13 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             if pass == *skipped.start() {
                 let times = (skipped.end() - skipped.start() + 1) as u64;
                 b.repeat(PASS, pass_start, times)?;
+                // Each skipped pass cached its checkpointed layers' casts.
+                let recast = cached_casts_of(&units)?.times(times, WHAT)?;
+                cached_casts.push(b.skipped(
+                    Kind::Activations,
+                    "autocast's cached weight casts of skipped identical passes",
+                    recast.0,
+                ));
             }
             outside.push(None);
             continue;
@@ -654,13 +661,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                     // between identical neighbours: the same events.
                     skips_ahead.next();
                     b.repeat(UNIT, start, ((last - first + 1) / period) as u64)?;
-                    let recast = units
-                        .get(first..=last)
-                        .unwrap_or_default()
-                        .iter()
-                        .filter(|u| u.activations.is_some_and(|l| l.recast))
-                        .filter_map(|u| u.module)
-                        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.autocast, WHAT))?;
+                    let recast = cached_casts_of(units.get(first..=last).unwrap_or_default())?;
                     cached_casts.push(b.skipped(
                         Kind::Activations,
                         "autocast's cached weight casts of skipped identical layers",
@@ -1188,6 +1189,16 @@ pub(super) fn skipped_units(plan: &StepPlan) -> Result<usize> {
 }
 
 /// The final norm's and output head's saved tensors, then the logits.
+/// The weight casts autocast's cache holds for `units` until the forward
+/// returns: those of the fully checkpointed layers (`LayerActivations::recast`).
+fn cached_casts_of(units: &[Unit]) -> Result<Bytes> {
+    units
+        .iter()
+        .filter(|u| u.activations.is_some_and(|l| l.recast))
+        .filter_map(|u| u.module)
+        .try_fold(Bytes::ZERO, |sum, m| sum.add(m.autocast, WHAT))
+}
+
 /// Under autocast, also the final norm's output the head casts, alive
 /// until the model's forward returns (`Schedule::last_hidden_state`).
 fn output_head(

@@ -308,7 +308,8 @@ impl Cases {
 /// those of the full replay on thousands of plans: runs broken by odd
 /// layers, gathered or not, sharded, accumulated, fused updates, several
 /// micro-batches in flight, offloaded and recomputed activations, layers
-/// that repeat every 1 to 4, FSDP1's root unit and wrap.
+/// that repeat every 1 to 4, FSDP1's root unit and wrap, autocast's weight
+/// casts cached to the end of the forward and the last hidden state.
 #[test]
 fn peak_only_equals_the_full_replay() {
     let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
@@ -369,7 +370,11 @@ fn peak_only_equals_the_full_replay() {
         schedule.embeddings = Bytes(GB / 23);
         schedule.shared = Bytes(GB / 29);
         schedule.outside_forward_only = cases.next(2) == 0;
+        schedule.last_hidden_state = Bytes(cases.next(2) * GB / 53);
+        // Autocast's cached weight casts, held to the end of the forward.
+        let recast = cases.next(2) == 0;
         for layer in &mut schedule.layers {
+            layer.recast = recast;
             layer.recomputed = Bytes(recomputed);
             layer.backward = Bytes(GB / 5);
             layer.unpacked = Bytes(cases.next(2) * GB / 31);

@@ -745,6 +745,10 @@ def autocast_specs() -> list[dict]:
                     B=1 if recompute == "full" else 2, S=512 if recompute == "full" else 128,
                     lora=lora)
         s.append(technique(base, "autocast", ["--autocast"], autocast=True))
+    # peft LoRA on an fp32 base under the same wrapper (amp-bf16 with LoRA).
+    for lora in ({"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"},
+                 {"targets": "qv", "r": 8, "dropout": 0, "dtype": "fp32"}):
+        s.append(spec("llama", "amp-bf16", "adamw", lora=lora))
     return s
 
 

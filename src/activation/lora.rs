@@ -160,9 +160,15 @@ impl<'a> Training<'a> {
     /// it back for `lora_A`: each adapter saves its own half-precision copy
     /// (and the mask of the fp32 dropout), and computes in half precision.
     pub fn new(workload: &'a Workload) -> Training<'a> {
+        // Under autocast over fp32 weights the adapters are fp32 like them.
+        let base = if workload.autocast {
+            workload.weights_dtype
+        } else {
+            workload.dtype
+        };
         let stored = match workload.implementation {
             crate::architecture::Implementation::Litgpt => workload.dtype,
-            _ => workload.lora_dtype.unwrap_or(workload.dtype),
+            _ => workload.lora_dtype.unwrap_or(base),
         };
         let adapter = if workload.autocast {
             workload.dtype

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, given, truth};
 use super::training_arguments::{FSDP_VERSION, OPTIM, compile, fsdp, liger, lora_dropout};
 use super::{Change, Setting};
 
@@ -41,7 +41,7 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
     // DeepSpeed's and FSDP's engines cast the weights themselves.
     let engine = ["deepspeed", "fsdp", "fsdp_config", "fsdp_version"]
         .iter()
-        .any(|key| !matches!(document.get(*key), None | Some(Value::Null)));
+        .any(|key| given(document, key));
     let amp = !fp8 && (on("bf16")? || on("fp16")?) && !on("bfloat16")? && !on("float16")?;
     if amp && !engine {
         settings.push(Setting {

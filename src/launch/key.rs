@@ -151,6 +151,11 @@ pub fn truth(value: &Value) -> Result<bool, String> {
     }
 }
 
+/// Whether `document` gives `key` a value (absent and `null` give none).
+pub fn given(document: &Map<String, Value>, key: &str) -> bool {
+    !matches!(document.get(key), None | Some(Value::Null))
+}
+
 /// A scalar as text, for looking up names.
 pub fn name_of(value: &Value) -> Option<String> {
     match value {

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, name_of, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, given, name_of, truth};
 use super::training_arguments::{OPTIM, lora_dropout};
 use super::{Change, Setting};
 
@@ -55,7 +55,7 @@ fn finetuning(value: &Value, document: &Map<String, Value>) -> Result<Effect, St
                         flag: "--lora-dtype",
                         value: Some(half.to_string()),
                     });
-                } else if matches!(document.get("deepspeed"), None | Some(Value::Null)) {
+                } else if !given(document, "deepspeed") {
                     // The Trainer's mixed precision: autocast over the
                     // half-precision base and the fp32 adapters.
                     flags.push(Setting {

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::Change;
-use super::key::{Absent, Choice, Effect, Key, Rule, name_of, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, given, name_of, truth};
 
 /// Every optimizer name transformers accepts for `optim`
 /// (`OptimizerNames` in `training_args.py`) and the trainmem optimizer it is.
@@ -171,8 +171,7 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
     // Half-precision weights with bf16/fp16 on: the Trainer still runs the
     // forward under autocast (accelerate's mixed precision), which changes
     // what peft's fp32 adapters save; DeepSpeed's engine does not autocast.
-    let deepspeed = !matches!(document.get("deepspeed"), None | Some(Value::Null));
-    if weights.is_some() && half.is_some() && !sharded && !deepspeed {
+    if weights.is_some() && half.is_some() && !sharded && !given(document, "deepspeed") {
         settings.push(super::Setting {
             flag: "--autocast",
             value: None,

@@ -145,7 +145,8 @@ impl Builder {
         Ok(())
     }
 
-    /// What skipped iterations leave allocated (their gradients): already
+    /// What skipped iterations leave allocated (their gradients, or the
+    /// weight casts autocast's cache holds to the end of the forward): already
     /// in the total ([`Builder::repeat`] put it there), recorded so that a
     /// later free removes it.
     fn skipped(&mut self, kind: Kind, tensor: &'static str, bytes: u64) -> Option<Block> {
@@ -1188,7 +1189,6 @@ pub(super) fn skipped_units(plan: &StepPlan) -> Result<usize> {
         .sum())
 }
 
-/// The final norm's and output head's saved tensors, then the logits.
 /// The weight casts autocast's cache holds for `units` until the forward
 /// returns: those of the fully checkpointed layers (`LayerActivations::recast`).
 fn cached_casts_of(units: &[Unit]) -> Result<Bytes> {
@@ -1199,7 +1199,8 @@ fn cached_casts_of(units: &[Unit]) -> Result<Bytes> {
         .try_fold(Bytes::ZERO, |sum, m| sum.add(m.autocast, WHAT))
 }
 
-/// Under autocast, also the final norm's output the head casts, alive
+/// The final norm's and output head's saved tensors, then the logits;
+/// under autocast, also the final norm's output the head casts, alive
 /// until the model's forward returns (`Schedule::last_hidden_state`).
 fn output_head(
     b: &mut Builder,

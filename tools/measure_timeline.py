@@ -569,7 +569,7 @@ def specs_lora_recompute() -> list[dict]:
     return out
 
 
-def apply_lora(model, lora: dict, torch):
+def apply_lora(model, lora: dict, torch, cast: bool = False):
     """peft's ``get_peft_model(model, LoraConfig(r, lora_alpha=2r, target_modules,
     lora_dropout))``: ``autocast_adapter_dtype=True`` (peft's default) keeps the
     adapters in fp32 under a bf16 base; ``False`` leaves them in the base dtype
@@ -580,6 +580,11 @@ def apply_lora(model, lora: dict, torch):
                         lora_dropout=lora["dropout"], bias="none")
     peft_model = get_peft_model(model, config, autocast_adapter_dtype=lora["dtype"] == "fp32")
     want = {"fp32": torch.float32, "bf16": torch.bfloat16}[lora["dtype"]]
+    if cast:
+        # TRL's SFTTrainer on a quantized model: every trainable parameter to bf16.
+        for p in peft_model.parameters():
+            if p.requires_grad:
+                p.data = p.data.to(want)
     dtypes = {p.dtype for p in peft_model.parameters() if p.requires_grad}
     assert dtypes == {want}, (dtypes, want)
     return peft_model
@@ -752,18 +757,52 @@ def autocast_specs() -> list[dict]:
                     B=1 if recompute == "full" else 2, S=512 if recompute == "full" else 128,
                     lora=lora)
         s.append(technique(base, "autocast", ["--autocast"], autocast=True))
-    # HF QLoRA (bitsandbytes nf4, bf16 compute, fp32 adapters), without and
-    # with peft's prepare_model_for_kbit_training, under the Trainer's autocast.
-    for prep in (False, True):
-        base = spec("llama", "bf16", "adamw", lora={"targets": "all", "r": 16, "dropout": 0,
-                                                     "dtype": "fp32"})
-        s.append(technique(base, "bnb-nf4-dq" + ("-kbit-prep" if prep else "") + "__autocast",
-                           ["--quantize", "nf4", "--double-quant", "on", "--autocast"],
-                           autocast=True, bnb_nf4=True, kbit_prep=prep, gap=prep))
+    s.extend(hf_qlora_specs())
     # peft LoRA on an fp32 base under the same wrapper (amp-bf16 with LoRA).
     for lora in ({"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"},
                  {"targets": "qv", "r": 8, "dropout": 0, "dtype": "fp32"}):
         s.append(spec("llama", "amp-bf16", "adamw", lora=lora))
+    return s
+
+
+def hf_qlora_specs() -> list[dict]:
+    """HF QLoRA (bitsandbytes nf4 with double quantization, ``transformers``'
+    4-bit load) under the Trainer's autocast, as it is launched:
+
+    * a bf16 load, peft's fp32 adapters, nothing else (``__bnb-nf4-dq__autocast``);
+    * the same after peft's ``prepare_model_for_kbit_training`` (``-kbit-prep``),
+      which upcasts every parameter that is not a ``Params4bit`` (the
+      embedding, the norms, the output head) to fp32: fp32 weights under
+      autocast over a 4-bit base, ``--precision amp-bf16``;
+    * TRL 1.16's SFTTrainer on a 4-bit model (``__bnb-nf4-trl``):
+      ``ModelConfig.dtype`` (default float32) is both the load dtype and
+      ``bnb_4bit_compute_dtype`` (``trl/trainer/utils.py``
+      ``get_quantization_config``), and after ``get_peft_model`` it casts
+      every trainable parameter to bf16 (``sft_trainer.py``, "When using
+      QLoRA, the PEFT adapter weights are converted to bf16")."""
+    s = []
+    base = spec("llama", "bf16", "adamw", lora={"targets": "all", "r": 16, "dropout": 0,
+                                                 "dtype": "fp32"})
+    s.append(technique(base, "bnb-nf4-dq__autocast",
+                       ["--quantize", "nf4", "--double-quant", "on", "--autocast"],
+                       autocast=True, bnb_nf4=True))
+    for model, recompute, B, S, lora in (
+            ("llama", "none", 2, 128, {"targets": "all", "r": 16, "dropout": 0}),
+            ("llama", "none", 2, 128, {"targets": "all", "r": 16, "dropout": 0.05}),
+            ("llama", "full", 1, 512, {"targets": "all", "r": 16, "dropout": 0.05}),
+            ("llama-v512", "none", 1, 512, {"targets": "qv", "r": 8, "dropout": 0}),
+            ("qwen2", "none", 2, 128, {"targets": "all", "r": 16, "dropout": 0.05})):
+        base = spec(model, "amp-bf16", "adamw", recompute=recompute, B=B, S=S,
+                    lora=dict(lora, dtype="fp32"))
+        s.append(technique(base, "bnb-nf4-dq-kbit-prep", ["--quantize", "nf4", "--double-quant", "on"],
+                           bnb_nf4=True, kbit_prep=True))
+    for dtype, recompute, B, S in (("amp-bf16", "none", 2, 128), ("amp-bf16", "full", 1, 512),
+                                   ("bf16", "none", 2, 128), ("bf16", "full", 1, 512)):
+        base = spec("llama", dtype, "adamw", recompute=recompute, B=B, S=S,
+                    lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "bf16"})
+        s.append(technique(base, "bnb-nf4-trl",
+                           ["--quantize", "nf4"] + (["--autocast"] if dtype == "bf16" else []),
+                           bnb_nf4=True, autocast=True, trl_adapters=True))
     return s
 
 
@@ -802,10 +841,10 @@ def nf4_torchao_specs() -> list[dict]:
     return s
 
 
-def apply_bnb_nf4(torch, layers) -> None:
+def apply_bnb_nf4(torch, layers, compute_dtype, double_quant: bool = True) -> None:
     """transformers' bitsandbytes 4-bit load on the CPU: every decoder
     layer's ``nn.Linear`` becomes ``bnb.nn.Linear4bit`` (nf4, double
-    quantization, compute dtype bf16, uint8 storage) with its weight
+    quantization, ``compute_dtype``, uint8 storage) with its weight
     quantized by ``bnb.functional.quantize_4bit``, as ``Params4bit._quantize``
     does on a device move."""
     import bitsandbytes as bnb
@@ -815,13 +854,13 @@ def apply_bnb_nf4(torch, layers) -> None:
                 if type(child) is not torch.nn.Linear:
                     continue
                 q = bnb.nn.Linear4bit(child.in_features, child.out_features,
-                                      bias=child.bias is not None, compute_dtype=torch.bfloat16,
-                                      compress_statistics=True, quant_type="nf4")
+                                      bias=child.bias is not None, compute_dtype=compute_dtype,
+                                      compress_statistics=double_quant, quant_type="nf4")
                 w4, state = bnb.functional.quantize_4bit(
-                    child.weight.data.contiguous(), blocksize=64, compress_statistics=True,
+                    child.weight.data.contiguous(), blocksize=64, compress_statistics=double_quant,
                     quant_type="nf4", quant_storage=torch.uint8)
                 q.weight = bnb.nn.Params4bit(w4, requires_grad=False, quant_state=state,
-                                             blocksize=64, compress_statistics=True,
+                                             blocksize=64, compress_statistics=double_quant,
                                              quant_type="nf4", quant_storage=torch.uint8,
                                              module=q, bnb_quantized=True)
                 if child.bias is not None:
@@ -1129,18 +1168,24 @@ def worker(sid: str) -> dict:
     # amp-bf16: fp32 weights, the forward (the model's loss inside it) under
     # torch.autocast, as accelerate's prepare_model wraps it (below).
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "amp-bf16": torch.float32}[sp["dtype"]]
-    model.to(dtype).train()
+    # peft's prepare_model_for_kbit_training runs on a model loaded (and
+    # quantized) in bf16, and upcasts what is not 4-bit to fp32 after.
+    model.to(torch.bfloat16 if sp.get("kbit_prep") else dtype).train()
     hf = model
     if sp.get("nf4_torchao"):
         apply_nf4_torchao(torch, model, list(hf.model.layers))
     if sp.get("bnb_nf4"):
-        apply_bnb_nf4(torch, list(hf.model.layers))
+        # transformers' bnb_4bit_compute_dtype: TRL ties it to the load dtype.
+        apply_bnb_nf4(torch, list(hf.model.layers),
+                      dtype if sp.get("trl_adapters") else torch.bfloat16,
+                      double_quant=not sp.get("trl_adapters"))
         if sp.get("kbit_prep"):
-            # What TRL's SFTTrainer and axolotl run on a 4-bit model.
+            # What peft's QLoRA guides (and TRL's experimental ORPO/CPO trainers) run.
             from peft import prepare_model_for_kbit_training
             prepare_model_for_kbit_training(hf, use_gradient_checkpointing=False)
+            assert {p.dtype for p in hf.parameters() if p.dtype.is_floating_point} == {torch.float32}
     if sp.get("lora"):
-        model = apply_lora(model, sp["lora"], torch)
+        model = apply_lora(model, sp["lora"], torch, cast=sp.get("trl_adapters", False))
     if hasattr(hf, "model") and hasattr(hf.model, "layers"):
         apply_recompute(torch, model, list(hf.model.layers), sp)
     elif sp["recompute"] == "full":

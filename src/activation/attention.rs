@@ -354,6 +354,7 @@ mod tests {
         let rank = Rank {
             element: 2,
             residual: 2,
+            projected: 2,
             batch: 2,
             seq: 64,
             tokens: 128,

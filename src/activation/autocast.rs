@@ -41,6 +41,23 @@ pub(super) fn residual_element(workload: &Workload) -> u64 {
     }
 }
 
+/// Bytes per element of the MLP's projections' outputs. bitsandbytes'
+/// `Linear4bit.forward` casts its input to its compute dtype and returns
+/// `bnb.matmul_4bit(x, ...).to(inp_dtype)` (`bitsandbytes/nn/modules.py`
+/// 0.50.2): over the fp32 residual stream (fp32 weights under autocast,
+/// peft's `prepare_model_for_kbit_training` included) the gate and up
+/// projections, the activation and the product are fp32, twice the bf16
+/// tensors of the same model unquantized. The attention's projections
+/// are fp32 too, but sdpa and eager attention save autocast's bf16 casts
+/// of them, so only the MLP's saved tensors change.
+pub(super) fn projected_element(workload: &Workload) -> u64 {
+    if workload.four_bit_linears {
+        residual_element(workload)
+    } else {
+        workload.dtype.bytes()
+    }
+}
+
 /// How many copies of one block input the linears `names` save: one
 /// shared tensor when any of them keeps its input, or under autocast one
 /// cast per linear that keeps it.

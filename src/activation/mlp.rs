@@ -30,11 +30,12 @@ pub fn intermediates(kind: MlpKind) -> u64 {
 }
 
 /// The MLP's saved intermediates on a rank, P·T·f·(intermediates + 1
-/// when the output projection keeps its input, the activation's output).
+/// when the output projection keeps its input, the activation's output),
+/// with P the projections' output element (`Rank::projected`).
 pub fn saved(rank: &Rank, kind: MlpKind, width: u64, output_keeps_input: bool) -> Result<Bytes> {
     let count = intermediates(kind) + u64::from(output_keeps_input);
     let mut tally = Tally::new();
-    tally.tensor(&[count, rank.element, rank.tokens, width])?;
+    tally.tensor(&[count, rank.projected, rank.tokens, width])?;
     Ok(tally.bytes())
 }
 
@@ -70,14 +71,14 @@ pub fn product_backward(
     const GATED_GRADIENTS: u64 = 3;
     if kind == MlpKind::QuickGelu && output_keeps_input {
         let mut tally = Tally::new();
-        tally.tensor(&[QUICK_GELU_GRADIENTS, rank.element, rank.tokens, width])?;
+        tally.tensor(&[QUICK_GELU_GRADIENTS, rank.projected, rank.tokens, width])?;
         return Ok(tally.bytes());
     }
     if kind != MlpKind::Gated || output_keeps_input {
         return Ok(Bytes::ZERO);
     }
     let mut tally = Tally::new();
-    tally.tensor(&[GATED_GRADIENTS, rank.element, rank.tokens, width])?;
+    tally.tensor(&[GATED_GRADIENTS, rank.projected, rank.tokens, width])?;
     Ok(tally.bytes())
 }
 
@@ -99,7 +100,7 @@ pub fn frozen_product_backward(rank: &Rank, width: u64, released: Bytes) -> Resu
     /// The product's gradient and its two factors' gradients.
     const GATED_GRADIENTS: u64 = 3;
     let mut tally = Tally::new();
-    tally.tensor(&[GATED_GRADIENTS, rank.element, rank.tokens, width])?;
+    tally.tensor(&[GATED_GRADIENTS, rank.projected, rank.tokens, width])?;
     Ok(Bytes(tally.bytes().0.saturating_sub(released.0)))
 }
 

@@ -37,6 +37,11 @@ pub struct Rank {
     /// and of the norms over it: P, or the weights' under autocast (see
     /// `autocast.rs`).
     pub residual: u64,
+    /// Bytes per element of what the MLP's projections produce, and of the
+    /// gated MLP's intermediates and their gradients: P, or the residual's
+    /// when the decoder's linears are bitsandbytes `Linear4bit`s, which
+    /// return their output in their input's dtype (see `autocast.rs`).
+    pub projected: u64,
     /// Sequences B.
     pub batch: u64,
     /// Sequence length S (whole: attention needs every position), or its
@@ -97,6 +102,7 @@ impl Rank {
         Ok(Rank {
             element: workload.dtype.bytes(),
             residual: super::autocast::residual_element(workload),
+            projected: super::autocast::projected_element(workload),
             batch,
             seq,
             tokens,

@@ -66,9 +66,21 @@ pub fn notes(workload: &Workload) -> Vec<String> {
         ),
     }
     if workload.autocast {
-        notes.push(
-            "autocast: the forward runs under torch.autocast (HF Trainer's bf16=True or fp16=True): fp32 LoRA adapters compute in half precision, each saving its own half copy of the input peft casts to fp32".to_string(),
-        );
+        let mut note =
+            "autocast: the forward runs under torch.autocast (HF Trainer's bf16=True or fp16=True)"
+                .to_string();
+        let training = super::lora::Training::new(workload);
+        if workload.lora_rank > 0 {
+            note.push_str(if training.dropped_element == 4 {
+                ": fp32 LoRA adapters compute in half precision, each saving its own half copy of its input"
+            } else {
+                ": peft casts each half-precision adapter's input to its dtype, one copy per adapter"
+            });
+        }
+        notes.push(note);
+        if super::autocast::projected_element(workload) != workload.dtype.bytes() {
+            notes.push("bitsandbytes' 4-bit linears return their output in their input's dtype (`.to(inp_dtype)`): over the fp32 residual stream the MLP's projections, activation and product are fp32".to_string());
+        }
     }
     notes
 }

@@ -422,3 +422,30 @@ fn autocast_keeps_the_residual_in_fp32_and_a_cast_per_linear() {
     let recomputed = activations(&dims, &full(&amp)).unwrap();
     assert!(recomputed.schedule.layers.iter().all(|l| l.recast));
 }
+
+#[test]
+fn four_bit_linears_over_an_fp32_residual_make_the_mlp_fp32() {
+    // bitsandbytes' `Linear4bit` returns `.to(inp_dtype)`: under autocast
+    // over fp32 weights (peft's prepare_model_for_kbit_training, the
+    // `__bnb-nf4-dq-kbit-prep` CPU fixtures) gate, act(gate), up and the
+    // product are fp32, 4Tf bytes each; over a bf16 residual nothing moves.
+    let dims = llama_7b();
+    let (b, s) = (1u64, 4096u64);
+    let (t, f) = (b * s, dims.intermediate);
+    let bf16 = workload(b, s, Attention::Sdpa);
+    let amp = Workload {
+        weights_dtype: crate::dtype::DType::Fp32,
+        autocast: true,
+        ..bf16.clone()
+    };
+    let four_bit = |w: &Workload| Workload {
+        four_bit_linears: true,
+        ..w.clone()
+    };
+    // Fully trained here, the product is saved too: 4 tensors 2 bytes wider.
+    assert_eq!(
+        layer(&dims, &four_bit(&amp)),
+        layer(&dims, &amp) + 4 * 2 * t * f
+    );
+    assert_eq!(layer(&dims, &four_bit(&bf16)), layer(&dims, &bf16));
+}

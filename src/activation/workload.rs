@@ -242,6 +242,9 @@ pub struct Workload {
     /// bitsandbytes before 0.43.2: each 4-bit matmul (`MatMul4Bit`) saved its
     /// input for backward even with a frozen weight.
     pub quantized_inputs_kept: bool,
+    /// The decoder's linears are bitsandbytes `Linear4bit`s (`--quantize
+    /// nf4` or `fp4`), whose outputs take their inputs' dtype.
+    pub four_bit_linears: bool,
     /// Megatron-core's layers with Transformer Engine's fused kernels
     /// (`--framework megatron`) instead of the transformers modules.
     pub megatron_kernels: bool,
@@ -292,6 +295,7 @@ impl Workload {
             pipeline: 1,
             micro_batches: 1,
             quantized_inputs_kept: false,
+            four_bit_linears: false,
             megatron_kernels: false,
             offload_activations: false,
             context_parallel: 1,

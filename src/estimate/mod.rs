@@ -38,7 +38,7 @@ use crate::activation::{self, Activations, Workload};
 use crate::architecture::{Dimensions, ImageInputs};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::model::{CheckpointSummary, Model};
+use crate::model::{CheckpointSummary, Model, Quantization};
 use crate::optimizer::{GlobalContext, Location, Options, StateTensor};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
@@ -966,6 +966,12 @@ fn activation_workload(
         context_parallel: setup.parallelism.context,
         fp8: setup.precision.fp8,
         frozen_base: adapters.frozen_base,
+        four_bit_linears: model.tensors.iter().any(|tensor| {
+            matches!(
+                tensor.quantization,
+                Some(Quantization::Nf4 { .. } | Quantization::Fp4 { .. })
+            )
+        }),
         lora_rank: adapters.rank,
         // peft casts each adapter's input to the adapter's dtype; under
         // torch.autocast the adapter's matmul runs in the compute dtype
@@ -975,7 +981,11 @@ fn activation_workload(
         } else {
             activation::LoraDropout::default()
         },
-        lora_dtype: if setup.precision.weights == setup.precision.activations {
+        // Under autocast the adapters keep the dtype they are stored in
+        // (TRL casts a quantized model's to bf16 over fp32 weights).
+        lora_dtype: if setup.precision.weights == setup.precision.activations
+            || setup.runs_autocast()
+        {
             adapters.training_dtype
         } else {
             None
@@ -1090,7 +1100,13 @@ fn notes(model: &Model, setup: &Setup, host_states: Bytes, paged: Bytes) -> Vec<
             )),
         },
         (Some(workload), Some(dims)) => {
-            notes.extend(activation::technique_notes(workload));
+            // The techniques as priced: with the adapters and the
+            // quantized linears the model carries (an error here is the
+            // estimate's own, reported there).
+            let priced = activation_workload(model, &AdapterFacts::of(model), setup)
+                .ok()
+                .flatten();
+            notes.extend(activation::technique_notes(priced.as_ref().unwrap_or(workload)));
             notes.extend(activation::encoder_decoder_notes(dims, workload));
             notes.extend(activation::state_space_notes(
                 dims,

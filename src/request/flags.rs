@@ -256,6 +256,9 @@ pub struct FineTuneArgs {
     /// scalers); or nf4-torchao-0.1 (torchao 0.1, torchtune's QLoRA until May
     /// 2024: a bf16 factor per 64 values, and with --implementation torchtune
     /// the model setup that quantizes whole weights at once). Needs --lora-rank.
+    /// After peft's prepare_model_for_kbit_training (which upcasts every
+    /// weight that is not 4-bit to fp32) under HF Trainer's bf16=True, give
+    /// --precision amp-bf16.
     #[arg(long, value_name = "KIND", help_heading = FINE_TUNING)]
     pub quantize: Option<String>,
 

@@ -51,9 +51,9 @@ const CASES: &[Case] = &[
     Case {
         files: &["sft-llama-qlora.json"],
         extra: "--model llama-3.1-8b --device rtx-4090-24gb",
-        flags: "--model llama-3.1-8b --device rtx-4090-24gb --precision bf16 --autocast --attention flash --lora-rank 16 --lora-targets all-linear --quantize nf4 --double-quant on --micro-batch 4 --grad-accumulation 4 --recompute full --seq-len 2048 --optimizer paged-adamw-8bit",
+        flags: "--model llama-3.1-8b --device rtx-4090-24gb --precision bf16 --autocast --attention flash --lora-rank 16 --lora-targets all-linear --lora-dtype bf16 --quantize nf4 --double-quant on --micro-batch 4 --grad-accumulation 4 --recompute full --seq-len 2048 --optimizer paged-adamw-8bit",
         lines: &[
-            "use_peft = true -> --lora-rank 16 --lora-targets all-linear",
+            "use_peft = true -> --lora-rank 16 --lora-targets all-linear --lora-dtype bf16",
             "load_in_4bit = true -> --quantize nf4 --double-quant on",
             "optim = paged_adamw_8bit -> --optimizer paged-adamw-8bit",
             "attn_implementation = flash_attention_2 -> --attention flash",
@@ -381,6 +381,54 @@ fn the_report_shows_each_key_and_what_it_set() {
         let verdict = case.verdict.replace('-', " ");
         assert!(stdout.contains(&format!("verdict: {verdict}")), "{stdout}");
         assert!(stdout.contains("as flags: trainmem estimate "), "{stdout}");
+    }
+}
+
+#[test]
+fn adapters_in_the_base_dtype_are_read_where_the_frameworks_cast_them() {
+    // TRL's SFTTrainer casts a quantized model's adapters to bf16; without
+    // quantization they stay in peft's fp32. axolotl's
+    // peft_autocast_adapter_dtype: false keeps them in the base's dtype.
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "trl.yaml",
+            "model_name_or_path: gpt2\nper_device_train_batch_size: 1\nuse_peft: true\nload_in_4bit: true\nbf16: true\n",
+            "bf16",
+        ),
+        (
+            "trl.yaml",
+            "model_name_or_path: gpt2\nper_device_train_batch_size: 1\nuse_peft: true\nbf16: true\n",
+            "fp32",
+        ),
+        (
+            "axolotl.yaml",
+            "base_model: gpt2\nmicro_batch_size: 1\nsequence_len: 512\nlora_target_linear: true\nadapter: qlora\nbf16: true\npeft_autocast_adapter_dtype: false\n",
+            "bf16",
+        ),
+        (
+            "axolotl.yaml",
+            "base_model: gpt2\nmicro_batch_size: 1\nsequence_len: 512\nlora_target_linear: true\nadapter: lora\nfp16: true\npeft_autocast_adapter_dtype: false\n",
+            "fp16",
+        ),
+        (
+            "axolotl.yaml",
+            "base_model: gpt2\nmicro_batch_size: 1\nsequence_len: 512\nlora_target_linear: true\nadapter: qlora\nbf16: true\n",
+            "fp32",
+        ),
+    ];
+    for (name, text, dtype) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let json = common::json_of(&[
+            "check",
+            path.to_str().unwrap(),
+            "--capacity",
+            "80GB",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(json["lora"]["dtype"], *dtype, "{text}");
     }
 }
 

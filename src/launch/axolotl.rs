@@ -14,21 +14,13 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
     if matches!(value, Value::Null | Value::Bool(false)) {
         return Ok(Effect::Nothing("off".to_string()));
     }
-    let on = |key: &str| -> Result<bool, String> {
-        match document.get(key) {
-            Some(Value::String(s)) if s.eq_ignore_ascii_case("auto") => Ok(true),
-            Some(value) => truth(value),
-            None => Ok(false),
-        }
-    };
+    let on = |key: &str| switched_on(document, key);
     let fp8 = document.get("fp8").map(truth).transpose()?.unwrap_or(false);
     let recipe = if fp8 {
         // `fp8` decides, whichever key comes first in the file.
         "fp8-tensorwise"
-    } else if on("bf16")? || on("bfloat16")? {
-        "bf16"
-    } else if on("fp16")? || on("float16")? {
-        "fp16"
+    } else if let Some(half) = half_dtype(document)? {
+        half
     } else {
         return Ok(Effect::Nothing("fp32".to_string()));
     };
@@ -58,6 +50,29 @@ const DEFAULT_LORA_R: u64 = 8;
 /// An empty `lora_target_modules`: PEFT would put adapters on no module
 /// (axolotl fills its default only when the key is absent).
 const NO_TARGETS: &str = "lora_target_modules: an empty list puts LoRA adapters on no module; accepted: module names such as [q_proj, v_proj], or lora_target_linear: true";
+
+/// The half dtype the model is loaded in (axolotl's `torch_dtype`): bf16
+/// from `bf16`/`bfloat16` (true or `auto`), fp16 from `fp16`/`float16`,
+/// `None` for fp32.
+fn half_dtype(document: &Map<String, Value>) -> Result<Option<&'static str>, String> {
+    let on = |key: &str| switched_on(document, key);
+    Ok(if on("bf16")? || on("bfloat16")? {
+        Some("bf16")
+    } else if on("fp16")? || on("float16")? {
+        Some("fp16")
+    } else {
+        None
+    })
+}
+
+/// Whether a precision key is on: true, or `auto` (on where the GPU has it).
+fn switched_on(document: &Map<String, Value>, key: &str) -> Result<bool, String> {
+    match document.get(key) {
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("auto") => Ok(true),
+        Some(value) => truth(value),
+        None => Ok(false),
+    }
+}
 
 /// `adapter`: LoRA or QLoRA, with `lora_r`, the targets and the base's quantization.
 fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
@@ -155,6 +170,20 @@ fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, Strin
         flags.push(Setting {
             flag: "--lora-dora",
             value: None,
+        });
+    }
+    // `peft_autocast_adapter_dtype: false` is peft's
+    // `get_peft_model(autocast_adapter_dtype=False)`: the adapters in the
+    // base's dtype instead of fp32 (`loaders/adapter.py`).
+    let autocast_adapters = document
+        .get("peft_autocast_adapter_dtype")
+        .filter(|v| !v.is_null())
+        .map(truth)
+        .transpose()?;
+    if let (Some(false), Some(half)) = (autocast_adapters, half_dtype(document)?) {
+        flags.push(Setting {
+            flag: "--lora-dtype",
+            value: Some(half.to_string()),
         });
     }
     Ok(Effect::Set(flags))
@@ -328,6 +357,10 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "peft_use_dora",
+        rule: Rule::Read(with_adapter),
+    },
+    Key {
+        name: "peft_autocast_adapter_dtype",
         rule: Rule::Read(with_adapter),
     },
     Key {

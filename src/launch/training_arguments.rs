@@ -212,7 +212,7 @@ fn use_peft(value: &Value, document: &Map<String, Value>) -> Result<Effect, Stri
             .join(","),
         Some(_) => return Err("lora_target_modules: expected names".to_string()),
     };
-    Ok(Effect::Set(vec![
+    let mut flags = vec![
         super::Setting {
             flag: "--lora-rank",
             value: Some(rank.to_string()),
@@ -221,7 +221,27 @@ fn use_peft(value: &Value, document: &Map<String, Value>) -> Result<Effect, Stri
             flag: "--lora-targets",
             value: Some(targets),
         },
-    ]))
+    ];
+    if quantized(document)? {
+        // TRL's SFTTrainer on a quantized model casts every trainable
+        // parameter to bf16 after `get_peft_model` (`sft_trainer.py` 1.16:
+        // "When using QLoRA, the PEFT adapter weights are converted to bf16").
+        flags.push(super::Setting {
+            flag: "--lora-dtype",
+            value: Some("bf16".to_string()),
+        });
+    }
+    Ok(Effect::Set(flags))
+}
+
+/// Whether `load_in_4bit` or `load_in_8bit` is on.
+fn quantized(document: &Map<String, Value>) -> Result<bool, String> {
+    for key in ["load_in_4bit", "load_in_8bit"] {
+        if document.get(key).map(truth).transpose()?.unwrap_or(false) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// TRL's `ModelConfig.lora_r` default.

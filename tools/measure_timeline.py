@@ -725,6 +725,16 @@ def keep_outputs_specs() -> list[dict]:
             ("qwen2", "bf16", "none", 2, 128)):
         s.append(technique(spec(model, dtype, "adamw", recompute=recompute, B=B, S=S),
                            "keep-outputs", ["--keep-outputs"], keep_outputs=True))
+    # The same loop under accelerate's bf16 autocast: convert_outputs_to_fp32
+    # makes `outputs.logits` an fp32 copy, which is what the loop holds.
+    for model, recompute, B, S in (("llama", "none", 2, 128), ("llama", "full", 1, 512),
+                                   ("llama-v512", "none", 1, 512)):
+        s.append(technique(spec(model, "amp-bf16", "adamw", recompute=recompute, B=B, S=S),
+                           "keep-outputs", ["--keep-outputs"], keep_outputs=True))
+    s.append(technique(spec("llama", "bf16", "adamw", lora={"targets": "all", "r": 16, "dropout": 0,
+                                                             "dtype": "fp32"}),
+                       "autocast__keep-outputs", ["--autocast", "--keep-outputs"], autocast=True,
+                       keep_outputs=True))
     return s
 
 

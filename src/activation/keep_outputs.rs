@@ -10,8 +10,11 @@
 //! fabric.backward(loss)`) and most hand-written loops hold `outputs` (or
 //! `logits`) in a local variable until the step returns: one more P·T·V
 //! tensor in the compute dtype is alive through backward and the optimizer
-//! step. Measured on CPU by `tools/measure_timeline.py`
-//! (`keep_outputs_specs`, fixtures `*__keep-outputs.json`).
+//! step. Under autocast (HF Trainer's and accelerate's `bf16=True`)
+//! accelerate wraps the forward in `convert_outputs_to_fp32`, so the
+//! logits the loop holds are an fp32 copy, 4·T·V. Measured on CPU by
+//! `tools/measure_timeline.py` (`keep_outputs_specs`, fixtures
+//! `*__keep-outputs.json`, with accelerate's own wrapper under autocast).
 
 use super::{Activations, Workload};
 use crate::units::Bytes;
@@ -24,13 +27,26 @@ pub fn apply(workload: &Workload, stage: &mut Activations) {
     }
     stage.schedule.logits_kept = true;
     // transformers 4.38-4.44 (`--loss shift-copy`) returned the fp32 upcast
-    // as `outputs.logits`: that is what the loop holds.
-    if workload.loss == super::Loss::ShiftCopy && workload.dtype.bytes() < 4 {
+    // as `outputs.logits`, and under autocast accelerate's `prepare_model`
+    // wraps the forward in `convert_outputs_to_fp32`: either way the loop
+    // holds an fp32 copy of the logits.
+    if (workload.loss == super::Loss::ShiftCopy || workload.autocast) && workload.dtype.bytes() < 4
+    {
         stage.schedule.outputs_upcast =
             Bytes(stage.schedule.logits.0.saturating_mul(4) / workload.dtype.bytes().max(1));
     }
     stage.notes.push(if stage.schedule.logits == Bytes::ZERO {
         "keep outputs: the loop holds the model's outputs through backward, but this loss materializes no logits, so nothing more is kept".to_string()
+    } else if stage.schedule.outputs_upcast > Bytes::ZERO {
+        format!(
+            "keep outputs: the loop holds the model's outputs (accelerate's examples, hand-written loops), whose logits are an fp32 copy ({} bytes: {}), alive through backward and the optimizer step instead of dying with the loss (HF Trainer, torchtune)",
+            stage.schedule.outputs_upcast.0,
+            if workload.loss == super::Loss::ShiftCopy {
+                "transformers 4.38-4.44 returned the upcast"
+            } else {
+                "accelerate's convert_outputs_to_fp32 under autocast"
+            }
+        )
     } else {
         format!(
             "keep outputs: the loop holds the model's outputs (accelerate's examples, litgpt, hand-written loops), so the logits ({} bytes) stay alive through backward and the optimizer step instead of dying with the loss (HF Trainer, torchtune)",

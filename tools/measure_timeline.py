@@ -768,10 +768,30 @@ def autocast_specs() -> list[dict]:
                     lora=lora)
         s.append(technique(base, "autocast", ["--autocast"], autocast=True))
     s.extend(hf_qlora_specs())
+    s.extend(cuda_autocast_specs())
     # peft LoRA on an fp32 base under the same wrapper (amp-bf16 with LoRA).
     for lora in ({"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"},
                  {"targets": "qv", "r": 8, "dropout": 0, "dtype": "fp32"}):
         s.append(spec("llama", "amp-bf16", "adamw", lora=lora))
+    return s
+
+
+def cuda_autocast_specs() -> list[dict]:
+    """Autocast with CUDA's op lists emulated on the CPU
+    (``cuda_autocast_mode``: CUDA's fp32-only ops cast to fp32 on top of
+    CPU autocast), ids ending ``__cuda-autocast``: what the same steps
+    save on a GPU, where ``pow`` (GPT-2's ``NewGELUActivation``) and
+    ``layer_norm`` run in fp32. Llama's RMSNorm upcasts by itself, so its
+    steps save the same as under CPU autocast."""
+    s = []
+    for model, dtype, attn, B, S in (
+            ("gpt2", "amp-bf16", "sdpa", 2, 128), ("gpt2", "bf16", "sdpa", 2, 128),
+            ("gpt2", "bf16", "sdpa", 1, 512), ("gpt2", "bf16", "eager", 2, 128),
+            ("llama", "amp-bf16", "sdpa", 2, 128), ("llama", "bf16", "sdpa", 2, 128)):
+        flags = ["--autocast"] if dtype == "bf16" else []
+        s.append(technique(spec(model, dtype, "adamw", attn=attn, B=B, S=S), "cuda-autocast",
+                           flags + ["--autocast-ops", "cuda"], autocast=dtype == "bf16",
+                           cuda_autocast=True))
     return s
 
 
@@ -816,14 +836,59 @@ def hf_qlora_specs() -> list[dict]:
     return s
 
 
-def wrap_forward_like_accelerate(torch, model) -> None:
+# CUDA autocast's fp32 policy for the ops CPU autocast leaves alone:
+# the functions registered for AutocastCUDA and not AutocastCPU in torch
+# 2.15 (``torch._C._dispatch_dump(op)`` over every op name; the policy of
+# each from ``aten/src/ATen/autocast_mode.cpp``'s CUDA fp32 list).
+CUDA_FP32_ONLY = frozenset({
+    "pow", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "rsqrt", "exp",
+    "expm1", "log", "log1p", "log2", "log10", "reciprocal", "softplus", "sum", "cumsum",
+    "cumprod", "logsumexp", "norm", "acos", "asin", "cosh", "sinh", "tan", "erfinv"})
+
+
+def cuda_autocast_mode(torch):
+    """A TorchFunctionMode that, while CPU autocast is on, casts the
+    floating (non-double) tensor arguments of CUDA autocast's fp32-only
+    ops to fp32 before calling them, as CUDA's ``WrapFunction<fp32>``
+    does (``cached_cast(at::kFloat, ...)``: a ``.to()`` autograd records),
+    so that a CPU step saves what the same step saves under CUDA autocast.
+    The lower-precision list (linear, matmul, sdpa) is CPU autocast's own,
+    the same ops on both devices."""
+    from torch.overrides import TorchFunctionMode
+
+    def cast(value):
+        if isinstance(value, torch.Tensor) and value.is_floating_point() \
+                and value.dtype not in (torch.float32, torch.float64):
+            return value.float()
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(v) for v in value)
+        return value
+
+    class CudaFp32(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if getattr(func, "__name__", None) in CUDA_FP32_ONLY and torch.is_autocast_enabled("cpu"):
+                args, kwargs = cast(args), {k: cast(v) for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+
+    return CudaFp32
+
+
+def wrap_forward_like_accelerate(torch, model, cuda_policy: bool = False) -> None:
     """What ``Accelerator.prepare_model`` does to the model under native
     bf16 amp: ``forward`` runs under ``torch.autocast`` and its outputs are
-    cast back to fp32 (``convert_outputs_to_fp32``)."""
+    cast back to fp32 (``convert_outputs_to_fp32``). ``cuda_policy``: with
+    CUDA autocast's fp32 casts (``cuda_autocast_mode``) on top."""
     from types import MethodType
 
     from accelerate.utils import convert_outputs_to_fp32
     forward = torch.autocast(device_type="cpu", dtype=torch.bfloat16)(model.forward.__func__)
+    if cuda_policy:
+        autocast_forward, mode = forward, cuda_autocast_mode(torch)
+
+        def forward(*args, **kwargs):
+            with mode():
+                return autocast_forward(*args, **kwargs)
     model.forward = MethodType(forward, model)
     model.forward = MethodType(convert_outputs_to_fp32(model.forward.__func__), model)
 
@@ -1201,7 +1266,7 @@ def worker(sid: str) -> dict:
     elif sp["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if sp["dtype"] == "amp-bf16" or sp.get("autocast"):
-        wrap_forward_like_accelerate(torch, model)
+        wrap_forward_like_accelerate(torch, model, cuda_policy=sp.get("cuda_autocast", False))
     opt_cls, opt_kw = OPTIMIZERS[sp["opt"]]
     if sp["opt"] == "galore8bit-perlayer":
         optimizer = galore_per_layer(model, torch)

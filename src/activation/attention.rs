@@ -233,8 +233,10 @@ fn probabilities(rank: &Rank, softmax: EagerSoftmax, options: CoreOptions) -> Re
         heads: a,
         ..
     } = *rank;
+    // CUDA autocast runs `softmax` in fp32, and the model casts back.
     let softmax_bytes = match softmax {
         EagerSoftmax::Fp32WithCast => FP32,
+        EagerSoftmax::ModelDtype if rank.cuda_autocast => FP32,
         EagerSoftmax::ModelDtype => p,
     };
     let mut saved = Tally::new();
@@ -355,6 +357,8 @@ mod tests {
             element: 2,
             residual: 2,
             projected: 2,
+            normed: 2,
+            cuda_autocast: false,
             batch: 2,
             seq: 64,
             tokens: 128,

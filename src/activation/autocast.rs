@@ -8,7 +8,7 @@
 //! output is fp32 and so is the residual stream: each block's bf16 output
 //! is added to the fp32 residual (type promotion), and the norms over it
 //! compute and return fp32 (transformers' `LlamaRMSNorm` casts back to its
-//! input's dtype, fp32; `layer_norm` is on autocast's fp32 list). A linear
+//! input's dtype, fp32; `layer_norm` keeps its input's). A linear
 //! reading a norm's output casts it for itself: q_proj, k_proj and v_proj
 //! each save their own bf16 copy of the same fp32 tensor, and so do
 //! gate_proj and up_proj, and the output head; linears reading a bf16
@@ -20,14 +20,17 @@
 //! more in its two norms' fp32 outputs than in pure bf16 terms, and the
 //! final norm's fp32 output, the model's `last_hidden_state`, lives until
 //! the causal-LM forward returns, after transformers' loss inside it. CPU
-//! autocast and CUDA autocast run these ops alike; they differ elsewhere
-//! (CUDA's fp32 list has `pow`, which GPT-2's `NewGELUActivation` calls).
+//! autocast and CUDA autocast run these ops alike; CUDA's fp32 list has
+//! more (`layer_norm`, `pow`, `softmax`: [`cuda_lists`]), which changes
+//! LayerNorm models (GPT-2, Phi, BERT) and NewGELU, not Llama's layers.
 
+use super::Platform;
 use super::lora::Training;
 use super::parallel::Rank;
 use super::tally::Tally;
 use super::{Loss, Workload};
 use crate::architecture::Implementation;
+use crate::architecture::{Dimensions, NormKind};
 use crate::error::Result;
 use crate::units::Bytes;
 
@@ -58,11 +61,41 @@ pub(super) fn projected_element(workload: &Workload) -> u64 {
     }
 }
 
+/// Whether autocast runs with CUDA's op lists (`--autocast-ops`, by
+/// default the platform's). Beyond the lower-precision ops both devices
+/// share, CUDA's fp32 list has `layer_norm`, `rms_norm`, `group_norm`,
+/// `pow`, `softmax`, `log_softmax`, `rsqrt`, `exp`, `sum` and more that CPU
+/// autocast leaves in their inputs' dtype (torch 2.15: the ops
+/// `torch._C._dispatch_dump` shows registered for AutocastCUDA and not
+/// AutocastCPU). CUDA casts their floating inputs to fp32, and autograd
+/// saves those fp32 copies: measured on the CPU with the casts emulated
+/// (`tools/measure_timeline.py` `cuda_autocast_mode`, the
+/// `__cuda-autocast` fixtures).
+pub(super) fn cuda_lists(workload: &Workload) -> bool {
+    workload.autocast && workload.autocast_ops.unwrap_or(workload.platform) == Platform::Cuda
+}
+
+/// Bytes per element of the residual norms' computation and output: fp32
+/// for `nn.LayerNorm` and `nn.RMSNorm` under CUDA autocast (they save an
+/// fp32 copy of their input and return fp32, which each linear reading it
+/// casts for itself); the residual's otherwise (transformers' RMSNorms
+/// upcast by themselves and cast back).
+pub(super) fn normed_element(dims: &Dimensions, workload: &Workload) -> u64 {
+    if cuda_lists(workload) && matches!(dims.norm, NormKind::LayerNorm | NormKind::FusedRmsNorm) {
+        FP32
+    } else {
+        residual_element(workload)
+    }
+}
+
+/// Bytes of an fp32 element.
+const FP32: u64 = 4;
+
 /// How many copies of one block input the linears `names` save: one
 /// shared tensor when any of them keeps its input, or under autocast one
 /// cast per linear that keeps it.
 pub(super) fn input_copies(rank: &Rank, training: &Training, names: &[&str]) -> u64 {
-    if rank.residual == rank.element {
+    if rank.normed == rank.element {
         u64::from(training.keeps_input(names))
     } else {
         names
@@ -81,8 +114,8 @@ pub(super) fn last_hidden_state(rank: &Rank, workload: &Workload) -> Result<Byte
         && matches!(workload.loss, Loss::Standard | Loss::ShiftCopy);
     let mut tally = Tally::new();
     tally.tensor_if(
-        rank.residual != rank.element && in_model_loss,
-        &[rank.residual, rank.sequence_tokens, rank.hidden],
+        rank.normed != rank.element && in_model_loss,
+        &[rank.normed, rank.sequence_tokens, rank.hidden],
     )?;
     Ok(tally.bytes())
 }

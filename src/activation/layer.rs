@@ -90,7 +90,7 @@ pub fn saved(
             kernels.layer_norm_stats,
         )
     };
-    let hidden_norm = |width: u64, rows: u64| norm_in(rank.residual, width, rows);
+    let hidden_norm = |width: u64, rows: u64| norm_in(rank.normed, width, rows);
     let norm = |width: u64, rows: u64| norm_in(p, width, rows);
     let linears = &dims.linears;
 
@@ -98,11 +98,7 @@ pub fn saved(
     match dims.layout {
         LayerLayout::ParallelResidual => {
             norm_bytes.add(hidden_norm(h, n)?)?;
-            norm_bytes.add(norms::statistics(
-                n,
-                rank.residual,
-                kernels.layer_norm_stats,
-            )?)?;
+            norm_bytes.add(norms::statistics(n, rank.normed, kernels.layer_norm_stats)?)?;
         }
         layout => norm_bytes.add(times(hidden_norm(h, n)?, hidden_norms(layout))?)?,
     }

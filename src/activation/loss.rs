@@ -102,7 +102,7 @@ pub fn head(
             kind: dims.norm,
             width: rank.hidden,
             rows: rank.sequence_tokens,
-            element: rank.residual,
+            element: rank.normed,
             frozen: training.frozen_base,
         },
         kernels.layer_norm_stats,

@@ -42,6 +42,12 @@ pub struct Rank {
     /// when the decoder's linears are bitsandbytes `Linear4bit`s, which
     /// return their output in their input's dtype (see `autocast.rs`).
     pub projected: u64,
+    /// Bytes per element of what the residual stream's norms compute and
+    /// return: the residual's, or fp32 where CUDA autocast runs the norm's
+    /// op in fp32 (`layer_norm`, `rms_norm`; see `autocast.rs`).
+    pub normed: u64,
+    /// Autocast with CUDA's op lists: `pow` and `softmax` run in fp32 too.
+    pub cuda_autocast: bool,
     /// Sequences B.
     pub batch: u64,
     /// Sequence length S (whole: attention needs every position), or its
@@ -103,6 +109,8 @@ impl Rank {
             element: workload.dtype.bytes(),
             residual: super::autocast::residual_element(workload),
             projected: super::autocast::projected_element(workload),
+            normed: super::autocast::normed_element(dims, workload),
+            cuda_autocast: super::autocast::cuda_lists(workload),
             batch,
             seq,
             tokens,

@@ -449,3 +449,42 @@ fn four_bit_linears_over_an_fp32_residual_make_the_mlp_fp32() {
     );
     assert_eq!(layer(&dims, &four_bit(&bf16)), layer(&dims, &bf16));
 }
+
+#[test]
+fn cuda_autocast_runs_layer_norm_pow_and_softmax_in_fp32() {
+    // GPT-2 under autocast over bf16 weights, CUDA's op lists against
+    // CPU's (the `gpt2__bf16__*__cuda-autocast` fixtures): each LayerNorm
+    // saves an fp32 copy of its input (4Th instead of 2Th, two per layer),
+    // NewGELU's pow an fp32 copy of fc's output, so tanh and 1 + tanh are
+    // fp32 (6Tf more), and eager softmax's probabilities are fp32 with the
+    // model's bf16 cast beside them (4X more, X = B·a·S², without
+    // attention dropout; with it the cast is not saved, only the dropped).
+    let dims = dimensions(&json!({
+        "model_type": "gpt2", "n_embd": 1024, "n_head": 16, "n_layer": 4,
+        "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+    }))
+    .unwrap();
+    let (b, s, h, a) = (2u64, 1024u64, 1024u64, 16u64);
+    let (t, f) = (b * s, 4 * h);
+    let on = |attention: Attention, ops: Platform| Workload {
+        autocast: true,
+        weights_dtype: crate::dtype::DType::Bf16,
+        autocast_ops: Some(ops),
+        ..workload(b, s, attention)
+    };
+    let sdpa = layer(&dims, &on(Attention::Sdpa, Platform::Cuda))
+        - layer(&dims, &on(Attention::Sdpa, Platform::Cpu));
+    assert_eq!(sdpa, 2 * 2 * t * h + 6 * t * f);
+    let eager = layer(&dims, &on(Attention::Eager, Platform::Cuda))
+        - layer(&dims, &on(Attention::Eager, Platform::Cpu));
+    assert_eq!(eager, sdpa + 4 * b * a * s * s);
+    // Without autocast the platform's lists do not matter.
+    let plain = |ops| Workload {
+        autocast_ops: Some(ops),
+        ..workload(b, s, Attention::Sdpa)
+    };
+    assert_eq!(
+        layer(&dims, &plain(Platform::Cuda)),
+        layer(&dims, &plain(Platform::Cpu))
+    );
+}

@@ -218,6 +218,9 @@ pub struct Workload {
     pub autocast: bool,
     /// The kernels' platform.
     pub platform: Platform,
+    /// Whose autocast op lists apply (`--autocast-ops`); `None`: the
+    /// platform's.
+    pub autocast_ops: Option<Platform>,
     /// Whether the base weights are frozen (LoRA): frozen linears save no input.
     pub frozen_base: bool,
     /// Module-name suffixes carrying LoRA adapters (`q_proj`), whose inputs stay saved.
@@ -285,6 +288,7 @@ impl Workload {
             weights_dtype: DType::Bf16,
             autocast: false,
             platform: Platform::Cuda,
+            autocast_ops: None,
             frozen_base: false,
             adapted: Vec::new(),
             lora_rank: 0,

@@ -426,6 +426,13 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "PLATFORM", default_value = "cuda", help_heading = HARDWARE)]
     pub platform: String,
 
+    /// Whose autocast op lists apply under autocast: cuda (layer_norm,
+    /// pow, softmax and the rest of CUDA's fp32 list run in fp32) or cpu.
+    /// Default: --platform's. Hidden: the CPU fixtures that emulate CUDA's
+    /// lists (`tools/measure_timeline.py`, `__cuda-autocast`) set it.
+    #[arg(long, value_name = "PLATFORM", hide = true)]
+    pub autocast_ops: Option<String>,
+
     /// The bitsandbytes version of a QLoRA run: before 0.43.2 each 4-bit
     /// matmul kept its input for backward (default: a current version).
     #[arg(long, value_name = "VERSION", help_heading = HARDWARE)]

@@ -592,6 +592,11 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         target_len: args.target_len,
         keep_outputs: args.keep_outputs,
         autocast: args.autocast,
+        autocast_ops: args
+            .autocast_ops
+            .as_deref()
+            .map(Platform::parse)
+            .transpose()?,
         implementation: implementation(args)?,
         ..Workload::new(micro_batch, seq_len)
     };

@@ -312,6 +312,10 @@ QWEN2 = dict(LLAMA)  # class defaults: q/k/v biases; embeddings untied (transfor
 GPT2 = {"n_embd": 256, "n_layer": 4, "n_head": 8, "n_positions": 1024, "vocab_size": 4096,
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 GPT2_DROPOUT = {**GPT2, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}
+PHI = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4,
+       "num_attention_heads": 8, "num_key_value_heads": 8, "partial_rotary_factor": 0.4,
+       "vocab_size": 4096, "max_position_embeddings": 1024, "hidden_act": "gelu_new",
+       "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0, "layer_norm_eps": 1e-5}
 # HuggingFaceTB/SmolLM2-135M's config.json (the fields that shape memory)
 SMOLLM2_135M = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
                 "num_attention_heads": 9, "num_key_value_heads": 3, "vocab_size": 49152,
@@ -348,6 +352,8 @@ MODELS = {  # id part -> (model_type, config)
     "qwen2": ("qwen2", QWEN2),
     "gpt2": ("gpt2", GPT2),
     "gpt2-dropout": ("gpt2", GPT2_DROPOUT),
+    # Phi-2's layout: one LayerNorm before both blocks, partial rotary, NewGELU
+    "phi": ("phi", PHI),
     "smollm2-135m": ("llama", SMOLLM2_135M),
     # small vocabulary: the loss buffers no longer dominate, the peak moves into the layers
     "llama-v512": ("llama", {**LLAMA, "vocab_size": 512}),
@@ -787,11 +793,16 @@ def cuda_autocast_specs() -> list[dict]:
     for model, dtype, attn, B, S in (
             ("gpt2", "amp-bf16", "sdpa", 2, 128), ("gpt2", "bf16", "sdpa", 2, 128),
             ("gpt2", "bf16", "sdpa", 1, 512), ("gpt2", "bf16", "eager", 2, 128),
-            ("llama", "amp-bf16", "sdpa", 2, 128), ("llama", "bf16", "sdpa", 2, 128)):
+            ("llama", "amp-bf16", "sdpa", 2, 128), ("llama", "bf16", "sdpa", 2, 128),
+            ("phi", "bf16", "sdpa", 2, 128), ("phi", "amp-bf16", "sdpa", 2, 128)):
         flags = ["--autocast"] if dtype == "bf16" else []
         s.append(technique(spec(model, dtype, "adamw", attn=attn, B=B, S=S), "cuda-autocast",
                            flags + ["--autocast-ops", "cuda"], autocast=dtype == "bf16",
                            cuda_autocast=True))
+    # The same Phi steps without autocast and under CPU autocast.
+    s.append(spec("phi", "bf16", "adamw"))
+    s.append(technique(spec("phi", "bf16", "adamw"), "autocast", ["--autocast"], autocast=True))
+    s.append(spec("phi", "amp-bf16", "adamw"))
     return s
 
 

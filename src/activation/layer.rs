@@ -200,9 +200,8 @@ pub fn saved(
 
     // With one shared norm the MLP's input is the storage q/k/v keep
     // (under autocast each linear keeps its own cast).
-    let input_shared = dims.layout == LayerLayout::ParallelSharedNorm
-        && attention_keeps_input
-        && rank.residual == p;
+    let input_shared =
+        dims.layout == LayerLayout::ParallelSharedNorm && attention_keeps_input && rank.normed == p;
     let mut block_input = Tally::new();
     block_input.tensor_if(
         !input_shared,

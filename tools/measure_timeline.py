@@ -799,6 +799,14 @@ def cuda_autocast_specs() -> list[dict]:
         s.append(technique(spec(model, dtype, "adamw", attn=attn, B=B, S=S), "cuda-autocast",
                            flags + ["--autocast-ops", "cuda"], autocast=dtype == "bf16",
                            cuda_autocast=True))
+    # BERT (post-norm: the LayerNorms' outputs are the residual stream).
+    for dtype, task in (("bf16", "masked-lm"), ("amp-bf16", "masked-lm"), ("bf16", "seq-cls:3")):
+        flags = ["--autocast"] if dtype == "bf16" else []
+        for cuda in (False, True):
+            base = spec("bert-tiny", dtype, "adamw", task=task)
+            s.append(technique(base, "cuda-autocast" if cuda else "autocast",
+                               base["trainmem_flags"] + flags + (["--autocast-ops", "cuda"] if cuda else []),
+                               autocast=dtype == "bf16", cuda_autocast=cuda))
     # The same Phi steps without autocast and under CPU autocast.
     s.append(spec("phi", "bf16", "adamw"))
     s.append(technique(spec("phi", "bf16", "adamw"), "autocast", ["--autocast"], autocast=True))

@@ -29,6 +29,9 @@ const INT64: u64 = 8;
 /// (`nll_loss_backward`) and of the logits (`_log_softmax_backward_data`).
 const LOSS_BACKWARD_COPIES: u64 = 2;
 
+/// Bytes of an fp32 element.
+const FP32: u64 = 4;
+
 /// The embeddings: the input ids `INT64·T`; the token-type ids, `INT64·S`
 /// gathered from BERT's buffer or `INT64·T` in RoBERTa; RoBERTa's position
 /// ids `INT64·T`; the LayerNorm over the sum (`P·T·h` and its statistics);
@@ -102,7 +105,7 @@ fn layer_norm(rank: &Rank, rows: u64, kernels: &Kernels) -> Result<Bytes> {
 /// * ViT's image classifier: the final LayerNorm's input and statistics,
 ///   and its output `P·T·h`, kept by the classifier's view of the CLS
 ///   token (the `vit__*` fixtures).
-pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels) -> Result<Bytes> {
+pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels, tied: bool) -> Result<Bytes> {
     let (t, b, p, h) = (rank.sequence_tokens, rank.batch, rank.element, rank.hidden);
     let mask = kernels.dropout_mask.bytes(p);
     let mut saved = Tally::new();
@@ -117,6 +120,8 @@ pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels) -> Result<By
             let activation = mlp::intermediates(encoder.head_activation);
             saved.tensor(&[2 + activation, p, t, h])?;
             saved.add(layer_norm(rank, t, kernels)?)?;
+            // The decoder is tied to the word embeddings.
+            saved.add(super::loss::tied_weight_cast(rank, tied)?)?;
         }
         EncoderHead::PooledClassifier { dropout, .. } => {
             saved.tensor(&[p, t, h])?;
@@ -161,8 +166,15 @@ pub fn head(rank: &Rank, encoder: &EncoderParts, kernels: &Kernels) -> Result<By
 /// `log_softmax`'s gradient of the logits ([`LOSS_BACKWARD_COPIES`]; the
 /// measured step's peak for masked-LM), then the logits' gradient alone
 /// while the head runs backward.
-pub fn phase(rank: &Rank, encoder: &EncoderParts) -> Result<LossPhase> {
+///
+/// Under autocast the cross-entropy runs in fp32 on both devices (CPU's
+/// fp32 list has `cross_entropy_loss`, CUDA's `log_softmax` and
+/// `nll_loss`): an fp32 copy of the logits while `log_softmax` runs, its
+/// fp32 result saved, fp32 gradients (the `__autocast` and
+/// `__cuda-autocast` BERT fixtures).
+pub fn phase(rank: &Rank, encoder: &EncoderParts, autocast: bool) -> Result<LossPhase> {
     let p = rank.element;
+    let q = if autocast { FP32 } else { p };
     let (rows, width) = match encoder.head {
         EncoderHead::MaskedLm => (rank.tokens, rank.vocab),
         EncoderHead::PooledClassifier { labels, .. }
@@ -174,15 +186,17 @@ pub fn phase(rank: &Rank, encoder: &EncoderParts) -> Result<LossPhase> {
     let mut logits = Tally::new();
     logits.tensor(&[p, rows, width])?;
     let logits = logits.bytes();
+    let mut upcast = Tally::new();
+    upcast.tensor_if(q != p, &[q, rows, width])?;
     let mut saved = Tally::new();
-    saved.tensor(&[p, rows, width])?;
+    saved.tensor(&[q, rows, width])?;
     saved.tensor(&[INT64, rows])?;
-    saved.tensor(&[p])?;
+    saved.tensor(&[q])?;
     let mut backward = Tally::new();
-    backward.tensor(&[LOSS_BACKWARD_COPIES, p, rows, width])?;
+    backward.tensor(&[LOSS_BACKWARD_COPIES, q, rows, width])?;
     Ok(LossPhase {
         logits,
-        upcast: Bytes::ZERO,
+        upcast: upcast.bytes(),
         saved: saved.bytes(),
         backward: backward.bytes(),
         logits_gradient: logits,
@@ -241,21 +255,30 @@ mod tests {
         let (rank, encoder, kernels) = bert("bert", Task::MaskedLm);
         // dense, GELU and decoder inputs, the LayerNorm's input and statistics.
         assert_eq!(
-            head(&rank, &encoder, &kernels).unwrap().0,
+            head(&rank, &encoder, &kernels, true).unwrap().0,
             3 * 16384 + 16384 + 512
         );
-        let phase = phase(&rank, &encoder).unwrap();
+        let phase = phase(&rank, &encoder, false).unwrap();
         assert_eq!(phase.logits.0, 2 * 128 * 1000);
         assert_eq!(phase.saved.0, 2 * 128 * 1000 + 8 * 128 + 2);
         assert_eq!(phase.upcast.0, 0);
+        // Under autocast the cross-entropy runs on an fp32 copy of the logits.
+        let amp = super::phase(&rank, &encoder, true).unwrap();
+        assert_eq!(amp.logits.0, 2 * 128 * 1000);
+        assert_eq!(amp.upcast.0, 4 * 128 * 1000);
+        assert_eq!(amp.saved.0, 4 * 128 * 1000 + 8 * 128 + 4);
+        assert_eq!(amp.backward.0, 2 * 4 * 128 * 1000);
         let (rank, encoder, kernels) = bert("bert", Task::SequenceClassification { labels: 3 });
         // The last hidden state kept by the pooler's view, tanh, mask, dropped.
-        assert_eq!(head(&rank, &encoder, &kernels).unwrap().0, 16384 + 3 * 256);
+        assert_eq!(
+            head(&rank, &encoder, &kernels, true).unwrap().0,
+            16384 + 3 * 256
+        );
         assert_eq!(phase_of(&rank, &encoder), (12, 12 + 16 + 2));
         let (rank, encoder, kernels) = bert("roberta", Task::SequenceClassification { labels: 3 });
-        assert_eq!(head(&rank, &encoder, &kernels).unwrap().0, 5 * 256);
+        assert_eq!(head(&rank, &encoder, &kernels, true).unwrap().0, 5 * 256);
         let (rank, encoder, kernels) = bert("bert", Task::TokenClassification { labels: 5 });
-        assert_eq!(head(&rank, &encoder, &kernels).unwrap().0, 2 * 16384);
+        assert_eq!(head(&rank, &encoder, &kernels, true).unwrap().0, 2 * 16384);
         assert_eq!(phase_of(&rank, &encoder), (1280, 1280 + 1024 + 2));
     }
 
@@ -285,7 +308,7 @@ mod tests {
         // The final LayerNorm's input 2·34·64 and statistics 2·2·34, its
         // output kept by the classifier's view.
         assert_eq!(
-            head(&rank, &encoder, &kernels).unwrap().0,
+            head(&rank, &encoder, &kernels, true).unwrap().0,
             4352 + 136 + 4352
         );
         // Logits 2·2·3; log-probabilities, labels 8·2 and total_weight.
@@ -293,7 +316,7 @@ mod tests {
     }
 
     fn phase_of(rank: &Rank, encoder: &EncoderParts) -> (u64, u64) {
-        let phase = phase(rank, encoder).unwrap();
+        let phase = phase(rank, encoder, false).unwrap();
         (phase.logits.0, phase.saved.0)
     }
 }

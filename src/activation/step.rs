@@ -582,7 +582,12 @@ impl<'a> Step<'a> {
             let liger =
                 self.workload.loss == Loss::Fused && self.workload.platform == Platform::Cuda;
             schedule.head = match &self.dims.encoder {
-                Some(encoder) => encoder_head::head(&self.rank, encoder, self.kernels)?,
+                Some(encoder) => encoder_head::head(
+                    &self.rank,
+                    encoder,
+                    self.kernels,
+                    self.dims.tied_embeddings,
+                )?,
                 None => loss::head(&self.rank, &self.dims, self.kernels, &self.training, !liger)?,
             };
             if offloads.is_some() {
@@ -593,7 +598,7 @@ impl<'a> Step<'a> {
             }
             outside.add(schedule.head)?;
             let phase = if let Some(encoder) = &self.dims.encoder {
-                encoder_head::phase(&self.rank, encoder)?
+                encoder_head::phase(&self.rank, encoder, self.workload.autocast)?
             } else if self.workload.megatron_kernels {
                 // The fp32 copy is the saved softmax: no separate upcast.
                 let (saved, backward) = megatron::loss(&self.rank)?;

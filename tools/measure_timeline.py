@@ -807,6 +807,18 @@ def cuda_autocast_specs() -> list[dict]:
             s.append(technique(base, "cuda-autocast" if cuda else "autocast",
                                base["trainmem_flags"] + flags + (["--autocast-ops", "cuda"] if cuda else []),
                                autocast=dtype == "bf16", cuda_autocast=cuda))
+    # Pre-norm encoders: ViT (its pixels fp32) and RoBERTa's masked-LM.
+    for model, dtype, attn, B, S, task in (
+            ("vit-tiny", "bf16", "sdpa", 4, 197, "seq-cls:10"),
+            ("vit-tiny", "amp-bf16", "eager", 4, 197, "seq-cls:10"),
+            ("roberta-tiny", "bf16", "sdpa", 2, 128, "masked-lm"),
+            ("bert-tiny", "bf16", "sdpa", 2, 256, "token-cls:9")):
+        flags = ["--autocast"] if dtype == "bf16" else []
+        for cuda in (False, True):
+            base = spec(model, dtype, "adamw", attn=attn, B=B, S=S, task=task)
+            s.append(technique(base, "cuda-autocast" if cuda else "autocast",
+                               base["trainmem_flags"] + flags + (["--autocast-ops", "cuda"] if cuda else []),
+                               autocast=dtype == "bf16", cuda_autocast=cuda))
     # The same Phi steps without autocast and under CPU autocast.
     s.append(spec("phi", "bf16", "adamw"))
     s.append(technique(spec("phi", "bf16", "adamw"), "autocast", ["--autocast"], autocast=True))

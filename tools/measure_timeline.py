@@ -751,8 +751,8 @@ def autocast_specs() -> list[dict]:
     backward and the optimizer run outside autocast, as
     ``accelerator.backward`` does. CPU autocast and CUDA autocast run the
     same ops of these models in bf16 (linear, matmul,
-    scaled_dot_product_attention) and leave the rest in their inputs'
-    dtype or fp32."""
+    scaled_dot_product_attention); CUDA's fp32 list has more
+    (``cuda_autocast_specs``)."""
     s = []
     for model, recompute, attn, B, S in (
             ("llama", "none", "sdpa", 2, 128), ("llama", "full", "sdpa", 1, 512),
@@ -782,46 +782,47 @@ def autocast_specs() -> list[dict]:
     return s
 
 
+def under_autocast(base: dict, cuda: bool) -> dict:
+    """``base`` under accelerate's bf16 autocast (``--autocast`` over bf16
+    weights; implied by amp-bf16), with CUDA's op lists emulated when
+    ``cuda`` (ids ``__cuda-autocast``, else ``__autocast``)."""
+    bf16 = base["dtype"] == "bf16"
+    flags = list(base.get("trainmem_flags", [])) + (["--autocast"] if bf16 else [])
+    return technique(base, "cuda-autocast" if cuda else "autocast",
+                     flags + (["--autocast-ops", "cuda"] if cuda else []),
+                     autocast=bf16, cuda_autocast=cuda)
+
+
 def cuda_autocast_specs() -> list[dict]:
     """Autocast with CUDA's op lists emulated on the CPU
     (``cuda_autocast_mode``: CUDA's fp32-only ops cast to fp32 on top of
     CPU autocast), ids ending ``__cuda-autocast``: what the same steps
-    save on a GPU, where ``pow`` (GPT-2's ``NewGELUActivation``) and
-    ``layer_norm`` run in fp32. Llama's RMSNorm upcasts by itself, so its
-    steps save the same as under CPU autocast."""
+    save on a GPU, where ``pow`` (GPT-2's ``NewGELUActivation``),
+    ``layer_norm`` and ``softmax`` run in fp32. Llama's RMSNorm upcasts by
+    itself, so its steps save the same as under CPU autocast. The encoders
+    are measured under both lists (``__autocast`` and ``__cuda-autocast``)."""
     s = []
     for model, dtype, attn, B, S in (
             ("gpt2", "amp-bf16", "sdpa", 2, 128), ("gpt2", "bf16", "sdpa", 2, 128),
             ("gpt2", "bf16", "sdpa", 1, 512), ("gpt2", "bf16", "eager", 2, 128),
             ("llama", "amp-bf16", "sdpa", 2, 128), ("llama", "bf16", "sdpa", 2, 128),
             ("phi", "bf16", "sdpa", 2, 128), ("phi", "amp-bf16", "sdpa", 2, 128)):
-        flags = ["--autocast"] if dtype == "bf16" else []
-        s.append(technique(spec(model, dtype, "adamw", attn=attn, B=B, S=S), "cuda-autocast",
-                           flags + ["--autocast-ops", "cuda"], autocast=dtype == "bf16",
-                           cuda_autocast=True))
-    # BERT (post-norm: the LayerNorms' outputs are the residual stream).
-    for dtype, task in (("bf16", "masked-lm"), ("amp-bf16", "masked-lm"), ("bf16", "seq-cls:3")):
-        flags = ["--autocast"] if dtype == "bf16" else []
-        for cuda in (False, True):
-            base = spec("bert-tiny", dtype, "adamw", task=task)
-            s.append(technique(base, "cuda-autocast" if cuda else "autocast",
-                               base["trainmem_flags"] + flags + (["--autocast-ops", "cuda"] if cuda else []),
-                               autocast=dtype == "bf16", cuda_autocast=cuda))
-    # Pre-norm encoders: ViT (its pixels fp32) and RoBERTa's masked-LM.
+        s.append(under_autocast(spec(model, dtype, "adamw", attn=attn, B=B, S=S), cuda=True))
+    # BERT (post-norm: the LayerNorms' outputs are the residual stream), ViT
+    # (pre-norm, its pixels fp32), RoBERTa's masked-LM (its decoder tied).
     for model, dtype, attn, B, S, task in (
+            ("bert-tiny", "bf16", "sdpa", 2, 128, "masked-lm"),
+            ("bert-tiny", "amp-bf16", "sdpa", 2, 128, "masked-lm"),
+            ("bert-tiny", "bf16", "sdpa", 2, 128, "seq-cls:3"),
             ("vit-tiny", "bf16", "sdpa", 4, 197, "seq-cls:10"),
             ("vit-tiny", "amp-bf16", "eager", 4, 197, "seq-cls:10"),
             ("roberta-tiny", "bf16", "sdpa", 2, 128, "masked-lm"),
             ("bert-tiny", "bf16", "sdpa", 2, 256, "token-cls:9")):
-        flags = ["--autocast"] if dtype == "bf16" else []
         for cuda in (False, True):
-            base = spec(model, dtype, "adamw", attn=attn, B=B, S=S, task=task)
-            s.append(technique(base, "cuda-autocast" if cuda else "autocast",
-                               base["trainmem_flags"] + flags + (["--autocast-ops", "cuda"] if cuda else []),
-                               autocast=dtype == "bf16", cuda_autocast=cuda))
+            s.append(under_autocast(spec(model, dtype, "adamw", attn=attn, B=B, S=S, task=task), cuda))
     # The same Phi steps without autocast and under CPU autocast.
     s.append(spec("phi", "bf16", "adamw"))
-    s.append(technique(spec("phi", "bf16", "adamw"), "autocast", ["--autocast"], autocast=True))
+    s.append(under_autocast(spec("phi", "bf16", "adamw"), cuda=False))
     s.append(spec("phi", "amp-bf16", "adamw"))
     return s
 

@@ -852,6 +852,8 @@ pub(crate) struct AdapterFacts {
     rank: u64,
     /// The adapters' own dtype, if they keep one.
     training_dtype: Option<DType>,
+    /// Whether the base's linears are bitsandbytes 4-bit (`Linear4bit`).
+    four_bit_linears: bool,
 }
 
 impl AdapterFacts {
@@ -879,6 +881,12 @@ impl AdapterFacts {
                 .min()
                 .unwrap_or(0),
             training_dtype: adapters.iter().find_map(|t| t.training_dtype),
+            four_bit_linears: model.tensors.iter().any(|tensor| {
+                matches!(
+                    tensor.quantization,
+                    Some(Quantization::Nf4 { .. } | Quantization::Fp4 { .. })
+                )
+            }),
         }
     }
 }
@@ -966,12 +974,7 @@ fn activation_workload(
         context_parallel: setup.parallelism.context,
         fp8: setup.precision.fp8,
         frozen_base: adapters.frozen_base,
-        four_bit_linears: model.tensors.iter().any(|tensor| {
-            matches!(
-                tensor.quantization,
-                Some(Quantization::Nf4 { .. } | Quantization::Fp4 { .. })
-            )
-        }),
+        four_bit_linears: adapters.four_bit_linears,
         lora_rank: adapters.rank,
         // peft casts each adapter's input to the adapter's dtype; under
         // torch.autocast the adapter's matmul runs in the compute dtype

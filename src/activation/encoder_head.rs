@@ -50,6 +50,10 @@ pub fn embeddings(
         // the CLS token's `cat` and the position embeddings' add save
         // nothing.
         saved.tensor(&[p, rank.batch, encoder.pixels])?;
+        // The fp32 pixels the image processor returns stay referenced by the
+        // batch through the step beside that cast (in fp32 they are the
+        // saved input itself): the `vit-tiny__bf16__*` fixtures' inputs.
+        saved.tensor_if(p != FP32, &[FP32, rank.batch, encoder.pixels])?;
         // CLIP's `pre_layrnorm` over the embeddings.
         if encoder.pixels_norm {
             saved.add(layer_norm(rank, t, kernels)?)?;

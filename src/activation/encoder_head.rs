@@ -304,10 +304,11 @@ mod tests {
         let rank = Rank::new(&dims, &workload).unwrap();
         let encoder = dims.encoder.unwrap();
         let kernels = Platform::Cpu.kernels();
-        // The pixels the patch convolution saves: 2·2·3·32·32.
+        // The pixels the patch convolution saves, 2·2·3·32·32, and the fp32
+        // batch they were cast from, 4·2·3·32·32.
         assert_eq!(
             embeddings(&rank, &dims, &encoder, &kernels).unwrap().0,
-            12288
+            12288 + 24576
         );
         // The final LayerNorm's input 2·34·64 and statistics 2·2·34, its
         // output kept by the classifier's view.

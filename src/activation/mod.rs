@@ -135,6 +135,10 @@ pub struct Schedule {
     pub layers: Vec<LayerActivations>,
     /// Saved before the layers: the embedding's indices and dropout mask.
     pub embeddings: Bytes,
+    /// The batch's tensors alive through the step that autograd does not
+    /// save (not in the activation totals): a vision model's fp32 pixels
+    /// beside the half-precision cast its patch embedding saves.
+    pub batch_inputs: Bytes,
     /// Shared by the layers of a micro-batch: the rotary tables.
     pub shared: Bytes,
     /// What persists across steps with the layers (Transformer Engine's

@@ -555,6 +555,9 @@ impl<'a> Step<'a> {
                 schedule.embeddings =
                     plus(schedule.embeddings, embeddings::images(&self.rank, images)?)?;
             }
+            if let Some(encoder) = &self.dims.encoder {
+                schedule.batch_inputs = encoder_head::batch_inputs(&self.rank, encoder)?;
+            }
             if offloads.is_some() && schedule.embeddings.0 >= MIN_OFFLOAD_SIZE {
                 host.add(schedule.embeddings)?;
                 embeddings_offloaded = std::mem::take(&mut schedule.embeddings);

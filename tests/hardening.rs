@@ -35,6 +35,10 @@ fn refusals_say_what_is_wrong() {
             &["estimate", "--params", "7B", "--capacity", "8,0GB"],
         ),
         ("leading_commas", &["estimate", "--params", ",,,7B"]),
+        (
+            "unknown_autocast_ops",
+            &["estimate", "--params", "7B", "--autocast-ops", "tpu"],
+        ),
         ("comma_before_suffix", &["estimate", "--params", "1,000B"]),
         (
             "bits",

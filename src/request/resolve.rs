@@ -517,6 +517,17 @@ fn target_tokens(args: &WorkloadArgs, model: &Model) -> Result<Option<String>> {
 pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<Workload>, Bytes)> {
     let attention = Attention::parse(&args.attention)?;
     let platform = Platform::parse(&args.platform)?;
+    let autocast_ops = args
+        .autocast_ops
+        .as_deref()
+        .map(|ops| {
+            Platform::parse(ops).map_err(|_| Error::InvalidValue {
+                what: "--autocast-ops",
+                value: ops.to_string(),
+                reason: "accepted: cuda or cpu (whose autocast op lists apply)".to_string(),
+            })
+        })
+        .transpose()?;
     let quantized_inputs_kept = bitsandbytes_keeps_input(args.bitsandbytes.as_deref())?;
     let recompute = Recompute::parse(&args.recompute)?;
     let loss = Loss::parse(&args.loss)?;
@@ -592,11 +603,7 @@ pub fn workload(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<(Option<
         target_len: args.target_len,
         keep_outputs: args.keep_outputs,
         autocast: args.autocast,
-        autocast_ops: args
-            .autocast_ops
-            .as_deref()
-            .map(Platform::parse)
-            .transpose()?,
+        autocast_ops,
         implementation: implementation(args)?,
         ..Workload::new(micro_batch, seq_len)
     };

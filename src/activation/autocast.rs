@@ -26,6 +26,7 @@
 
 use super::Platform;
 use super::lora::Training;
+use super::norms::FP32;
 use super::parallel::Rank;
 use super::tally::Tally;
 use super::{Loss, Workload};
@@ -87,9 +88,6 @@ pub(super) fn normed_element(dims: &Dimensions, workload: &Workload) -> u64 {
         residual_element(workload)
     }
 }
-
-/// Bytes of an fp32 element.
-const FP32: u64 = 4;
 
 /// How many copies of one block input the linears `names` save: one
 /// shared tensor when any of them keeps its input, or under autocast one

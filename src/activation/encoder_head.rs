@@ -14,7 +14,7 @@
 use super::kernels::Kernels;
 use super::loss::LossPhase;
 use super::mlp;
-use super::norms::{self, NormSite};
+use super::norms::{self, FP32, NormSite};
 use super::parallel::Rank;
 use super::tally::Tally;
 use crate::architecture::{Dimensions, EncoderHead, EncoderParts, NormKind};
@@ -28,9 +28,6 @@ const INT64: u64 = 8;
 /// saved log-probabilities are alive: the gradient of the log-probabilities
 /// (`nll_loss_backward`) and of the logits (`_log_softmax_backward_data`).
 const LOSS_BACKWARD_COPIES: u64 = 2;
-
-/// Bytes of an fp32 element.
-const FP32: u64 = 4;
 
 /// The embeddings: the input ids `INT64·T`; the token-type ids, `INT64·S`
 /// gathered from BERT's buffer or `INT64·T` in RoBERTa; RoBERTa's position

@@ -1,5 +1,6 @@
 //! What a dense MLP saves between its input and output projections.
 
+use super::norms::FP32;
 use super::parallel::Rank;
 use super::tally::Tally;
 use crate::architecture::MlpKind;
@@ -50,9 +51,6 @@ pub fn saved(rank: &Rank, kind: MlpKind, width: u64, output_keeps_input: bool) -
     tally.tensor(&[count, rank.projected, rank.tokens, width])?;
     Ok(tally.bytes())
 }
-
-/// Bytes of an fp32 element.
-const FP32: u64 = 4;
 
 /// QuickGELU's product `x * sigmoid(1.702 x)` in backward, after `fc2`
 /// released its saved input: the product's gradient and the gradients of

@@ -635,17 +635,16 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         pass_start = b.mark(PASS);
         b.at(None);
         outside.push(match activations {
-            Some(a) if a.batch_inputs > Bytes::ZERO => b.alloc(
+            Some(a) => b.alloc(
                 Kind::Activations,
-                "embeddings (saved) and the batch's fp32 pixels",
+                if a.batch_inputs > Bytes::ZERO {
+                    "embeddings (saved) and the batch's fp32 pixels"
+                } else {
+                    "embeddings and rotary tables (saved)"
+                },
                 a.embeddings
                     .add(a.shared, WHAT)?
                     .add(a.batch_inputs, WHAT)?,
-            )?,
-            Some(a) => b.alloc(
-                Kind::Activations,
-                "embeddings and rotary tables (saved)",
-                a.embeddings.add(a.shared, WHAT)?,
             )?,
             None => None,
         });

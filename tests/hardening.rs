@@ -41,6 +41,22 @@ fn refusals_say_what_is_wrong() {
         ),
         ("comma_before_suffix", &["estimate", "--params", "1,000B"]),
         (
+            "litgpt_version_without_litgpt",
+            &["estimate", "--model", "gpt2", "--litgpt", "0.4.13"],
+        ),
+        (
+            "litgpt_version_unreadable",
+            &[
+                "estimate",
+                "--model",
+                "gpt2",
+                "--implementation",
+                "litgpt",
+                "--litgpt",
+                "0.4.x",
+            ],
+        ),
+        (
             "bits",
             &["estimate", "--params", "7B", "--capacity", "80Gb"],
         ),

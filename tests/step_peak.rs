@@ -287,6 +287,48 @@ fn old_bitsandbytes_keeps_quantized_inputs() {
     assert!(stderr.contains("--bitsandbytes"), "{stderr}");
 }
 
+/// litgpt's QLoRA trains its token embedding only from 0.5.0, whose
+/// `finetune/lora.py` swaps in bitsandbytes' `StableEmbedding`; before it
+/// (`--litgpt 0.4.13`, the releases of litgpt's published tables) the
+/// embedding stays frozen. A pre-release counts as its release.
+#[test]
+fn litgpt_trains_its_embedding_from_0_5() {
+    let qlora = |version: &'static str| {
+        let mut args = vec![
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--implementation",
+            "litgpt",
+            "--lora-rank",
+            "8",
+            "--lora-targets",
+            "q_proj,v_proj",
+            "--quantize",
+            "nf4",
+            "--precision",
+            "bf16",
+            "--format",
+            "json",
+        ];
+        if !version.is_empty() {
+            args.extend(["--litgpt", version]);
+        }
+        json_of(&args)
+    };
+    let trainable = |v: &serde_json::Value| int(&v["parameters"]["trainable"]);
+    let embedding = 128_256 * 4096;
+    let current = qlora("");
+    assert_eq!(trainable(&current), trainable(&qlora("0.5.13")));
+    assert_eq!(trainable(&current), trainable(&qlora("v0.5.0")));
+    assert_eq!(trainable(&current), trainable(&qlora("0.4.13")) + embedding);
+    assert_eq!(
+        trainable(&qlora("0.4.13.dev1")),
+        trainable(&qlora("0.4.13"))
+    );
+    assert!(int(&current["memory"]["gradients"]) > int(&qlora("0.4.13")["memory"]["gradients"]));
+}
+
 /// `--framework megatron` prices Megatron-core's layers with Transformer
 /// Engine's fused kernels: a fused norm keeps its input, fp32 rsigma and
 /// normalized output (2(2Th + 4T) per layer for two norms), where

@@ -112,9 +112,11 @@ def specs() -> list[dict]:
                   "S": S, "lora": True, "lora_dropout": p})
     # finetune/lora.py with --quantize bnb.nf4 / bnb.nf4-dq: Lightning's
     # BitsandbytesPrecision on every nn.Linear (head included), quantized on
-    # the CPU as its _Linear4bit.quantize does on CUDA; wte replaced by
-    # bitsandbytes' StableEmbedding (trainable). torch AdamW, not PagedAdamW
-    # (bitsandbytes' paged buffers are CUDA managed memory).
+    # the CPU as its _Linear4bit.quantize does on CUDA; the optimizer built
+    # over model.parameters(), then wte replaced by bitsandbytes'
+    # StableEmbedding (trainable, in no optimizer: its gradient stays across
+    # steps, and the optimizer keeps the old embedding). torch AdamW, not
+    # PagedAdamW (bitsandbytes' paged buffers are CUDA managed memory).
     for model, dtype, recompute, B, S, quant in (
             ("lit-llama", "bf16", "none", 1, 512, "nf4"), ("lit-llama", "bf16", "none", 2, 256, "nf4-dq"),
             ("lit-llama", "bf16", "full", 1, 512, "nf4"), ("lit-llama", "fp32", "none", 2, 256, "nf4")):
@@ -433,9 +435,7 @@ def quantize_litgpt(model, mode: str, dtype) -> None:
     ``_NF4Linear``/``_NF4DQLinear``), each weight quantized as
     ``_Linear4bit.quantize`` does (``weight.to(torch.half)``, then
     ``bnb.functional.quantize_4bit``; Lightning refuses a non-CUDA device
-    there, so the same calls are made here), then ``finetune/lora.py``'s
-    ``StableEmbedding`` in place of ``transformer.wte`` (a new trainable
-    parameter with the old weights, cast back to the model's dtype)."""
+    there, so the same calls are made here)."""
     import bitsandbytes as bnb
     import lightning.fabric.plugins.precision.bitsandbytes as lbnb
     from lightning.fabric.plugins import BitsandbytesPrecision
@@ -450,6 +450,17 @@ def quantize_litgpt(model, mode: str, dtype) -> None:
                 quant_storage=w.quant_storage)
             mod.weight = lbnb._replace_param(w, w4, state)
             mod.weight.bnb_quantized = True
+
+
+def stable_embedding(model) -> None:
+    """``finetune/lora.py`` (litgpt 0.5.0 and later; 0.5.13 lines 218-229):
+    after the optimizer is built over ``model.parameters()``,
+    ``transformer.wte`` becomes bitsandbytes' ``StableEmbedding``, a new
+    parameter that requires grad, with the old weights, cast back to the
+    model's dtype. The optimizer still holds the old, frozen embedding and
+    not the new one, so the new one's gradient is never zeroed."""
+    import bitsandbytes as bnb
+    import torch
     old = model.transformer.wte
     new = bnb.nn.StableEmbedding(old.num_embeddings, old.embedding_dim)
     with torch.no_grad():
@@ -489,8 +500,15 @@ def worker(sid: str) -> dict:
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
             apply_activation_checkpointing)
         apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Block))
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
-                                  foreach=False)
+    if sp.get("quantize"):
+        # finetune/lora.py: instantiate_bnb_optimizer(optimizer, model.parameters())
+        # (torch's AdamW here: PagedAdamW's buffers are CUDA managed memory),
+        # then the StableEmbedding swap
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+        stable_embedding(model)
+    else:
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
+                                      lr=1e-4, foreach=False)
     ids = torch.randint(0, lit["vocab_size"], (sp["B"], sp["S"]))
     targets = ids
     names = {id(p): n for n, p in model.named_parameters()}

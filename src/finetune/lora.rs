@@ -44,14 +44,22 @@ pub struct Lora {
     /// `_convert_layers`, lines 425-448).
     pub quantize_head: bool,
     /// Whether `--quantize` makes the token embedding train. litgpt's
-    /// `finetune/lora.py` (0.5.13, lines 218-229), after
+    /// `finetune/lora.py` (0.5.0 and later; 0.5.13 lines 218-229), after
     /// `mark_only_lora_as_trainable`, replaces `transformer.wte` with
     /// bitsandbytes' `StableEmbedding` when the precision is
     /// `BitsandbytesPrecision`, copying the weights into a new parameter
-    /// that requires grad, and hands `model.parameters()` to `PagedAdamW`:
-    /// the embedding gets a gradient and optimizer states. (Its `LayerNorm`
-    /// over the embeddings, 2·h parameters and one norm's saved tensors,
-    /// is not counted.)
+    /// that requires grad. It builds the optimizer over
+    /// `model.parameters()` first (line 219), so the optimizer holds the
+    /// old, frozen embedding and not the new one: the real step keeps the
+    /// old weight (V·h in the compute dtype) and a gradient of the new one
+    /// that is never zeroed, and no states for it. This is priced as an
+    /// embedding the optimizer trains (a gradient and its states): the same
+    /// bytes under torch's AdamW in the weights' dtype (measured by
+    /// `tools/measure_implementations.py` in litgpt's order, fixtures
+    /// `*litgpt-qlora*`), but under `PagedAdamW`, litgpt's optimizer with
+    /// `--quantize`, whose states are paged to the host, about V·h·P too
+    /// little on the device. (Its `LayerNorm` over the embeddings, 2·h
+    /// parameters and one norm's saved tensors, is not counted.)
     pub stable_embedding: bool,
 }
 
@@ -347,7 +355,7 @@ impl Lora {
                 quantization.describe()
             ));
             if self.stable_embedding {
-                model.notes.push("litgpt's QLoRA swaps the token embedding for bitsandbytes' StableEmbedding after freezing (finetune/lora.py): the embedding trains, with its gradient and optimizer states; its LayerNorm (2 x h) is not counted".to_string());
+                model.notes.push("litgpt's QLoRA (0.5.0 and later; --litgpt VERSION) swaps the token embedding for bitsandbytes' StableEmbedding after freezing (finetune/lora.py): priced as an embedding the optimizer trains, with its gradient and states; litgpt builds the optimizer before the swap, so the real step instead keeps the old embedding and a gradient that is never zeroed (the same bytes under torch's AdamW, about V x h more on the device under PagedAdamW, whose states are paged); its LayerNorm (2 x h) is not counted".to_string());
             }
         }
         Ok(model)

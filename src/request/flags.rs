@@ -438,6 +438,12 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "VERSION", help_heading = HARDWARE)]
     pub bitsandbytes: Option<String>,
 
+    /// The litgpt version of an --implementation litgpt run: before 0.5.0
+    /// its QLoRA kept the token embedding frozen; from 0.5.0 it trains
+    /// bitsandbytes' StableEmbedding (default: a current version).
+    #[arg(long, value_name = "VERSION", help_heading = HARDWARE)]
+    pub litgpt: Option<String>,
+
     /// PyTorch's allocator with expandable_segments:True, for memory.reserved.
     #[arg(long, help_heading = HARDWARE)]
     pub expandable_segments: bool,

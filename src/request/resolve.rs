@@ -128,8 +128,11 @@ fn nodes(args: &ParallelArgs) -> Result<u64> {
 }
 
 /// The fine-tuning of `--lora-*`, `--freeze`, `--quantize` and `--double-quant`,
-/// run by `implementation`'s code (litgpt quantizes its head too).
-pub fn finetune(args: &FineTuneArgs, implementation: Implementation) -> Result<FineTune> {
+/// run by the workload's `--implementation` (litgpt quantizes its head too,
+/// and from 0.5.0 trains its token embedding: `--litgpt`).
+pub fn finetune(args: &FineTuneArgs, workload: &WorkloadArgs) -> Result<FineTune> {
+    let implementation = implementation(workload)?;
+    let stable_embedding = litgpt_stable_embedding(workload)?;
     at_most_list_items(args.freeze.len(), "--freeze", &args.freeze.join(" "))?;
     at_most_list_items(
         args.lora_targets.split(',').count(),
@@ -167,7 +170,7 @@ pub fn finetune(args: &FineTuneArgs, implementation: Implementation) -> Result<F
                 dropout: LoraDropout::parse(&args.lora_dropout)?,
                 dtype: crate::finetune::adapter_dtype(&args.lora_dtype)?,
                 quantize_head: implementation == Implementation::Litgpt,
-                stable_embedding: implementation == Implementation::Litgpt,
+                stable_embedding,
             })
         })
         .transpose()?;
@@ -246,17 +249,23 @@ pub fn step(args: &WorkloadArgs, parallel: &ParallelArgs) -> Result<StepOptions>
 
 /// The bitsandbytes release from which frozen 4-bit matmuls no longer save
 /// their input (bitsandbytes 0.43.2, `MatMul4Bit.forward`).
-const BITSANDBYTES_SAVES_NO_INPUT: (u64, u64, u64) = (0, 43, 2);
+const BITSANDBYTES_SAVES_NO_INPUT: Release = (0, 43, 2);
 
-/// Whether `--bitsandbytes VERSION` is a release whose 4-bit matmul keeps its input.
-fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
-    let Some(text) = version else {
-        return Ok(false);
-    };
+/// The litgpt release whose QLoRA first swaps the token embedding for
+/// bitsandbytes' `StableEmbedding` (litgpt 0.5.0, `finetune/lora.py`,
+/// commit ae798ab "Add bnb.nn.StableEmbedding for quantized training").
+const LITGPT_STABLE_EMBEDDING: Release = (0, 5, 0);
+
+/// A release as major, minor, patch.
+type Release = (u64, u64, u64);
+
+/// Reads `flag`'s VERSION: `0.43.1`, `v0.5`, `0.4.13.dev1` (a pre-release
+/// counts as its release).
+fn release(flag: &'static str, text: &str, example: &str) -> Result<Release> {
     let invalid = || Error::InvalidValue {
-        what: "--bitsandbytes",
+        what: flag,
         value: text.to_string(),
-        reason: "give a version such as `0.43.1` or `0.45.0`".to_string(),
+        reason: format!("give a version such as {example}"),
     };
     let mut parts = text.trim().trim_start_matches('v').split('.');
     let mut number = || -> Result<u64> {
@@ -266,10 +275,48 @@ fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
         }
     };
     let version = (number()?, number()?, number()?);
-    if parts.next().is_some() {
-        return Err(invalid());
+    match parts.next() {
+        None => Ok(version),
+        Some(tag) if is_pre_release(tag) && parts.next().is_none() => Ok(version),
+        Some(_) => Err(invalid()),
     }
-    Ok(version < BITSANDBYTES_SAVES_NO_INPUT)
+}
+
+/// `dev1`, `rc0`, `post2`: a tag after the release number.
+fn is_pre_release(tag: &str) -> bool {
+    ["dev", "rc", "post"].iter().any(|prefix| {
+        tag.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// Whether `--bitsandbytes VERSION` is a release whose 4-bit matmul keeps its input.
+fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
+    let Some(text) = version else {
+        return Ok(false);
+    };
+    Ok(release("--bitsandbytes", text, "`0.43.1` or `0.45.0`")? < BITSANDBYTES_SAVES_NO_INPUT)
+}
+
+/// Whether the run's litgpt swaps in `StableEmbedding` under `--quantize`:
+/// `--implementation litgpt` of 0.5.0 or later (`--litgpt VERSION`, a
+/// current release when not given). `--litgpt` with another implementation
+/// is refused.
+fn litgpt_stable_embedding(workload: &WorkloadArgs) -> Result<bool> {
+    let litgpt = implementation(workload)? == Implementation::Litgpt;
+    match workload.litgpt.as_deref() {
+        None => Ok(litgpt),
+        Some(text) if !litgpt => Err(Error::InvalidValue {
+            what: "--litgpt",
+            value: text.to_string(),
+            reason:
+                "the litgpt version applies to --implementation litgpt; add it or drop --litgpt"
+                    .to_string(),
+        }),
+        Some(text) => {
+            Ok(release("--litgpt", text, "`0.4.13` or `0.5.13`")? >= LITGPT_STABLE_EMBEDDING)
+        }
+    }
 }
 
 /// `model` with the images per sample (`--images`, default 1) its

@@ -65,7 +65,7 @@ pub fn resolve_run(
         }
     }
     if let Some(args) = finetune {
-        let finetune = resolve::finetune(args, resolve::implementation(workload)?)?;
+        let finetune = resolve::finetune(args, workload)?;
         resolve::apply_lora_dropout(setup, &finetune);
         models = models
             .into_iter()
@@ -123,9 +123,8 @@ pub fn resolve_lone(
     let (imaged, note) = resolve::image_workload(workload, model)?;
     resolve::apply_workload(setup, &imaged, parallel)?;
     let dimensions = resolve::dimensions(&imaged)?;
-    let implementation = resolve::implementation(workload)?;
     let finetune = finetune
-        .map(|args| resolve::finetune(args, implementation))
+        .map(|args| resolve::finetune(args, workload))
         .transpose()?;
     if let Some(finetune) = &finetune {
         resolve::apply_lora_dropout(setup, finetune);

@@ -25,7 +25,9 @@ Llama 3 runs eagerly with sdpa (its default ``attn_type``), so it is the
 one measured.
 
 litgpt (``lit-*`` ids): ``litgpt.GPT(Config(...))`` (``litgpt/model.py``),
-``.to(dtype)``, the step of ``litgpt/finetune/full.py`` ``fit``::
+``.to(dtype)``, called as ``fabric.setup(model)`` wraps it (``fabric_forward``:
+the logits come back as Fabric's fp32 copy), the step of
+``litgpt/finetune/full.py`` ``fit``::
 
     logits = model(input_ids)
     loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
@@ -468,6 +470,37 @@ def stable_embedding(model) -> None:
     model.transformer.wte = new.to(device=old.weight.device, dtype=old.weight.dtype)
 
 
+def fabric_forward(model, precision):
+    """The model as litgpt's scripts call it, through ``fabric.setup_module``:
+    ``_FabricModule.forward`` (lightning/fabric/wrappers.py 2.6.6)
+    converts the inputs, runs the module under the precision's
+    ``forward_context()`` and converts the outputs with ``convert_output``,
+    which casts floating tensors to ``torch.get_default_dtype()``: under
+    ``bf16-true`` (``HalfPrecision``) and ``BitsandbytesPrecision`` the
+    logits the loop computes its loss on are an fp32 copy. Fabric refuses
+    ``BitsandbytesPrecision`` off CUDA, so the wrapper's three calls are made
+    here with the precision plugin itself (the backward hook it registers
+    does nothing on one device)."""
+    def forward(*args, **kwargs):
+        args, kwargs = precision.convert_input((args, kwargs))
+        with precision.forward_context():
+            output = model(*args, **kwargs)
+        return precision.convert_output(output)
+    return forward
+
+
+def fabric_precision(sp: dict, dtype):
+    """The precision plugin of ``fabric = L.Fabric(precision=...)`` for a
+    spec: ``BitsandbytesPrecision(quantize[4:], dtype)`` with
+    ``--quantize`` (finetune/lora.py), else ``bf16-true``'s
+    ``HalfPrecision`` or ``32-true``'s ``Precision``."""
+    import torch
+    from lightning.fabric.plugins import BitsandbytesPrecision, HalfPrecision, Precision
+    if sp.get("quantize"):
+        return BitsandbytesPrecision(sp["quantize"], dtype)
+    return HalfPrecision("bf16-true") if dtype == torch.bfloat16 else Precision()
+
+
 def worker(sid: str) -> dict:
     warnings.filterwarnings("ignore")
     titan = next((s for s in specs() if s["id"] == sid and s.get("torchtitan")), None)
@@ -534,25 +567,20 @@ def worker(sid: str) -> dict:
 
     head_chunk = 128 if sp.get("lora") else sp["S"]
 
+    # BitsandbytesPrecision's forward_context is _DtypeContextManager(dtype):
+    # the default dtype is the compute dtype while the model runs
+    # (StableEmbedding's `emb.to(torch.get_default_dtype())` reads it)
+    forward = fabric_forward(model, fabric_precision(sp, dtype))
+
     def one_step():
         state["chunks"] = 0
         phase_begin("forward")
         if sp.get("lora"):  # finetune/lora.py fit()
-            if sp.get("quantize"):
-                # Fabric runs the module under precision.forward_context(),
-                # _DtypeContextManager(dtype): the default dtype is the
-                # compute dtype while the model runs (StableEmbedding's
-                # `emb.to(torch.get_default_dtype())` reads it)
-                default = torch.get_default_dtype()
-                torch.set_default_dtype(dtype)
-                logits = model(ids, lm_head_chunk_size=128)
-                torch.set_default_dtype(default)
-            else:
-                logits = model(ids, lm_head_chunk_size=128)
+            logits = forward(ids, lm_head_chunk_size=128)
             logits[-1] = logits[-1][..., :-1, :]
             loss = chunked_cross_entropy(logits, targets[..., 1:])
-        else:
-            logits = model(ids)
+        else:  # finetune/full.py fit()
+            logits = forward(ids)
             loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
         phase_end()
         phase_begin("backward")
@@ -614,8 +642,11 @@ def worker(sid: str) -> dict:
                    "targets[..., 1:]); logits referenced until the step returns"]
                   if sp.get("lora") else
                   ["litgpt finetune/full.py step: logits = model(ids); chunked_cross_entropy("
-                   "logits[..., :-1, :], targets[..., 1:]) (128-row chunks, log-softmax in the "
-                   "compute dtype); logits referenced until the step returns"])
+                   "logits[..., :-1, :], targets[..., 1:]) (128-row chunks); logits referenced "
+                   "until the step returns"])
+                 + ["the model called as fabric.setup wraps it (_FabricModule.forward: "
+                    "convert_input, the precision's forward_context, convert_output): the "
+                    "logits come back as an fp32 copy and the loss runs in fp32"]
                  + (["apply_activation_checkpointing(check_fn=Block), non-reentrant"]
                     if sp["recompute"] == "full" else []),
         "trainmem_flags": flags,

@@ -30,13 +30,23 @@ pub fn apply(workload: &Workload, stage: &mut Activations) {
     // as `outputs.logits`, and under autocast accelerate's `prepare_model`
     // wraps the forward in `convert_outputs_to_fp32`: either way the loop
     // holds an fp32 copy of the logits.
-    if (workload.loss == super::Loss::ShiftCopy || workload.autocast) && workload.dtype.bytes() < 4
+    // litgpt's Fabric already made the fp32 copy the loop holds
+    // (`Schedule::outputs_cast`).
+    let cast = stage.schedule.outputs_cast;
+    if (workload.loss == super::Loss::ShiftCopy || workload.autocast)
+        && workload.dtype.bytes() < 4
+        && cast == Bytes::ZERO
     {
         stage.schedule.outputs_upcast =
             Bytes(stage.schedule.logits.0.saturating_mul(4) / workload.dtype.bytes().max(1));
     }
     stage.notes.push(if stage.schedule.logits == Bytes::ZERO {
         "keep outputs: the loop holds the model's outputs through backward, but this loss materializes no logits, so nothing more is kept".to_string()
+    } else if cast > Bytes::ZERO {
+        format!(
+            "keep outputs: the loop holds the logits litgpt's Fabric returns, an fp32 copy ({} bytes: convert_output casts the model's outputs to the default dtype), alive through backward and the optimizer step",
+            cast.0
+        )
     } else if stage.schedule.outputs_upcast > Bytes::ZERO {
         format!(
             "keep outputs: the loop holds the model's outputs (accelerate's examples, hand-written loops), whose logits are an fp32 copy ({} bytes: {}), alive through backward and the optimizer step instead of dying with the loss (HF Trainer, torchtune)",

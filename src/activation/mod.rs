@@ -182,6 +182,12 @@ pub struct Schedule {
     /// the loop keeps this many bytes and the half-precision logits die at
     /// the upcast. Zero otherwise.
     pub outputs_upcast: Bytes,
+    /// The copy of the logits the loop's wrapper returns in their place
+    /// (litgpt's Fabric `convert_output`: fp32, 4·T·V, when the model
+    /// computes them in a half dtype): made as the loss phase begins, when
+    /// the model's own logits die, and the tensor the loss runs on and a
+    /// loop that keeps its outputs holds. Zero otherwise.
+    pub outputs_cast: Bytes,
     /// Under autocast, the final norm's output in the residual dtype (the
     /// model's `last_hidden_state`; the output head saves a cast copy),
     /// alive until transformers' causal-LM forward returns after its loss;

@@ -636,7 +636,14 @@ impl<'a> Step<'a> {
                     },
                 }
             };
-            logits = phase.logits;
+            let cast = implementation::outputs_cast(&self.rank, self.workload.implementation)?;
+            // The loop's copy replaces the model's logits while the loss runs.
+            logits = if cast > Bytes::ZERO {
+                cast
+            } else {
+                phase.logits
+            };
+            schedule.outputs_cast = cast;
             loss_bytes = phase.saved;
             transient = phase.backward;
             schedule.logits = phase.logits;

@@ -475,9 +475,10 @@ pub struct WorkloadArgs {
     /// The training loop keeps the model's outputs referenced through
     /// backward: `outputs = model(**batch); loss = outputs.loss;
     /// accelerator.backward(loss)` (accelerate's examples, litgpt, most
-    /// hand-written loops), so the logits in the compute dtype stay alive
-    /// until the step returns. Off by default: HF Trainer's compute_loss and
-    /// torchtune drop them before backward.
+    /// hand-written loops), so the logits stay alive until the step returns
+    /// (in the compute dtype; an fp32 copy where the loop's wrapper casts
+    /// them: accelerate under autocast, litgpt's Fabric). Off by default: HF
+    /// Trainer's compute_loss and torchtune drop them before backward.
     #[arg(long, help_heading = TRAINING)]
     pub keep_outputs: bool,
 
@@ -493,9 +494,9 @@ pub struct WorkloadArgs {
     /// Whose model code runs the architecture: transformers (default; HF
     /// Trainer, accelerate, peft, TRL), litgpt, torchtune or torchtitan.
     /// Each saves its own tensors for backward (litgpt's Phi: one tanh-GELU
-    /// input instead of NewGELU's four; its chunked bf16 cross-entropy), and
-    /// it sets FSDP1's --init default: per-unit for transformers, meta for
-    /// the others.
+    /// input instead of NewGELU's four; its chunked cross-entropy on
+    /// Fabric's fp32 copy of the logits), and it sets FSDP1's --init
+    /// default: per-unit for transformers, meta for the others.
     #[arg(long, value_name = "NAME", help_heading = TRAINING)]
     pub implementation: Option<String>,
 }

@@ -766,6 +766,16 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     let mut loss = None;
     let mut kept_outputs = None;
     if let (true, Some(a)) = (has_head, activations) {
+        // litgpt's Fabric casts the model's outputs as its forward returns:
+        // the loss runs on the fp32 copy, and the model's logits die.
+        let cast = b.alloc(
+            Kind::Activations,
+            "fp32 logits (Fabric's convert_output copy the loss runs on)",
+            a.outputs_cast,
+        )?;
+        if cast.is_some() {
+            b.free(logits.take())?;
+        }
         let upcast = b.alloc(
             Kind::Temporaries,
             "fp32 upcast of the logits",
@@ -782,7 +792,13 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         // The Trainer's compute_loss returns the loss alone: the model's
         // outputs, the logits with them, are dropped before backward; a
         // loop that keeps them (`--keep-outputs`) holds them to the end.
-        if a.logits_kept && a.outputs_upcast > Bytes::ZERO {
+        if cast.is_some() {
+            if a.logits_kept {
+                kept_outputs = cast;
+            } else {
+                b.free(cast)?;
+            }
+        } else if a.logits_kept && a.outputs_upcast > Bytes::ZERO {
             // The model's output is the fp32 upcast: it stays, the
             // half-precision logits go.
             kept_outputs = b.alloc(

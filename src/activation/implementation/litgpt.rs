@@ -31,8 +31,16 @@
 //!   with a frozen base (`finetune/lora.py`, `adapter.py`: `model(input_ids,
 //!   lm_head_chunk_size=128)`, then `chunked_cross_entropy(logits, ...)` on
 //!   the list of chunks): see [`chunked_head_loss`].
+//! * The scripts call the model through `fabric.setup(model)`:
+//!   `_FabricModule.forward` (lightning/fabric/wrappers.py 2.6.6) ends with
+//!   `precision.convert_output(output)`, which casts every floating output
+//!   to `torch.get_default_dtype()`. Under `bf16-true`, `16-true` and
+//!   `BitsandbytesPrecision` the logits the loop holds and computes its
+//!   loss on are an fp32 copy ([`outputs_cast`]), the head's own logits die
+//!   at the cast, and the loss runs in fp32.
 
 use crate::activation::loss::LossPhase;
+use crate::activation::norms::FP32;
 use crate::activation::parallel::Rank;
 use crate::activation::tally::{Tally, product};
 use crate::architecture::{Dimensions, MlpKind, NormKind, QkvLayout};
@@ -62,39 +70,50 @@ pub fn dimensions(dims: &Dimensions) -> Dimensions {
     dims
 }
 
-/// litgpt's loss on the whole logits, P·B·S·V in the compute dtype:
+/// The fp32 copy of the logits Fabric's `convert_output` returns to the
+/// loop, 4·B·S·V, when the model computes them in a half dtype; zero when
+/// they are fp32 already.
+pub fn outputs_cast(rank: &Rank) -> Result<Bytes> {
+    if rank.element >= FP32 {
+        return Ok(Bytes::ZERO);
+    }
+    product(&[FP32, rank.tokens, rank.vocab])
+}
+
+/// litgpt's loss on the whole logits, P·B·S·V from the head, which the loop
+/// gets as Fabric's fp32 copy (F = 4 bytes, [`outputs_cast`]):
 /// `logits[..., :-1, :].reshape(-1, V)` copies the shifted rows, R =
 /// B·(S − 1), when B > 1 (the slice is not contiguous; a view when B = 1),
 /// alive until the function returns; `split(128)` and one `cross_entropy`
-/// per chunk in the logits' dtype (no fp32 upcast) saves every chunk's
-/// log-softmax, P·R·V together, the targets (an int64 copy of the shifted
-/// labels when B > 1) and an fp32 `total_weight` per chunk.
+/// per chunk in the logits' dtype saves every chunk's log-softmax, F·R·V
+/// together, the targets (an int64 copy of the shifted labels when B > 1)
+/// and an fp32 `total_weight` per chunk.
 ///
 /// Backward: each chunk's `nll_loss_backward` and `_log_softmax_backward_data`
-/// gradients, 2·P·128·V at once; `SplitBackward0` concatenates the chunks'
-/// gradients into one P·R·V tensor and `SliceBackward0` scatters it into a
-/// zeroed [B, S, V] one (P·B·S·V): both alive while the output head starts
+/// gradients, 2·F·128·V at once; `SplitBackward0` concatenates the chunks'
+/// gradients into one F·R·V tensor and `SliceBackward0` scatters it into a
+/// zeroed [B, S, V] one (F·B·S·V): both alive while the output head starts
 /// its backward.
 pub fn loss(rank: &Rank) -> Result<LossPhase> {
     let rows = rank.batch.saturating_mul(rank.seq.saturating_sub(1));
     let copied = rank.batch > 1;
     let chunks = rows.div_ceil(CHUNK_ROWS).max(1);
     let mut saved = Tally::new();
-    saved.tensor(&[rank.element, rows, rank.vocab])?;
+    saved.tensor(&[FP32, rows, rank.vocab])?;
     saved.tensor_if(copied, &[INT64, rows])?;
-    saved.tensor(&[crate::activation::norms::FP32, chunks])?;
+    saved.tensor(&[FP32, chunks])?;
     let mut gradient = Tally::new();
-    gradient.tensor(&[rank.element, rows, rank.vocab])?;
-    gradient.tensor(&[rank.element, rank.tokens, rank.vocab])?;
+    gradient.tensor(&[FP32, rows, rank.vocab])?;
+    gradient.tensor(&[FP32, rank.tokens, rank.vocab])?;
     Ok(LossPhase {
         logits: product(&[rank.element, rank.tokens, rank.vocab])?,
         upcast: if copied {
-            product(&[rank.element, rows, rank.vocab])?
+            product(&[FP32, rows, rank.vocab])?
         } else {
             Bytes::ZERO
         },
         saved: saved.bytes(),
-        backward: product(&[2, rank.element, CHUNK_ROWS.min(rows), rank.vocab])?,
+        backward: product(&[2, FP32, CHUNK_ROWS.min(rows), rank.vocab])?,
         logits_gradient: gradient.bytes(),
     })
 }
@@ -102,11 +121,12 @@ pub fn loss(rank: &Rank) -> Result<LossPhase> {
 /// litgpt's loss when the output head runs in chunks of 128 positions
 /// (`GPT.forward(lm_head_chunk_size=128)`: `[self.lm_head(x_i) for x_i in
 /// x.split(128, dim=1)]`, the fine-tuning scripts of a frozen base): all
-/// chunks' logits exist, P·B·S·V; one `cross_entropy` per chunk in the
-/// logits' dtype saves each chunk's log-softmax (P·B·S·V together, the last
-/// chunk shifted by one) and its targets; in backward every chunk's loss
-/// gradient runs first (the loss nodes are the newest), leaving all chunks'
-/// logits gradients, P·B·S·V; the frozen output head then runs its backward
+/// chunks' logits exist, P·B·S·V, and come to the loop as Fabric's fp32
+/// copies (F = 4 bytes); one `cross_entropy` per chunk saves each chunk's
+/// log-softmax (F·B·S·V together, the last chunk shifted by one) and its
+/// targets; in backward every chunk's loss gradient runs first (the loss
+/// nodes are the newest), leaving all chunks' logits gradients, F·B·S·V;
+/// the frozen output head then runs its backward
 /// chunk by chunk and makes no weight gradient (the scripts that chunk the
 /// head freeze it; with a trained head torchtune's chunked loss sums them,
 /// see `chunked_loss.rs`). The last chunk's slice `[..., :-1, :]` is copied
@@ -120,30 +140,70 @@ pub fn chunked_head_loss(rank: &Rank) -> Result<LossPhase> {
         .batch
         .saturating_mul((rank.seq - (count - 1) * CHUNK_ROWS.min(rank.seq)).saturating_sub(1));
     let mut saved = Tally::new();
-    saved.tensor(&[rank.element, rows, rank.vocab])?;
+    saved.tensor(&[FP32, rows, rank.vocab])?;
     saved.tensor_if(copied, &[INT64, rows])?;
-    saved.tensor(&[crate::activation::norms::FP32, count])?;
+    saved.tensor(&[FP32, count])?;
     Ok(LossPhase {
         logits: product(&[rank.element, rank.tokens, rank.vocab])?,
         upcast: if copied {
-            product(&[rank.element, last, rank.vocab])?
+            product(&[FP32, last, rank.vocab])?
         } else {
             Bytes::ZERO
         },
         saved: saved.bytes(),
-        backward: product(&[2, rank.element, chunk, rank.vocab])?,
-        logits_gradient: product(&[rank.element, rank.tokens, rank.vocab])?,
+        backward: product(&[2, FP32, chunk, rank.vocab])?,
+        logits_gradient: product(&[FP32, rank.tokens, rank.vocab])?,
     })
 }
 
 /// What the rules assume.
 pub fn notes() -> Vec<String> {
-    vec!["implementation litgpt (litgpt/model.py 0.5.13): F.gelu(approximate) saves one T x f tensor, RMSNorm saves its fp32 normalized tensor; loss chunked_cross_entropy in the logits' dtype, no fp32 upcast: 128-row chunks of the whole logits (finetune/full.py), or, with a frozen base, the output head itself in chunks of 128 positions (finetune/lora.py lm_head_chunk_size=128)".to_string()]
+    vec!["implementation litgpt (litgpt/model.py 0.5.13): F.gelu(approximate) saves one T x f tensor, RMSNorm saves its fp32 normalized tensor; loss chunked_cross_entropy on Fabric's fp32 copy of the logits (convert_output casts the model's outputs to the default dtype): 128-row chunks of the whole logits (finetune/full.py), or, with a frozen base, the output head itself in chunks of 128 positions (finetune/lora.py lm_head_chunk_size=128)".to_string()]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activation::Workload;
+    use crate::dtype::DType;
+
+    /// The tiny Llama of the timeline fixtures (h 256, V 4096).
+    fn rank(batch: u64, seq: u64, dtype: DType) -> Rank {
+        let dims = Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap();
+        let workload = Workload {
+            dtype,
+            ..Workload::new(batch, seq)
+        };
+        Rank::new(&dims, &workload).unwrap()
+    }
+
+    #[test]
+    fn the_loss_runs_on_fabrics_fp32_copy_by_hand() {
+        // B = 2, S = 256: T = 512, R = 510 shifted rows, V = 4096.
+        let (t, r, v) = (512u64, 510u64, 4096u64);
+        let bf16 = rank(2, 256, DType::Bf16);
+        assert_eq!(outputs_cast(&bf16).unwrap().0, 4 * t * v);
+        assert_eq!(
+            outputs_cast(&rank(2, 256, DType::Fp32)).unwrap(),
+            Bytes::ZERO
+        );
+        let whole = loss(&bf16).unwrap();
+        // The head's own logits are bf16; everything after the cast is fp32.
+        assert_eq!(whole.logits.0, 2 * t * v);
+        assert_eq!(whole.upcast.0, 4 * r * v);
+        assert_eq!(
+            whole.saved.0,
+            4 * r * v + 8 * r + 4 * r.div_ceil(CHUNK_ROWS)
+        );
+        assert_eq!(whole.backward.0, 2 * 4 * CHUNK_ROWS * v);
+        assert_eq!(whole.logits_gradient.0, 4 * r * v + 4 * t * v);
+        // The chunked head: 2 chunks of 128 positions, the last shifted.
+        let chunked = chunked_head_loss(&bf16).unwrap();
+        assert_eq!(chunked.upcast.0, 4 * 2 * 127 * v);
+        assert_eq!(chunked.saved.0, 4 * r * v + 8 * r + 4 * 2);
+        assert_eq!(chunked.backward.0, 2 * 4 * 2 * CHUNK_ROWS * v);
+        assert_eq!(chunked.logits_gradient.0, 4 * t * v);
+    }
 
     #[test]
     fn litgpt_saves_one_gelu_input_and_the_fp32_normalized_tensor() {

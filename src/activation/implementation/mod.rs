@@ -21,6 +21,7 @@ use super::parallel::Rank;
 use super::{Platform, Workload};
 use crate::architecture::{Dimensions, Implementation};
 use crate::error::Result;
+use crate::units::Bytes;
 
 /// The architecture as `implementation`'s modules save it on `platform`.
 pub fn dimensions(
@@ -70,6 +71,18 @@ pub fn standard_loss(
         Implementation::Litgpt => litgpt::loss(rank).map(Some),
         Implementation::Transformers | Implementation::Torchtune | Implementation::Torchtitan => {
             Ok(None)
+        }
+    }
+}
+
+/// The copy of the logits the training loop computes its loss on, when the
+/// loop's wrapper casts the model's outputs (litgpt's Fabric: an fp32 copy
+/// of half-precision logits, which then die); zero otherwise.
+pub fn outputs_cast(rank: &Rank, implementation: Implementation) -> Result<Bytes> {
+    match implementation {
+        Implementation::Litgpt => litgpt::outputs_cast(rank),
+        Implementation::Transformers | Implementation::Torchtune | Implementation::Torchtitan => {
+            Ok(Bytes::ZERO)
         }
     }
 }

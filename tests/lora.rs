@@ -242,10 +242,19 @@ fn litgpt_qlora_quantizes_the_head_and_trains_the_embedding() {
     };
     let litgpt = lora(true).apply(model(), nf4).unwrap();
     assert!(find(&litgpt, "lm_head.weight").quantization.is_some());
-    assert!(find(&litgpt, "model.embed_tokens.weight").trainable);
+    let embedding = find(&litgpt, "model.embed_tokens.weight");
+    assert!(embedding.trainable && !embedding.optimized);
+    // The optimizer, built before the swap, still holds the old embedding.
+    let [replaced] = litgpt.optimizer_only.as_slice() else {
+        panic!("{:?}", litgpt.optimizer_only)
+    };
+    assert_eq!(replaced.name, "model.embed_tokens_replaced.weight");
+    assert_eq!(replaced.shape, embedding.shape);
+    assert!(!replaced.trainable);
     let peft = lora(false).apply(model(), nf4).unwrap();
     assert!(find(&peft, "lm_head.weight").quantization.is_none());
     assert!(!find(&peft, "model.embed_tokens.weight").trainable);
+    assert!(peft.optimizer_only.is_empty());
     // Without --quantize litgpt's embedding stays frozen (no StableEmbedding).
     let plain = lora(true).apply(model(), None).unwrap();
     assert!(!find(&plain, "model.embed_tokens.weight").trainable);

@@ -47,6 +47,9 @@ pub struct DeviceMemory {
     pub trainable_partition: Count,
     /// The most elements of one placed tensor inside the stage's layers.
     pub largest_tensor: Count,
+    /// The part of `memory.gradients` no optimizer zeroes (trainable tensors
+    /// the optimizer does not hold): alive across steps.
+    pub kept_gradients: Bytes,
 }
 
 /// One module's footprint on a stage, summed over its tensors.
@@ -77,6 +80,9 @@ struct Group {
     weights: Piece,
     master_weights: Piece,
     gradients: Piece,
+    /// Gradients of trainable tensors no optimizer holds (`Tensor::optimized`):
+    /// never zeroed, they stay across steps.
+    kept_gradients: Piece,
     states: Bytes,
     host_states: Bytes,
     paged_states: Bytes,
@@ -297,6 +303,16 @@ pub fn per_stage_indexed(
             if !tensor.trainable {
                 continue;
             }
+            if !tensor.optimized {
+                group.kept_gradients.add(
+                    shape,
+                    precision.gradients,
+                    zero.shards_gradients(),
+                    framework,
+                    degree,
+                )?;
+                continue;
+            }
             if let Some(master) = precision.master_weights {
                 group.master_weights.add(
                     shape,
@@ -355,6 +371,18 @@ pub fn per_stage_indexed(
                     }
                 }
             }
+        }
+    }
+
+    // What the optimizer holds beyond the model (litgpt's replaced
+    // embedding): frozen weights of the first stage, whole on every rank.
+    if let Some(group) = groups.first_mut().and_then(|stage| stage.first_mut()) {
+        for tensor in &model.optimizer_only {
+            let bytes = setup
+                .precision
+                .for_tensor(tensor)
+                .weight_bytes(tensor, &tensor.shape)?;
+            group.weights.add_bytes(bytes, false, 1)?;
         }
     }
 
@@ -541,6 +569,9 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
         };
         let gradient = produced.size_of(elements)?;
         module.gradient = module.gradient.add(gradient, WHAT)?;
+        if !tensor.optimized {
+            module.kept_gradient = module.kept_gradient.add(gradient, WHAT)?;
+        }
         module.largest_gradient = module.largest_gradient.max(gradient);
         if setup.steps_in_backward() {
             module.step_temporaries = module
@@ -611,6 +642,7 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         Bytes::ZERO,
     );
     let (mut trainable, mut largest, mut tensors, mut parameters) = (0u64, 0u64, 0usize, 0u64);
+    let mut kept_gradients = Bytes::ZERO;
     for (index, mut group) in stage_groups.into_iter().enumerate() {
         let degree = parallelism.shard_degree(index == 1);
         let flat_states = std::mem::take(&mut group.flat_states);
@@ -637,6 +669,7 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         add(&mut master, group.master_weights.finish(degree)?)?;
         add(&mut gradients, group.gradients.finish(degree)?)?;
         add(&mut gradients, group.largest_gradient)?;
+        add(&mut kept_gradients, group.kept_gradients.finish(degree)?)?;
         add(&mut states, group.states)?;
         add(&mut host_states, group.host_states)?;
         add(&mut paged_states, group.paged_states)?;
@@ -743,7 +776,11 @@ fn finish_stage(stage: u64, stage_groups: [Group; 2], setup: &Setup) -> Result<D
         per_node(host[3].add(host_states, WHAT)?.add(paged_states, WHAT)?)?,
         Bytes::ZERO,
     )?;
+    // Kept gradients stay on the device whatever is offloaded: no
+    // optimizer, on the host or not, ever sees them.
+    add(&mut gradients, kept_gradients)?;
     Ok(DeviceMemory {
+        kept_gradients,
         memory: Memory::new(weights, master, gradients, states, Bytes::ZERO)?,
         host,
         paged_states,

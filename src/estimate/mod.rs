@@ -324,6 +324,10 @@ impl Elements {
     fn of(model: &Model, setup: &Setup) -> Result<Elements> {
         let mut elements = Elements::default();
         let mut largest_gradient = (0u64, DType::Fp32);
+        // A weight the optimizer alone still holds is one more copy of it.
+        for tensor in &model.optimizer_only {
+            add_elements(&mut elements.weights, tensor.shape.elements().0)?;
+        }
         for tensor in &model.tensors {
             let n = tensor.shape.elements();
             add_elements(&mut elements.weights, n.0)?;
@@ -331,6 +335,11 @@ impl Elements {
                 continue;
             }
             let precision = setup.precision.for_tensor(tensor);
+            if !tensor.optimized {
+                // A gradient no optimizer holds: no master copy, no states.
+                elements.add_gradient(n, precision.gradients)?;
+                continue;
+            }
             add_elements(&mut elements.trainable, n.0)?;
             elements.largest_trainable = elements.largest_trainable.max(n.0);
             elements.trainable_tensors += 1;

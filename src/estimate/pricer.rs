@@ -148,7 +148,8 @@ impl<'m> Pricer<'m> {
             .overhead
             .add(residents.weights, WHAT)?
             .add(residents.master_weights, WHAT)?
-            .add(residents.optimizer_states, WHAT)?;
+            .add(residents.optimizer_states, WHAT)?
+            .add(residents.kept_gradients, WHAT)?;
         if plan.gradients.resident_from_start {
             floor = floor.add(residents.gradients, WHAT)?;
         }

@@ -142,7 +142,8 @@ pub fn plan<'a>(
         residents: Residents {
             weights: memory.weights,
             master_weights: memory.master_weights,
-            gradients: memory.gradients,
+            gradients: Bytes(memory.gradients.0.saturating_sub(device.kept_gradients.0)),
+            kept_gradients: device.kept_gradients,
             optimizer_states: memory.optimizer_states,
         },
         modules: &device.modules,

@@ -50,15 +50,12 @@ pub struct Lora {
     /// `BitsandbytesPrecision`, copying the weights into a new parameter
     /// that requires grad. It builds the optimizer over
     /// `model.parameters()` first (line 219), so the optimizer holds the
-    /// old, frozen embedding and not the new one: the real step keeps the
-    /// old weight (V·h in the compute dtype) and a gradient of the new one
-    /// that is never zeroed, and no states for it. This is priced as an
-    /// embedding the optimizer trains (a gradient and its states): the same
-    /// bytes under torch's AdamW in the weights' dtype (measured by
-    /// `tools/measure_implementations.py` in litgpt's order, fixtures
-    /// `*litgpt-qlora*`), but under `PagedAdamW`, litgpt's optimizer with
-    /// `--quantize`, whose states are paged to the host, about V·h·P too
-    /// little on the device. (Its `LayerNorm` over the embeddings, 2·h
+    /// old, frozen embedding and not the new one: the step keeps the old
+    /// weight (V·h in the compute dtype, `Model::optimizer_only`), and the new one trains with no optimizer
+    /// states and a gradient that is never zeroed (`Tensor::optimized`
+    /// false: it stays on the device across steps). Measured by
+    /// `tools/measure_implementations.py` in litgpt's order (fixtures
+    /// `*litgpt-qlora*`). (Its `LayerNorm` over the embeddings, 2·h
     /// parameters and one norm's saved tensors, is not counted.)
     pub stable_embedding: bool,
 }
@@ -215,7 +212,18 @@ impl Lora {
                 .iter_mut()
                 .find(|t| t.role == Role::Embedding && t.shape.dims().first().copied() == vocab)
             {
+                // finetune/lora.py builds the optimizer before the swap: it
+                // holds the replaced embedding, frozen, and not the new one,
+                // whose gradient is never zeroed.
                 embedding.trainable = true;
+                embedding.optimized = false;
+                let replaced = Tensor {
+                    name: replaced_embedding_name(&embedding.name),
+                    trainable: false,
+                    optimized: true,
+                    ..embedding.clone()
+                };
+                model.optimizer_only.push(replaced);
             }
         }
         if let Some(quantization) = quantize {
@@ -355,10 +363,20 @@ impl Lora {
                 quantization.describe()
             ));
             if self.stable_embedding {
-                model.notes.push("litgpt's QLoRA (0.5.0 and later; --litgpt VERSION) swaps the token embedding for bitsandbytes' StableEmbedding after freezing (finetune/lora.py): priced as an embedding the optimizer trains, with its gradient and states; litgpt builds the optimizer before the swap, so the real step instead keeps the old embedding and a gradient that is never zeroed (the same bytes under torch's AdamW, about V x h more on the device under PagedAdamW, whose states are paged); its LayerNorm (2 x h) is not counted".to_string());
+                model.notes.push("litgpt's QLoRA (0.5.0 and later; --litgpt VERSION) swaps the token embedding for bitsandbytes' StableEmbedding after building the optimizer (finetune/lora.py): the optimizer keeps the replaced embedding (frozen, still on the device) and not the new one, which trains with no optimizer states and a gradient that is never zeroed, so it stays across steps; its LayerNorm (2 x h) is not counted".to_string());
             }
         }
         Ok(model)
+    }
+}
+
+/// The name of the token embedding litgpt's `StableEmbedding` replaced,
+/// which its optimizer still holds: `model.embed_tokens.weight` ->
+/// `model.embed_tokens_replaced.weight`.
+fn replaced_embedding_name(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((module, parameter)) => format!("{module}_replaced.{parameter}"),
+        None => format!("{name}_replaced"),
     }
 }
 

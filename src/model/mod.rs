@@ -49,6 +49,11 @@ pub struct Model {
     pub notes: Vec<String>,
     /// Every parameter tensor, tied weights once.
     pub tensors: Vec<Tensor>,
+    /// Tensors the optimizer still holds that are no longer the model's
+    /// (litgpt's token embedding, replaced by `StableEmbedding` after the
+    /// optimizer was built): frozen weights on the device, not parameters.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub optimizer_only: Vec<Tensor>,
     /// What a trace of the module saw autograd save, when its inventory
     /// carries one (`trainmem.trace_activations`): its activations.
     #[serde(skip)]
@@ -115,6 +120,7 @@ impl Model {
                 Shape::vector(parameters.0),
                 Role::Other,
             )],
+            optimizer_only: Vec::new(),
         }
     }
 
@@ -137,6 +143,7 @@ impl Model {
             traced: None,
             defaulted_keys: Vec::new(),
             tensors,
+            optimizer_only: Vec::new(),
         }
     }
 

@@ -135,6 +135,16 @@ pub struct Tensor {
     /// How a frozen base weight is stored when quantized (QLoRA).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<Quantization>,
+    /// Whether the optimizer holds it, when trainable. A trainable tensor no
+    /// optimizer holds (litgpt's `StableEmbedding`, swapped in after the
+    /// optimizer is built) has a gradient but no states, and its gradient
+    /// is never zeroed: it stays on the device across steps.
+    #[serde(skip_serializing_if = "is_true")]
+    pub optimized: bool,
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 impl Tensor {
@@ -148,6 +158,7 @@ impl Tensor {
             stored_dtype: None,
             training_dtype: None,
             quantization: None,
+            optimized: true,
         }
     }
 }

@@ -453,12 +453,17 @@ fn units<'a>(plan: &StepPlan<'a>) -> Result<Vec<Unit<'a>>> {
 fn share_gradients(units: &mut [Unit], resident: Bytes) -> Result<()> {
     let produced: u128 = units
         .iter()
-        .map(|u| u128::from(u.module.map_or(0, |m| m.gradient.0)))
+        .map(|u| u128::from(u.module.map_or(0, optimized_gradient)))
         .sum();
     let largest = units
         .iter()
         .enumerate()
-        .max_by_key(|(i, u)| (u.module.map_or(0, |m| m.gradient.0), std::cmp::Reverse(*i)))
+        .max_by_key(|(i, u)| {
+            (
+                u.module.map_or(0, optimized_gradient),
+                std::cmp::Reverse(*i),
+            )
+        })
         .map(|(i, _)| i);
     let Some(largest) = largest else {
         return Ok(());
@@ -466,7 +471,7 @@ fn share_gradients(units: &mut [Unit], resident: Bytes) -> Result<()> {
     let mut given = 0u64;
     if produced > 0 {
         for unit in units.iter_mut() {
-            let gradient = u128::from(unit.module.map_or(0, |m| m.gradient.0));
+            let gradient = u128::from(unit.module.map_or(0, optimized_gradient));
             let share = (u128::from(resident.0) * gradient)
                 .checked_div(produced)
                 .unwrap_or(0);
@@ -481,6 +486,12 @@ fn share_gradients(units: &mut [Unit], resident: Bytes) -> Result<()> {
         unit.gradient_share = Bytes(unit.gradient_share.0 + resident.0.saturating_sub(given));
     }
     Ok(())
+}
+
+/// The part of a module's gradient the optimizer holds: what stays after
+/// backward and is zeroed after the step.
+fn optimized_gradient(module: &Module) -> u64 {
+    module.gradient.0.saturating_sub(module.kept_gradient.0)
 }
 
 /// Replays `plan`; keeps the events when `keep`, simulates the caching
@@ -553,6 +564,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         Kind::Weights,
         "fp8 weight caches and scaling state (Transformer Engine)",
         activations.map_or(Bytes::ZERO, |a| a.resident),
+    )?;
+    b.alloc(
+        Kind::Gradients,
+        "gradients no optimizer zeroes (kept across steps)",
+        residents.kept_gradients,
     )?;
     let mut gradient_blocks = Vec::with_capacity(units.len() + 1);
     if plan.gradients.resident_from_start {
@@ -1457,6 +1473,19 @@ fn gradients(
     kept: &mut Vec<Option<Block>>,
 ) -> Result<()> {
     let policy = plan.gradients;
+    if module.kept_gradient > Bytes::ZERO {
+        // Accumulated into the gradient kept across steps: the new one is a
+        // temporary. (A module's trained tensors are either all held by
+        // the optimizer or none: litgpt's StableEmbedding alone.)
+        b.transient(
+            Kind::Temporaries,
+            "gradient before accumulation (kept across steps)",
+            module.kept_gradient,
+        )?;
+        if module.kept_gradient >= module.gradient {
+            return Ok(());
+        }
+    }
     if policy.fused_update {
         if policy.sharded {
             // FSDP2 reduce-scatters the module's gradients first and runs the

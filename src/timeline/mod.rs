@@ -238,6 +238,10 @@ pub struct Module {
     pub gathered: Bytes,
     /// The gradient its backward produces, unsharded, in the dtype it is produced in.
     pub gradient: Bytes,
+    /// The part of `gradient` no optimizer holds: accumulated into a
+    /// gradient kept across steps (`Residents::kept_gradients`), so its
+    /// backward makes it only as a temporary.
+    pub kept_gradient: Bytes,
     /// Its largest single parameter gradient (an update fused into backward
     /// frees each gradient as soon as it is applied).
     pub largest_gradient: Bytes,
@@ -271,8 +275,12 @@ pub struct Residents {
     pub weights: Bytes,
     /// Master weights.
     pub master_weights: Bytes,
-    /// Gradients as they stand when backward ends (the shard under ZeRO-2/3).
+    /// Gradients as they stand when backward ends (the shard under ZeRO-2/3),
+    /// less `kept_gradients`.
     pub gradients: Bytes,
+    /// Gradients no optimizer zeroes (trainable tensors it does not hold):
+    /// on the device from the step's start to its end.
+    pub kept_gradients: Bytes,
     /// Optimizer states.
     pub optimizer_states: Bytes,
 }

@@ -22,6 +22,7 @@ fn plan<'a>(modules: &'a [Module], activations: Option<&'a Schedule>) -> StepPla
             weights: Bytes(4 * GB),
             master_weights: Bytes::ZERO,
             gradients: Bytes(4 * GB),
+            kept_gradients: Bytes::ZERO,
             optimizer_states: Bytes(8 * GB),
         },
         modules,
@@ -94,6 +95,32 @@ fn activations_peak_at_the_start_of_backward() {
     assert_eq!(maximum, t.peak.bytes);
     let sum: i64 = t.events.iter().map(|e| e.bytes).sum();
     assert_eq!(sum as u64, 12 * GB, "everything but the residents is freed");
+}
+
+/// A gradient no optimizer holds (litgpt's StableEmbedding) is there from
+/// the step's start to its end, zero_grad does not free it, and its
+/// module's backward makes the new gradient as a temporary.
+#[test]
+fn kept_gradients_stay_across_the_step() {
+    let embedding = Module {
+        before_layers: true,
+        gradient: Bytes(GB),
+        largest_gradient: Bytes(GB),
+        kept_gradient: Bytes(GB),
+        ..Module::default()
+    };
+    let modules = [embedding, layer(0, 2 * GB, 0), layer(1, 2 * GB, 0)];
+    let mut p = plan(&modules, None);
+    p.residents.kept_gradients = Bytes(GB);
+    p.optimizer.temporaries = Bytes::ZERO;
+    let t = build(&p).unwrap();
+    // 12 GB of residents, the kept 1 GB, the layers' 4 GB, and the
+    // embedding's new 1 GB before it is accumulated.
+    assert_eq!(t.peak.bytes, Bytes(18 * GB));
+    assert_eq!(t.peak.by_kind.get(Kind::Gradients), Bytes(5 * GB));
+    assert_eq!(t.events.first().unwrap().total, Bytes(4 * GB));
+    // zero_grad frees the optimizer's gradients, not the kept one.
+    assert_eq!(t.events.last().unwrap().total, Bytes(13 * GB));
 }
 
 /// ZeRO-3: a layer and its prefetched neighbour are gathered at once.

@@ -514,6 +514,7 @@ fn estimate_with_facts(
         gradient_optimizer_slice: Slice::new(
             parameters.trainable,
             slice_bytes,
+            single.paged_states,
             &elements.slice_by_width,
         ),
         copies: copies(&elements, parameters.total),

@@ -18,8 +18,11 @@ pub struct Slice {
     pub values_per_parameter: f64,
     /// B: bytes per value, when every value has the same width.
     pub bytes_per_value: Option<u64>,
-    /// M in bytes.
+    /// M in bytes on the device: gradients and device-resident states.
     pub bytes: Bytes,
+    /// States of the terms that live in CUDA unified memory instead
+    /// (bitsandbytes' paged optimizers): P x V x B is `bytes + paged`.
+    pub paged: Bytes,
     /// One term per value width, widest first.
     pub terms: Vec<SliceTerm>,
 }
@@ -36,8 +39,14 @@ pub struct SliceTerm {
 }
 
 impl Slice {
-    /// The slice from the element counts of each value width.
-    pub fn new(parameters: Count, bytes: Bytes, elements_by_width: &BTreeMap<u64, u64>) -> Slice {
+    /// The slice from the element counts of each value width, `bytes` of it
+    /// on the device and `paged` in unified memory.
+    pub fn new(
+        parameters: Count,
+        bytes: Bytes,
+        paged: Bytes,
+        elements_by_width: &BTreeMap<u64, u64>,
+    ) -> Slice {
         let per_parameter = |elements: u64| {
             if parameters.0 == 0 {
                 0.0
@@ -64,6 +73,7 @@ impl Slice {
                 _ => None,
             },
             bytes,
+            paged,
             terms,
         }
     }

@@ -216,9 +216,18 @@ fn summary_lines(e: &Estimate, units: UnitSystem) -> Vec<String> {
             e.parameters.trainable.grouped()
         ),
         format!(
-            "gradient + optimizer slice: M = P × V × B = {} = {}{}",
+            "gradient + optimizer slice: M = P × V × B = {} = {}{}{}",
             slice.equation(),
-            slice.bytes.display(units),
+            Bytes(slice.bytes.0.saturating_add(slice.paged.0)).display(units),
+            if slice.paged > Bytes::ZERO {
+                format!(
+                    ", {} of it paged states in unified memory, {} on the device",
+                    slice.paged.display(units),
+                    slice.bytes.display(units)
+                )
+            } else {
+                String::new()
+            },
             if layout(e).is_some() {
                 " (whole model, one device)"
             } else {

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, given, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, given, on, truth, truth_or};
 use super::training_arguments::{FSDP_VERSION, OPTIM, compile, fsdp, liger, lora_dropout};
 use super::{Change, Setting};
 
@@ -14,8 +14,8 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
     if matches!(value, Value::Null | Value::Bool(false)) {
         return Ok(Effect::Nothing("off".to_string()));
     }
+    let fp8 = on(document, "fp8")?;
     let on = |key: &str| switched_on(document, key);
-    let fp8 = document.get("fp8").map(truth).transpose()?.unwrap_or(false);
     let recipe = if fp8 {
         // `fp8` decides, whichever key comes first in the file.
         "fp8-tensorwise"
@@ -91,11 +91,7 @@ fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, Strin
         Some(r) => count_of("lora_r", r)?,
         None => DEFAULT_LORA_R,
     };
-    let linear = document
-        .get("lora_target_linear")
-        .map(truth)
-        .transpose()?
-        .unwrap_or(false);
+    let linear = on(document, "lora_target_linear")?;
     let targets = match document.get("lora_target_modules") {
         _ if linear => "all-linear".to_string(),
         Some(Value::Array(items)) if items.is_empty() => return Err(NO_TARGETS.to_string()),
@@ -119,14 +115,7 @@ fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, Strin
             value: Some(targets),
         },
     ];
-    let on = |key: &str| {
-        document
-            .get(key)
-            .map(truth)
-            .transpose()
-            .map(|b| b.unwrap_or(false))
-    };
-    if kind == "qlora" || on("load_in_4bit")? {
+    if kind == "qlora" || on(document, "load_in_4bit")? {
         flags.push(Setting {
             flag: "--quantize",
             value: Some("nf4".to_string()),
@@ -135,7 +124,7 @@ fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, Strin
             flag: "--double-quant",
             value: Some("on".to_string()),
         });
-    } else if on("load_in_8bit")? {
+    } else if on(document, "load_in_8bit")? {
         flags.push(Setting {
             flag: "--quantize",
             value: Some("int8".to_string()),
@@ -161,12 +150,7 @@ fn adapter(value: &Value, document: &Map<String, Value>) -> Result<Effect, Strin
             });
         }
     }
-    if document
-        .get("peft_use_dora")
-        .map(truth)
-        .transpose()?
-        .unwrap_or(false)
-    {
+    if on(document, "peft_use_dora")? {
         flags.push(Setting {
             flag: "--lora-dora",
             value: None,
@@ -273,15 +257,13 @@ fn optimizer(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
 /// sharding unless `fsdp_config.reshard_after_forward` is false.
 fn fsdp_version(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
     let version = choose(value, FSDP_VERSION)?;
-    let reshard = document
-        .get("fsdp_config")
-        .and_then(|c| {
+    let reshard = truth_or(
+        document.get("fsdp_config").and_then(|c| {
             c.get("reshard_after_forward")
                 .or_else(|| c.get("fsdp_reshard_after_forward"))
-        })
-        .map(truth)
-        .transpose()?
-        .unwrap_or(true);
+        }),
+        true,
+    )?;
     let Effect::Set(mut flags) = version else {
         return Ok(version);
     };

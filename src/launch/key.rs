@@ -151,6 +151,16 @@ pub fn truth(value: &Value) -> Result<bool, String> {
     }
 }
 
+/// A true/false that may be absent: `absent` when it is, `null` false.
+pub fn truth_or(value: Option<&Value>, absent: bool) -> Result<bool, String> {
+    value.map(truth).transpose().map(|b| b.unwrap_or(absent))
+}
+
+/// Whether `document` switches `key` on (absent, `null` and false are off).
+pub fn on(document: &Map<String, Value>, key: &str) -> Result<bool, String> {
+    truth_or(document.get(key), false)
+}
+
 /// Whether `document` gives `key` a value (absent and `null` give none).
 pub fn given(document: &Map<String, Value>, key: &str) -> bool {
     !matches!(document.get(key), None | Some(Value::Null))

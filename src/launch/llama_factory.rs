@@ -8,7 +8,9 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Absent, Choice, Effect, Key, Rule, choose, count_of, given, name_of, truth};
+use super::key::{
+    Absent, Choice, Effect, Key, Rule, choose, count_of, given, name_of, on, truth, truth_or,
+};
 use super::training_arguments::{OPTIM, lora_dropout};
 use super::{Change, Setting};
 
@@ -17,16 +19,9 @@ fn finetuning(value: &Value, document: &Map<String, Value>) -> Result<Effect, St
     let kind = name_of(value)
         .ok_or("accepted: full, freeze, lora")?
         .to_ascii_lowercase();
-    let on = |key: &str| {
-        document
-            .get(key)
-            .map(truth)
-            .transpose()
-            .map(|b| b.unwrap_or(false))
-    };
-    let half = if on("bf16")? || on("pure_bf16")? {
+    let half = if on(document, "bf16")? || on(document, "pure_bf16")? {
         Some("bf16")
-    } else if on("fp16")? {
+    } else if on(document, "fp16")? {
         Some("fp16")
     } else {
         None
@@ -35,7 +30,7 @@ fn finetuning(value: &Value, document: &Map<String, Value>) -> Result<Effect, St
     match kind.as_str() {
         "full" => {
             let recipe = match half {
-                Some(_) if on("pure_bf16")? => "bf16".to_string(),
+                Some(_) if on(document, "pure_bf16")? => "bf16".to_string(),
                 Some(half) => format!("amp-{half}"),
                 None => "fp32".to_string(),
             };
@@ -50,7 +45,7 @@ fn finetuning(value: &Value, document: &Map<String, Value>) -> Result<Effect, St
                     flag: "--precision",
                     value: Some(half.to_string()),
                 });
-                if on("pure_bf16")? {
+                if on(document, "pure_bf16")? {
                     flags.push(Setting {
                         flag: "--lora-dtype",
                         value: Some(half.to_string()),
@@ -92,11 +87,7 @@ fn finetuning(value: &Value, document: &Map<String, Value>) -> Result<Effect, St
                         flag: "--quantize",
                         value: Some(kind),
                     });
-                    let double = document
-                        .get("double_quantization")
-                        .map(truth)
-                        .transpose()?
-                        .unwrap_or(true);
+                    let double = truth_or(document.get("double_quantization"), true)?;
                     if double {
                         flags.push(Setting {
                             flag: "--double-quant",
@@ -135,12 +126,7 @@ fn galore(value: &Value, document: &Map<String, Value>) -> Result<Effect, String
     if !truth(value)? {
         return Ok(Effect::Nothing("off".to_string()));
     }
-    if document
-        .get("galore_layerwise")
-        .map(truth)
-        .transpose()?
-        .unwrap_or(false)
-    {
+    if on(document, "galore_layerwise")? {
         return Ok(Effect::NotModelled("layer-wise GaLore".to_string()));
     }
     let rank = match document.get("galore_rank") {

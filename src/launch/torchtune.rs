@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::key::{Choice, Effect, Key, Rule, choose, count, count_of, name_of, truth};
+use super::key::{Choice, Effect, Key, Rule, choose, count, count_of, name_of, truth, truth_or};
 use super::{Change, Setting};
 
 /// Builder names (without `lora_`/`qlora_` and `_base`/`_instruct`) and the preset of each.
@@ -109,18 +109,10 @@ fn model(value: &Value, document: &Map<String, Value>) -> Result<Effect, String>
             targets.push(hf.to_string());
         }
     }
-    if get("apply_lora_to_mlp")
-        .map(truth)
-        .transpose()?
-        .unwrap_or(false)
-    {
+    if truth_or(get("apply_lora_to_mlp"), false)? {
         targets.push(MLP.to_string());
     }
-    if get("apply_lora_to_output")
-        .map(truth)
-        .transpose()?
-        .unwrap_or(false)
-    {
+    if truth_or(get("apply_lora_to_output"), false)? {
         targets.push("lm_head".to_string());
     }
     if targets.is_empty() {
@@ -147,11 +139,7 @@ fn model(value: &Value, document: &Map<String, Value>) -> Result<Effect, String>
             value: Some("bf16".to_string()),
         });
     }
-    let quantize = kind == "qlora"
-        || get("quantize_base")
-            .map(truth)
-            .transpose()?
-            .unwrap_or(false);
+    let quantize = kind == "qlora" || truth_or(get("quantize_base"), false)?;
     if quantize {
         flags.push(Setting {
             flag: "--quantize",
@@ -167,7 +155,7 @@ fn model(value: &Value, document: &Map<String, Value>) -> Result<Effect, String>
             value: Some(p.to_string()),
         });
     }
-    if get("use_dora").map(truth).transpose()?.unwrap_or(false) {
+    if truth_or(get("use_dora"), false)? {
         flags.push(Setting {
             flag: "--lora-dora",
             value: None,
@@ -263,11 +251,7 @@ fn when_on(value: &Value, flags: &[(&'static str, &'static str)]) -> Result<Effe
 /// parameters, gradients and optimizer states on the CPU when true.
 fn fsdp_cpu_offload(value: &Value, document: &Map<String, Value>) -> Result<Effect, String> {
     // With fsdp_reshard_after_forward, which sets the same, in any order.
-    let reshard = document
-        .get("fsdp_reshard_after_forward")
-        .map(truth)
-        .transpose()?
-        .unwrap_or(true);
+    let reshard = truth_or(document.get("fsdp_reshard_after_forward"), true)?;
     let strategy = if reshard {
         "full-shard"
     } else {

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::Change;
-use super::key::{Absent, Choice, Effect, Key, Rule, given, name_of, truth};
+use super::key::{Absent, Choice, Effect, Key, Rule, given, name_of, on, truth};
 
 /// Every optimizer name transformers accepts for `optim`
 /// (`OptimizerNames` in `training_args.py`) and the trainmem optimizer it is.
@@ -132,10 +132,9 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
     if matches!(value, Value::Null | Value::Bool(false)) {
         return Ok(Effect::Nothing("off".to_string()));
     }
-    let on = |key: &str| document.get(key).map(truth).transpose();
-    let half = if on("bf16")?.unwrap_or(false) {
+    let half = if on(document, "bf16")? {
         Some("bf16")
-    } else if on("fp16")?.unwrap_or(false) {
+    } else if on(document, "fp16")? {
         Some("fp16")
     } else {
         None
@@ -182,11 +181,7 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
 
 /// Whether TRL's `use_peft` is on.
 fn peft(document: &Map<String, Value>) -> Result<bool, String> {
-    document
-        .get("use_peft")
-        .map(truth)
-        .transpose()
-        .map(|on| on.unwrap_or(false))
+    on(document, "use_peft")
 }
 
 /// `use_peft`: LoRA of `lora_r` (TRL's default 16) on `lora_target_modules`.
@@ -237,7 +232,7 @@ fn use_peft(value: &Value, document: &Map<String, Value>) -> Result<Effect, Stri
 /// Whether `load_in_4bit` or `load_in_8bit` is on.
 fn quantized(document: &Map<String, Value>) -> Result<bool, String> {
     for key in ["load_in_4bit", "load_in_8bit"] {
-        if document.get(key).map(truth).transpose()?.unwrap_or(false) {
+        if on(document, key)? {
             return Ok(true);
         }
     }
@@ -271,12 +266,7 @@ fn load_in_4bit(value: &Value, document: &Map<String, Value>) -> Result<Effect, 
         flag: "--quantize",
         value: Some(kind.to_string()),
     }];
-    if document
-        .get("use_bnb_nested_quant")
-        .map(truth)
-        .transpose()?
-        .unwrap_or(false)
-    {
+    if on(document, "use_bnb_nested_quant")? {
         flags.push(super::Setting {
             flag: "--double-quant",
             value: Some("on".to_string()),

@@ -77,6 +77,19 @@ pub struct Rank {
     pub tensor_parallel: u64,
 }
 
+#[cfg(test)]
+impl Rank {
+    /// The tiny Llama of the timeline fixtures (h 256, V 4096) on one rank.
+    pub(crate) fn tiny_llama(batch: u64, seq: u64, dtype: crate::dtype::DType) -> Rank {
+        let dims = Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap();
+        let workload = Workload {
+            dtype,
+            ..Workload::new(batch, seq)
+        };
+        Rank::new(&dims, &workload).unwrap()
+    }
+}
+
 impl Rank {
     /// The per-rank sizes of `workload` on `dims`.
     pub fn new(dims: &Dimensions, workload: &Workload) -> Result<Rank> {

@@ -303,14 +303,17 @@ pub fn per_stage_indexed(
             if !tensor.trainable {
                 continue;
             }
-            if !tensor.optimized {
-                group.kept_gradients.add(
+            let add_gradient = |piece: &mut Piece| {
+                piece.add(
                     shape,
                     precision.gradients,
                     zero.shards_gradients(),
                     framework,
                     degree,
-                )?;
+                )
+            };
+            if !tensor.optimized {
+                add_gradient(&mut group.kept_gradients)?;
                 continue;
             }
             if let Some(master) = precision.master_weights {
@@ -327,13 +330,7 @@ pub fn per_stage_indexed(
                     .largest_gradient
                     .max(precision.gradients.size_of(elements)?);
             } else {
-                group.gradients.add(
-                    shape,
-                    precision.gradients,
-                    zero.shards_gradients(),
-                    framework,
-                    degree,
-                )?;
+                add_gradient(&mut group.gradients)?;
             }
             group.tensors += 1;
             match (zero.shards_optimizer(), framework) {

@@ -164,17 +164,10 @@ pub fn notes() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activation::Workload;
     use crate::dtype::DType;
 
-    /// The tiny Llama of the timeline fixtures (h 256, V 4096).
     fn rank(batch: u64, seq: u64, dtype: DType) -> Rank {
-        let dims = Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap();
-        let workload = Workload {
-            dtype,
-            ..Workload::new(batch, seq)
-        };
-        Rank::new(&dims, &workload).unwrap()
+        Rank::tiny_llama(batch, seq, dtype)
     }
 
     #[test]

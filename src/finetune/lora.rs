@@ -51,12 +51,17 @@ pub struct Lora {
     /// that requires grad. It builds the optimizer over
     /// `model.parameters()` first (line 219), so the optimizer holds the
     /// old, frozen embedding and not the new one: the step keeps the old
-    /// weight (V·h in the compute dtype, `Model::optimizer_only`), and the new one trains with no optimizer
-    /// states and a gradient that is never zeroed (`Tensor::optimized`
-    /// false: it stays on the device across steps). Measured by
-    /// `tools/measure_implementations.py` in litgpt's order (fixtures
-    /// `*litgpt-qlora*`). (Its `LayerNorm` over the embeddings, 2·h
-    /// parameters and one norm's saved tensors, is not counted.)
+    /// weight (V·h in the compute dtype, `Model::optimizer_only`), and the
+    /// new one trains with no optimizer states and a gradient that is never
+    /// zeroed (`Tensor::optimized` false: it stays on the device across
+    /// steps). The CPU steps (`tools/measure_implementations.py`, fixtures
+    /// `*litgpt-qlora*`) run in litgpt's order with torch's AdamW, whose
+    /// states for the embedding would have been the same bytes, so they do
+    /// not tell the two apart; under `PagedAdamW` (litgpt's optimizer with
+    /// `--quantize`, states paged to the host) the device holds V·h·P more,
+    /// which is read from the source. (Its `LayerNorm` over the
+    /// embeddings, 2·h parameters and one norm's saved tensors, is not
+    /// counted.)
     pub stable_embedding: bool,
 }
 

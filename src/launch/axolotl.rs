@@ -15,7 +15,7 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
         return Ok(Effect::Nothing("off".to_string()));
     }
     let fp8 = on(document, "fp8")?;
-    let on = |key: &str| switched_on(document, key);
+    let switched = |key: &str| switched_on(document, key);
     let recipe = if fp8 {
         // `fp8` decides, whichever key comes first in the file.
         "fp8-tensorwise"
@@ -34,7 +34,10 @@ fn precision(value: &Value, document: &Map<String, Value>) -> Result<Effect, Str
     let engine = ["deepspeed", "fsdp", "fsdp_config", "fsdp_version"]
         .iter()
         .any(|key| given(document, key));
-    let amp = !fp8 && (on("bf16")? || on("fp16")?) && !on("bfloat16")? && !on("float16")?;
+    let amp = !fp8
+        && (switched("bf16")? || switched("fp16")?)
+        && !switched("bfloat16")?
+        && !switched("float16")?;
     if amp && !engine {
         settings.push(Setting {
             flag: "--autocast",
@@ -55,10 +58,10 @@ const NO_TARGETS: &str = "lora_target_modules: an empty list puts LoRA adapters 
 /// from `bf16`/`bfloat16` (true or `auto`), fp16 from `fp16`/`float16`,
 /// `None` for fp32.
 fn half_dtype(document: &Map<String, Value>) -> Result<Option<&'static str>, String> {
-    let on = |key: &str| switched_on(document, key);
-    Ok(if on("bf16")? || on("bfloat16")? {
+    let switched = |key: &str| switched_on(document, key);
+    Ok(if switched("bf16")? || switched("bfloat16")? {
         Some("bf16")
-    } else if on("fp16")? || on("float16")? {
+    } else if switched("fp16")? || switched("float16")? {
         Some("fp16")
     } else {
         None

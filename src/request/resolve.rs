@@ -132,7 +132,7 @@ fn nodes(args: &ParallelArgs) -> Result<u64> {
 /// and from 0.5.0 trains its token embedding: `--litgpt`).
 pub fn finetune(args: &FineTuneArgs, workload: &WorkloadArgs) -> Result<FineTune> {
     let implementation = implementation(workload)?;
-    let stable_embedding = litgpt_stable_embedding(workload)?;
+    let stable_embedding = litgpt_stable_embedding(workload, implementation)?;
     at_most_list_items(args.freeze.len(), "--freeze", &args.freeze.join(" "))?;
     at_most_list_items(
         args.lora_targets.split(',').count(),
@@ -302,8 +302,11 @@ fn bitsandbytes_keeps_input(version: Option<&str>) -> Result<bool> {
 /// `--implementation litgpt` of 0.5.0 or later (`--litgpt VERSION`, a
 /// current release when not given). `--litgpt` with another implementation
 /// is refused.
-fn litgpt_stable_embedding(workload: &WorkloadArgs) -> Result<bool> {
-    let litgpt = implementation(workload)? == Implementation::Litgpt;
+fn litgpt_stable_embedding(
+    workload: &WorkloadArgs,
+    implementation: Implementation,
+) -> Result<bool> {
+    let litgpt = implementation == Implementation::Litgpt;
     match workload.litgpt.as_deref() {
         None => Ok(litgpt),
         Some(text) if !litgpt => Err(Error::InvalidValue {

@@ -133,6 +133,9 @@ fn every_case_names_its_source_setup_and_metric() {
 fn predicted_against_measured() {
     let cases = cases();
     let (mut errors, mut stated, mut table) = (Vec::new(), Vec::new(), String::new());
+    // litgpt's runs (its loops bind `logits` in their body, its QLoRA ran on
+    // bitsandbytes 0.41-0.42): each within 3% since both are priced.
+    let mut litgpt = Vec::new();
     for case in cases
         .iter()
         .filter(|c| c["missing"].as_array().unwrap().is_empty())
@@ -165,6 +168,9 @@ fn predicted_against_measured() {
                 ""
             }
         );
+        if id.starts_with("litgpt-") {
+            litgpt.push(error.abs());
+        }
         if metric != "unstated" {
             errors.push(error.abs());
             if !assumed {
@@ -188,6 +194,8 @@ fn predicted_against_measured() {
         100.0 * max
     );
     assert!(stated.len() >= 20, "{table}");
+    assert!(litgpt.len() >= 15, "{table}");
+    assert!(litgpt.iter().all(|e| *e <= 0.03), "{table}litgpt within 3%");
     assert!(stated_mean <= TARGET_MEAN, "{table}mean {stated_mean}");
     assert!(stated_max <= TARGET_MAX, "{table}max {stated_max}");
     assert!(mean <= MEAN_BOUND, "{table}mean {mean}");

@@ -125,6 +125,20 @@ def specs() -> list[dict]:
         sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-qlora-{quant}-qv-r8"
         s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
                   "S": S, "lora": True, "lora_dropout": 0.0, "quantize": quant})
+    # The loop as litgpt writes it (``fit``: ``logits = model(...)`` in the
+    # loop body, ``loss`` rebound to a float with ``log_interval`` 1): the
+    # step before's logits, and what its graph holds, die only as this
+    # forward returns (``__carry-outputs``); bitsandbytes 0.42.0's
+    # MatMul4Bit (ported, ``mt.bnb_042_matmul_4bit``) holds each 4-bit
+    # linear's input in that graph (``__bnb-0.42``).
+    for quant, bnb_042, carry in ((None, False, True), ("nf4-dq", True, False),
+                                  ("nf4-dq", True, True), ("nf4-dq", False, True)):
+        kind = f"litgpt-qlora-{quant}-qv-r8" if quant else "litgpt-lora-qv-r8"
+        sid = (f"lit-llama__bf16__adamw__sdpa__none__b2s256__{kind}"
+               + ("__bnb-0.42" if bnb_042 else "") + ("__carry-outputs" if carry else ""))
+        s.append({"id": sid, "model": "lit-llama", "dtype": "bf16", "recompute": "none", "B": 2,
+                  "S": 256, "lora": True, "lora_dropout": 0.0, "carry": carry,
+                  **({"quantize": quant} if quant else {}), **({"bnb_042": True} if bnb_042 else {})})
     # torchtune (``tt-*`` ids): ``torchtune.models.llama3.llama3`` of the same
     # shape, the full_finetune_single_device step with CEWithChunkedOutputLoss
     for dtype, recompute, B, S in (("fp32", "none", 2, 128), ("bf16", "none", 2, 128),
@@ -529,6 +543,8 @@ def worker(sid: str) -> dict:
     model.to(dtype).train()
     if sp.get("quantize"):
         quantize_litgpt(model, sp["quantize"], dtype)
+    if sp.get("bnb_042"):
+        mt.bnb_042_matmul_4bit(torch)
     if sp["recompute"] == "full":
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
             apply_activation_checkpointing)
@@ -577,6 +593,9 @@ def worker(sid: str) -> dict:
         phase_begin("forward")
         if sp.get("lora"):  # finetune/lora.py fit()
             logits = forward(ids, lm_head_chunk_size=128)
+            if sp.get("carry"):
+                # the loop's own variable: the step before's dies only now
+                state["carried"] = logits
             logits[-1] = logits[-1][..., :-1, :]
             loss = chunked_cross_entropy(logits, targets[..., 1:])
         else:  # finetune/full.py fit()
@@ -598,8 +617,14 @@ def worker(sid: str) -> dict:
         del logits  # the loop's local dies with the step
         return grads
 
-    for _ in range(2):
-        one_step()
+    for warm in range(2):
+        if warm == 1 and sp.get("carry"):
+            # the profiler reports the free of a block only if it saw its
+            # allocation: step 2's outputs die in step 3
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+                one_step()
+        else:
+            one_step()
     gc.collect()
     live0 = mt.live_tensor_storages(torch)
     baseline_bytes = sum(live0.values())
@@ -616,6 +641,10 @@ def worker(sid: str) -> dict:
         flags += ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout",
                   str(sp.get("lora_dropout", 0.0)).rstrip("0").rstrip(".") or "0",
                   "--lora-dtype", sp["dtype"]]
+    if sp.get("bnb_042"):
+        flags += ["--bitsandbytes", "0.42.0"]
+    if sp.get("carry"):
+        flags += ["--carry-outputs"]
     return {
         "id": sid, "model": sp["model"], "model_type": hf["model_type"], "config": hf,
         "implementation": "litgpt", "litgpt_config": lit,
@@ -636,6 +665,7 @@ def worker(sid: str) -> dict:
         **({"lightning": __import__("lightning").__version__} if sp.get("lora") else {}),
         **({"bitsandbytes": __import__("bitsandbytes").__version__, "quantize": sp["quantize"]}
            if sp.get("quantize") else {}),
+        **({"bitsandbytes_matmul_4bit": "0.42.0 (ported)"} if sp.get("bnb_042") else {}),
         "notes": (["litgpt finetune/lora.py step: litgpt.lora.GPT, mark_only_lora_as_trainable; "
                    "logits = model(ids, lm_head_chunk_size=128) (a list of 128-position chunks); "
                    "logits[-1] = logits[-1][..., :-1, :]; chunked_cross_entropy(logits, "
@@ -647,6 +677,11 @@ def worker(sid: str) -> dict:
                  + ["the model called as fabric.setup wraps it (_FabricModule.forward: "
                     "convert_input, the precision's forward_context, convert_output): the "
                     "logits come back as an fp32 copy and the loss runs in fp32"]
+                 + (["the loop as written: the step before's logits (and its graph) alive until this "
+                     "forward returns and rebinds the variable"] if sp.get("carry") else [])
+                 + (["bitsandbytes 0.42.0's MatMul4Bit, ported: ctx.tensors = (A, B) for every 4-bit "
+                     "linear whose input needs a gradient, held until the graph dies"]
+                    if sp.get("bnb_042") else [])
                  + (["apply_activation_checkpointing(check_fn=Block), non-reentrant"]
                     if sp["recompute"] == "full" else []),
         "trainmem_flags": flags,

@@ -723,7 +723,15 @@ def keep_outputs_specs() -> list[dict]:
     outputs.loss; accelerator.backward(loss); optimizer.step();
     optimizer.zero_grad()``) run as one ``training_step`` function, so
     ``outputs``, the logits with it, stay referenced through backward and
-    the optimizer step and die when the function returns."""
+    the optimizer step and die when the function returns.
+
+    ``--carry-outputs`` (``__carry-outputs`` ids): the same loop as written,
+    ``outputs`` bound in the loop body, kept in ``state["carried"]`` until
+    the next forward returns (HF: after the loss inside it). Step 2 is
+    profiled too (a discarded session) so that the reporter reports the
+    free of step 2's outputs in step 3; ``end_bytes`` then equals
+    ``end_live_bytes``. The tracker of step 4 cannot see that free (the
+    storage predates it): ``tracker_gap_bytes`` is minus the carried bytes."""
     s = []
     for model, dtype, recompute, B, S in (
             ("llama", "fp32", "none", 2, 128), ("llama", "bf16", "none", 2, 128),
@@ -741,6 +749,18 @@ def keep_outputs_specs() -> list[dict]:
                                                              "dtype": "fp32"}),
                        "autocast__keep-outputs", ["--autocast", "--keep-outputs"], autocast=True,
                        keep_outputs=True))
+    # The loop itself, not a function per step: `outputs = model(**batch)`
+    # at the loop's own scope rebinds the variable only when the next
+    # forward returns, so the previous step's outputs (and what their graph
+    # still references) are alive through the next forward and its loss.
+    for model, dtype, recompute, B, S in (
+            ("llama", "fp32", "none", 2, 128), ("llama", "bf16", "none", 2, 128),
+            ("llama", "fp32", "full", 1, 512), ("llama", "bf16", "full", 1, 512),
+            ("qwen2", "bf16", "none", 2, 128), ("llama", "amp-bf16", "none", 2, 128),
+            ("llama", "amp-bf16", "full", 1, 512)):
+        s.append(technique(spec(model, dtype, "adamw", recompute=recompute, B=B, S=S),
+                           "carry-outputs", ["--carry-outputs"], keep_outputs=True,
+                           carry_outputs=True))
     return s
 
 
@@ -858,6 +878,18 @@ def hf_qlora_specs() -> list[dict]:
                     lora=dict(lora, dtype="fp32"))
         s.append(technique(base, "bnb-nf4-dq-kbit-prep", ["--quantize", "nf4", "--double-quant", "on"],
                            bnb_nf4=True, kbit_prep=True))
+    # bitsandbytes 0.42.0's MatMul4Bit (ported, ``bnb_042_matmul_4bit``):
+    # every 4-bit linear whose input needs a gradient holds it until the
+    # graph dies; with accelerate's loop as written (``outputs`` at the
+    # loop's scope) that is after the next forward.
+    for recompute, B, S, carry in (("none", 2, 128, False), ("none", 2, 128, True),
+                                   ("full", 1, 512, False)):
+        base = spec("llama", "amp-bf16", "adamw", recompute=recompute, B=B, S=S,
+                    lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"})
+        flags = ["--quantize", "nf4", "--double-quant", "on", "--bitsandbytes", "0.42.0"]
+        s.append(technique(base, "bnb-0.42-nf4-dq-kbit-prep" + ("__carry-outputs" if carry else ""),
+                           flags + (["--carry-outputs"] if carry else []), bnb_nf4=True,
+                           kbit_prep=True, bnb_042=True, keep_outputs=carry, carry_outputs=carry))
     for dtype, recompute, B, S in (("amp-bf16", "none", 2, 128), ("amp-bf16", "full", 1, 512),
                                    ("bf16", "none", 2, 128), ("bf16", "full", 1, 512)):
         base = spec("llama", dtype, "adamw", recompute=recompute, B=B, S=S,
@@ -973,6 +1005,47 @@ def apply_bnb_nf4(torch, layers, compute_dtype, double_quant: bool = True) -> No
                 if child.bias is not None:
                     q.bias = child.bias
                 setattr(parent, name, q)
+
+
+def bnb_042_matmul_4bit(torch) -> None:
+    """bitsandbytes 0.42.0's ``MatMul4Bit`` (``bitsandbytes/autograd/_functions.py``
+    lines 494-548 of the 0.42.0 tag), ported over the installed release's
+    ``dequantize_4bit`` and put in place of ``bnb.matmul_4bit`` (which
+    ``Linear4bit.forward`` calls): the forward dequantizes the weight, runs
+    ``F.linear`` and, when any of its inputs needs a gradient, keeps
+    ``ctx.tensors = (A, B)``, an attribute autograd does not release after the
+    node's backward (0.43.2, #1270, made it keep ``(None, B)`` for a frozen
+    weight); the backward dequantizes again for ``grad_A``. The kernels are
+    the CPU's, the saved and held tensors those of 0.42.0."""
+    import bitsandbytes as bnb
+    from bitsandbytes import functional as F
+
+    class MatMul4Bit(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, A, B, out=None, bias=None, quant_state=None):
+            output = torch.nn.functional.linear(
+                A, F.dequantize_4bit(B, quant_state).to(A.dtype), bias)
+            ctx.state = quant_state
+            ctx.dtype_bias = None if bias is None else bias.dtype
+            ctx.tensors = (A, B) if any(ctx.needs_input_grad[:2]) else (None, None)
+            return output
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            req_grad_a, _, _, req_grad_bias, _ = ctx.needs_input_grad
+            _, B = ctx.tensors
+            grad_a = grad_bias = None
+            if req_grad_bias:
+                grad_bias = grad_output.sum(0, dtype=ctx.dtype_bias)
+            if req_grad_a:
+                grad_a = torch.matmul(grad_output,
+                                      F.dequantize_4bit(B, ctx.state).to(grad_output.dtype))
+            return grad_a, None, None, grad_bias, None
+
+    def matmul_4bit(A, B, quant_state, out=None, bias=None):
+        return MatMul4Bit.apply(A, B, out, bias, quant_state)
+
+    bnb.matmul_4bit = matmul_4bit
 
 
 def apply_nf4_torchao(torch, model, layers) -> None:
@@ -1281,6 +1354,8 @@ def worker(sid: str) -> dict:
     hf = model
     if sp.get("nf4_torchao"):
         apply_nf4_torchao(torch, model, list(hf.model.layers))
+    if sp.get("bnb_042"):
+        bnb_042_matmul_4bit(torch)
     if sp.get("bnb_nf4"):
         # transformers' bnb_4bit_compute_dtype: TRL ties it to the load dtype.
         apply_bnb_nf4(torch, list(hf.model.layers),
@@ -1436,6 +1511,10 @@ def worker(sid: str) -> dict:
             else:
                 outputs = model(input_ids=ids, labels=labels)
             loss = outputs.loss
+            if sp.get("carry_outputs"):
+                # `outputs = model(**batch)` in the loop's scope: the
+                # previous step's outputs die only now, as it is rebound.
+                state["carried"] = outputs
             if not sp.get("keep_outputs"):
                 del outputs
         phase_end()
@@ -1461,13 +1540,14 @@ def worker(sid: str) -> dict:
         return grads
 
     for warm in range(2):
-        if warm == 1 and sp["opt"] == "galore8bit-perlayer":
+        if warm == 1 and (sp["opt"] == "galore8bit-perlayer" or sp.get("carry_outputs")):
             # GaLoreAdamW8bit replaces p.data by a clone every step: the old
             # storage is freed in the next step, and the profiler's reporter
             # reports the free of a block only if it saw its allocation while
             # profiling. Profiling step 2 too puts those clones in its table,
             # so their frees in step 3 are seen (as frees of blocks that
-            # existed before step 3, counted in baseline_bytes).
+            # existed before step 3, counted in baseline_bytes). The same
+            # for --carry-outputs: step 2's outputs are freed in step 3.
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
                 one_step()
         else:
@@ -1572,9 +1652,16 @@ def worker(sid: str) -> dict:
     if sp.get("shift_copy"):
         notes.append("transformers 4.48.1's ForCausalLMLoss (ported): fp32 upcast, then the shifted logits "
                      "copied (logits[..., :-1, :].contiguous())")
-    if sp.get("keep_outputs"):
+    if sp.get("carry_outputs"):
+        notes.append("accelerate's example loop as written (outputs = model(**batch) in the loop's own "
+                     "scope): the previous step's outputs stay referenced until the next forward "
+                     "returns and rebinds the variable; the measured step starts with them alive")
+    elif sp.get("keep_outputs"):
         notes.append("accelerate-style loop: outputs (the logits) referenced until the step returns, "
                      "through backward, optimizer.step() and zero_grad()")
+    if sp.get("bnb_042"):
+        notes.append("bitsandbytes 0.42.0's MatMul4Bit, ported (bnb_042_matmul_4bit): ctx.tensors = (A, B) "
+                     "for every 4-bit linear whose input needs a gradient, held until the graph dies")
     if sp.get("nf4_torchao"):
         notes.append("torchtune 0.6.1 LoRALinear(quantize_base=True) on q_proj/v_proj (r 8, alpha 16), "
                      "FrozenNF4Linear elsewhere in the layers; torchao 0.18 NF4Tensor weights (linear_nf4: "
@@ -1633,6 +1720,7 @@ def worker(sid: str) -> dict:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__, "transformers": transformers.__version__,
         **({"bitsandbytes": __import__("bitsandbytes").__version__} if sp.get("bnb_nf4") else {}),
+        **({"bitsandbytes_matmul_4bit": "0.42.0 (ported)"} if sp.get("bnb_042") else {}),
         "notes": notes,
     }
     if sp.get("trainmem_flags"):

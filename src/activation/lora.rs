@@ -189,22 +189,24 @@ impl<'a> Training<'a> {
         }
     }
 
+    /// Whether frozen quantized linears hold their input (bitsandbytes <
+    /// 0.43.2), outside autograd's saved tensors
+    /// ([`super::LayerActivations::held`]).
+    pub fn holds_quantized_inputs(&self) -> bool {
+        self.quantized_inputs_kept
+    }
+
     /// Whether the linear `name` carries an adapter.
     pub fn is_adapted(&self, name: &str) -> bool {
         self.adapted.iter().any(|adapted| adapted == name)
     }
 
     /// Whether linears reading one input (`q_proj`, `k_proj`, `v_proj`)
-    /// keep it in the compute dtype: when trainable, or when any of them
-    /// carries an adapter that shares it.
-    ///
-    /// Before bitsandbytes 0.43.2, `MatMul4Bit` saved its input whether or
-    /// not the weight trained, so every quantized linear (all but the output
-    /// head, which QLoRA keeps in the compute dtype) keeps it.
+    /// save it in the compute dtype: when trainable, or when any of them
+    /// carries an adapter that shares it. (What bitsandbytes before 0.43.2
+    /// holds besides is not saved: `Step::held_inputs`.)
     pub fn keeps_input(&self, names: &[&str]) -> bool {
-        !self.frozen_base
-            || (!self.own_inputs && names.iter().any(|name| self.is_adapted(name)))
-            || (self.quantized_inputs_kept && !names.contains(&"lm_head"))
+        !self.frozen_base || (!self.own_inputs && names.iter().any(|name| self.is_adapted(name)))
     }
 
     /// How many of `names` carry an adapter (each saves a `T x r` tensor).

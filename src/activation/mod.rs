@@ -176,6 +176,18 @@ pub struct Schedule {
     /// Whether the loop keeps the logits until the step ends
     /// (`Workload::keep_outputs`) instead of dropping them before backward.
     pub logits_kept: bool,
+    /// The loop's outputs of the step before, alive when this one starts
+    /// (`--carry-outputs`: the variable is rebound only as the next forward
+    /// returns): the logits it kept, the loss scalar aside. The held inputs
+    /// of that step's graph (`LayerActivations::held`) come with them.
+    pub outputs_carried: Bytes,
+    /// The inputs that step's graph still holds (`LayerActivations::held`
+    /// summed over the stage's layers), dying with its outputs.
+    pub held_carried: Bytes,
+    /// Whether the model returns before its loss (litgpt, torchtune,
+    /// torchtitan: the loop computes it), so the carried outputs die
+    /// before the loss; transformers computes the loss inside the forward.
+    pub loss_outside_model: bool,
     /// When the logits are kept: the model returns their fp32 upcast as its
     /// output instead (transformers 4.38-4.44's `LlamaForCausalLM` ran
     /// `logits = logits.float()` before its loss, `--loss shift-copy`), so
@@ -202,6 +214,12 @@ pub struct LayerActivations {
     pub layer: u64,
     /// What it keeps from its forward until its backward.
     pub kept: Bytes,
+    /// The part of `kept` that outlives its backward: bitsandbytes before
+    /// 0.43.2 holds each 4-bit linear's input as a `ctx` attribute
+    /// (`MatMul4Bit.forward`: `ctx.tensors = (A, B)`), which autograd does
+    /// not release after the node's backward, so it lives as long as the
+    /// graph (`Workload::quantized_inputs_kept`). Zero otherwise.
+    pub held: Bytes,
     /// What recomputation rebuilds of it at the start of its backward.
     pub recomputed: Bytes,
     /// The gradients its backward holds at once besides its saved tensors:

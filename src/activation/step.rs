@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::attention::Kernel;
+use super::attention::{self, Kernel};
 use super::implementation;
 use super::lora::Training;
 use super::offload::{MIN_OFFLOAD_SIZE, Offloaded};
@@ -79,6 +79,73 @@ impl<'a> Step<'a> {
             &self.saved_layer(sparse)?,
             op,
         )
+    }
+
+    /// What bitsandbytes before 0.43.2 holds of a layer beyond what
+    /// autograd saves: `MatMul4Bit.forward` (0.42.0,
+    /// `bitsandbytes/autograd/_functions.py` lines 494-527) keeps
+    /// `ctx.tensors = (A, B)` whenever its input needs a gradient, an
+    /// attribute that neither the node's backward releases nor a
+    /// checkpoint's or an offload's saved-tensor hooks see: each 4-bit
+    /// linear's input `A`, as `Linear4bit.forward` passes it (cast to the
+    /// compute dtype: one copy per linear when the block's input is in
+    /// another dtype, the shared input otherwise), lives until the graph
+    /// dies. With `all`, every one of them; without, those a layer kept
+    /// whole does not save anyway (an adapter sharing its input, the flash
+    /// output as the output projection's input): the bytes they add. A
+    /// checkpointed layer saves none of them. The first
+    /// layer's q/k/v input needs no gradient unless the embedding's output
+    /// does (a trained embedding, or transformers' gradient checkpointing,
+    /// which calls `enable_input_require_grads`). Measured on CPU with
+    /// 0.42.0's class ported (`__bnb-0.42` fixtures). Offloaded layers are
+    /// not counted (an approximation).
+    pub(super) fn held_inputs(
+        &self,
+        sparse: bool,
+        checkpointed: bool,
+        first: bool,
+        all: bool,
+    ) -> Result<Bytes> {
+        let training = &self.training;
+        if !training.holds_quantized_inputs() || self.workload.offload_activations {
+            return Ok(Bytes::ZERO);
+        }
+        let rank = &self.rank;
+        let linears = &self.dims.linears;
+        let p = rank.element;
+        let cast = rank.normed != p;
+        let checkpointed = checkpointed || all;
+        let copies = |names: &[&str]| -> u64 {
+            if cast {
+                names.len() as u64
+            } else {
+                u64::from(checkpointed || !training.keeps_input(names))
+            }
+        };
+        let needs_gradient = !first
+            || !training.frozen_base
+            || (self.workload.recompute != Recompute::None
+                && self.workload.implementation
+                    == crate::architecture::Implementation::Transformers);
+        let mut held = Tally::new();
+        let n = rank.sequence_tokens;
+        if needs_gradient {
+            held.tensor(&[copies(&linears.attention_input), p, n, rank.hidden])?;
+        }
+        let output = linears.attention_output;
+        let shared = self.saved_layer(sparse)?.core.output_shared;
+        held.tensor_if(
+            checkpointed || !(shared || training.keeps_input(&[output])),
+            &[p, rank.tokens, attention::output_width(rank, &self.dims)],
+        )?;
+        if !sparse {
+            held.tensor(&[copies(&linears.mlp_input), p, n, rank.hidden])?;
+            held.tensor_if(
+                cast || checkpointed || !training.keeps_input(&[linears.mlp_output]),
+                &[p, rank.tokens, rank.intermediate],
+            )?;
+        }
+        Ok(held.bytes())
     }
 
     /// What torchtitan's per-op policy keeps of a layer besides its input:
@@ -502,14 +569,20 @@ impl<'a> Step<'a> {
             }
         }
         schedule.widest_tensor = self.widest_tensor()?;
+        let mut added_total = Tally::new();
         for layer in stage.first_layer..end {
             let is_sparse = self.dims.is_sparse(layer);
             let column = usize::from(recompute::checkpointed(layer, every));
             let kind = &kinds[usize::from(is_sparse)][column];
             let offload = offloads.map(|o| o[usize::from(is_sparse)][column]);
+            let checkpointed = column == 1 && self.workload.recompute != Recompute::None;
+            let first = layer == 0;
+            let added = self.held_inputs(is_sparse, checkpointed, first, false)?;
+            added_total.add(times(added, in_flight)?)?;
             schedule.layers.push(LayerActivations {
                 layer,
-                kept: offload.map_or(kind.total(), |o| Ok(o.resident))?,
+                kept: plus(offload.map_or(kind.total(), |o| Ok(o.resident))?, added)?,
+                held: self.held_inputs(is_sparse, checkpointed, first, true)?,
                 recomputed: kind.recomputed,
                 backward: plus(
                     backward[usize::from(is_sparse)][column],
@@ -522,6 +595,14 @@ impl<'a> Step<'a> {
                 recast: self.workload.autocast
                     && column == 1
                     && self.workload.recompute == Recompute::Full,
+            });
+        }
+        let added_total = added_total.bytes();
+        if added_total > Bytes::ZERO {
+            layer_total.add(added_total)?;
+            layers.push(Part {
+                name: "4-bit linears' inputs (bitsandbytes < 0.43.2 holds them)".to_string(),
+                bytes: added_total,
             });
         }
         let mut host = Tally::new();

@@ -264,6 +264,12 @@ pub struct Workload {
     /// example scripts, litgpt, most hand-written loops); off: they die before
     /// backward (HF Trainer's `compute_loss`, torchtune).
     pub keep_outputs: bool,
+    /// The loop keeps them at its own scope, so the step before's outputs
+    /// (and what its graph still holds) are alive until this step's forward
+    /// returns and rebinds the variable (`--carry-outputs`: accelerate's
+    /// `outputs = model(**batch)` and litgpt's `logits = model(input_ids)`
+    /// in the loop body itself). Implies `keep_outputs`.
+    pub carry_outputs: bool,
     /// Whose model code runs (`--implementation`): the saved tensors of its
     /// modules and its loss (see `implementation/`).
     pub implementation: crate::architecture::Implementation,
@@ -305,6 +311,7 @@ impl Workload {
             context_parallel: 1,
             fp8: None,
             keep_outputs: false,
+            carry_outputs: false,
             implementation: crate::architecture::Implementation::Transformers,
         }
     }

@@ -47,12 +47,18 @@ fn checkpoint(value: &Value, _: &Map<String, Value>) -> Result<Effect, String> {
     Ok(match preset {
         // litgpt's own model code, and its loops (`finetune/full.py`,
         // `finetune/lora.py`: `logits = model(input_ids)` ...
-        // `fabric.backward(loss)`) keep the logits referenced through backward.
+        // `fabric.backward(loss)`) keep the logits referenced through
+        // backward, in the loop body itself: the previous micro-batch's until
+        // the next forward returns.
         Some(preset) => Effect::Set(vec![
             setting("--model", preset.name),
             setting("--implementation", "litgpt"),
             Setting {
                 flag: "--keep-outputs",
+                value: None,
+            },
+            Setting {
+                flag: "--carry-outputs",
                 value: None,
             },
         ]),
@@ -455,6 +461,7 @@ mod tests {
                     setting("--model", preset),
                     setting("--implementation", "litgpt"),
                     setting("--keep-outputs", ""),
+                    setting("--carry-outputs", ""),
                 ]),
                 "{folder}"
             );

@@ -434,7 +434,8 @@ pub struct WorkloadArgs {
     pub autocast_ops: Option<String>,
 
     /// The bitsandbytes version of a QLoRA run: before 0.43.2 each 4-bit
-    /// matmul kept its input for backward (default: a current version).
+    /// matmul held its input until the graph died, past its backward (with
+    /// --carry-outputs, into the next forward; default: a current version).
     #[arg(long, value_name = "VERSION", help_heading = HARDWARE)]
     pub bitsandbytes: Option<String>,
 
@@ -481,6 +482,16 @@ pub struct WorkloadArgs {
     /// Trainer's compute_loss and torchtune drop them before backward.
     #[arg(long, help_heading = TRAINING)]
     pub keep_outputs: bool,
+
+    /// The loop holds its outputs at its own scope, not in a function per
+    /// step: `outputs = model(**batch)` (accelerate's examples as written)
+    /// or `logits = model(input_ids)` (litgpt's finetune loops) is rebound
+    /// only when the next forward returns, so the previous micro-batch's
+    /// logits, and the inputs bitsandbytes before 0.43.2 holds in its graph
+    /// (--bitsandbytes), are alive through the next forward. Implies
+    /// --keep-outputs.
+    #[arg(long, help_heading = TRAINING)]
+    pub carry_outputs: bool,
 
     /// The forward runs under torch.autocast to the compute dtype over the
     /// weights as loaded: HF Trainer's bf16=True or fp16=True (accelerate's

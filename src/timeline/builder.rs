@@ -570,6 +570,23 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         "gradients no optimizer zeroes (kept across steps)",
         residents.kept_gradients,
     )?;
+    // `--carry-outputs`: the step before's outputs and what its graph
+    // holds, alive until this step's forward returns.
+    let carried = match activations {
+        Some(a) if a.outputs_carried > Bytes::ZERO || a.held_carried > Bytes::ZERO => [
+            b.alloc(
+                Kind::Activations,
+                "the step before's outputs (the loop's variable, until this forward returns)",
+                a.outputs_carried,
+            )?,
+            b.alloc(
+                Kind::Activations,
+                "the step before's 4-bit linears' inputs (its graph's ctx.tensors)",
+                a.held_carried,
+            )?,
+        ],
+        _ => [None, None],
+    };
     let mut gradient_blocks = Vec::with_capacity(units.len() + 1);
     if plan.gradients.resident_from_start {
         gradient_blocks.push(b.alloc(
@@ -621,6 +638,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         usize::try_from(in_flight).map_err(|_| Error::overflow(WHAT))?
     ];
     let mut outside = Vec::with_capacity(kept.len());
+    // Per pass: the inputs bitsandbytes < 0.43.2 holds until the graph dies
+    // (`LayerActivations::held`).
+    let mut held: Vec<Vec<Option<Block>>> = vec![Vec::new(); kept.len()];
     let (mut head, mut logits, mut last_hidden) = (None, None, None);
     // Autocast's cache of fully checkpointed layers' weight casts, held
     // until the forward returns (`LayerActivations::recast`).
@@ -628,6 +648,7 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     // Micro-batches in flight run the same pass: a peak-only replay skips
     // the middle ones as it skips identical units.
     let passes = kept.len();
+    let graph_kept = activations.is_some_and(|a| a.logits_kept);
     let skipped_passes = (b.bytes_only && passes >= SKIPPED_RUN).then(|| 2..=passes - 3);
     let mut pass_start = b.mark(PASS);
     for (pass, saved) in kept.iter_mut().enumerate() {
@@ -684,12 +705,20 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                     // between identical neighbours: the same events.
                     skips_ahead.next();
                     b.repeat(UNIT, start, ((last - first + 1) / period) as u64)?;
-                    let recast = cached_casts_of(units.get(first..=last).unwrap_or_default())?;
+                    let skipped = units.get(first..=last).unwrap_or_default();
+                    let recast = cached_casts_of(skipped)?;
                     cached_casts.push(b.skipped(
                         Kind::Activations,
                         "autocast's cached weight casts of skipped identical layers",
                         recast.0,
                     ));
+                    if let Some(blocks) = held.get_mut(pass) {
+                        blocks.push(b.skipped(
+                            Kind::Activations,
+                            "4-bit linears' inputs of skipped identical layers (ctx.tensors)",
+                            held_of(skipped)?.0,
+                        ));
+                    }
                     // The prefetched parameters move along to the next unit.
                     let prefetched = gathered.get_mut(first).and_then(Option::take);
                     if let Some(slot) = gathered.get_mut(last + 1) {
@@ -714,7 +743,19 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             if activations.is_some() {
                 let layer = match unit.activations {
                     Some(layer) => {
-                        let kept = b.alloc(Kind::Activations, "saved activations", layer.kept)?;
+                        let kept = b.alloc(
+                            Kind::Activations,
+                            "saved activations",
+                            Bytes(layer.kept.0.saturating_sub(layer.held.0)),
+                        )?;
+                        let inputs = b.alloc(
+                            Kind::Activations,
+                            "4-bit linears' inputs (bitsandbytes < 0.43.2 ctx.tensors, until the graph dies)",
+                            layer.held,
+                        )?;
+                        if let Some(blocks) = held.get_mut(pass) {
+                            blocks.push(inputs);
+                        }
                         // Context parallelism: the ring's key/value buffers,
                         // counted with the layer's saved tensors all present.
                         b.transient(
@@ -792,6 +833,13 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         if cast.is_some() {
             b.free(logits.take())?;
         }
+        // litgpt's forward returns before its loss: the loop's variable is
+        // rebound, the step before's outputs and graph die.
+        if a.loss_outside_model {
+            for block in carried {
+                b.free(block)?;
+            }
+        }
         let upcast = b.alloc(
             Kind::Temporaries,
             "fp32 upcast of the logits",
@@ -804,6 +852,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         b.free(last_hidden.take())?;
         for casts in cached_casts.drain(..) {
             b.free(casts)?;
+        }
+        if !a.loss_outside_model {
+            for block in carried {
+                b.free(block)?;
+            }
         }
         // The Trainer's compute_loss returns the loss alone: the model's
         // outputs, the logits with them, are dropped before backward; a
@@ -1077,6 +1130,15 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         b.free(head.take())?;
         b.free(logits_gradient)?;
         b.free(outside.get(micro_batch).copied().flatten())?;
+        // The graph dies as the loss does, after backward, unless the loop
+        // keeps the outputs (one pass: the loop's variable holds the last).
+        if !(graph_kept && passes == 1)
+            && let Some(blocks) = held.get_mut(micro_batch)
+        {
+            for block in blocks.drain(..) {
+                b.free(block)?;
+            }
+        }
         first_backward = false;
         pass_gradients = pass_gradients_before..gradient_blocks.len();
     }
@@ -1105,6 +1167,9 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
     // `--keep-outputs`: the loop's `outputs` dies when its step returns.
     b.at(None);
     b.free(kept_outputs)?;
+    for block in held.into_iter().flatten() {
+        b.free(block)?;
+    }
     Ok(b.finish())
 }
 
@@ -1225,6 +1290,15 @@ pub(super) fn skipped_units(plan: &StepPlan) -> Result<usize> {
         .iter()
         .map(|skip| skip.last + 1 - skip.first)
         .sum())
+}
+
+/// The inputs bitsandbytes < 0.43.2 holds for `units` until the graph dies
+/// (`LayerActivations::held`).
+fn held_of(units: &[Unit]) -> Result<Bytes> {
+    units
+        .iter()
+        .filter_map(|u| u.activations)
+        .try_fold(Bytes::ZERO, |sum, l| sum.add(l.held, WHAT))
 }
 
 /// The weight casts autocast's cache holds for `units` until the forward

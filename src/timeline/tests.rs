@@ -336,7 +336,9 @@ impl Cases {
 /// layers, gathered or not, sharded, accumulated, fused updates, several
 /// micro-batches in flight, offloaded and recomputed activations, layers
 /// that repeat every 1 to 4, FSDP1's root unit and wrap, autocast's weight
-/// casts cached to the end of the forward and the last hidden state.
+/// casts cached to the end of the forward and the last hidden state, the
+/// inputs bitsandbytes 0.42 holds to the graph's death and the step
+/// before's outputs carried into the forward.
 #[test]
 fn peak_only_equals_the_full_replay() {
     let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
@@ -398,6 +400,11 @@ fn peak_only_equals_the_full_replay() {
         schedule.shared = Bytes(GB / 29);
         schedule.outside_forward_only = cases.next(2) == 0;
         schedule.last_hidden_state = Bytes(cases.next(2) * GB / 53);
+        schedule.logits_kept = cases.next(2) == 0;
+        schedule.outputs_carried = Bytes(cases.next(2) * GB / 61);
+        schedule.held_carried = Bytes(cases.next(2) * GB / 67);
+        schedule.loss_outside_model = cases.next(2) == 0;
+        let held = Bytes(cases.next(2) * GB / 59);
         // Autocast's cached weight casts, held to the end of the forward.
         let recast = cases.next(2) == 0;
         for layer in &mut schedule.layers {
@@ -407,6 +414,7 @@ fn peak_only_equals_the_full_replay() {
             layer.unpacked = Bytes(cases.next(2) * GB / 31);
             layer.ring = Bytes(GB / 37);
             layer.closing = Bytes(GB / 41);
+            layer.held = held;
             if layer.layer == odd {
                 layer.kept = Bytes(GB / 3);
             }

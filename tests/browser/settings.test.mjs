@@ -319,7 +319,7 @@ test("a link sets what it names, and every control it leaves out goes back to it
   const defaults = await controls();
   // A link that sets every control to something other than its default.
   const every = {
-    "micro-batch": "4", "seq-len": "512", "grad-accumulation": "2", implementation: "litgpt", "keep-outputs": true,
+    "micro-batch": "4", "seq-len": "512", "grad-accumulation": "2", implementation: "litgpt", "keep-outputs": true, "carry-outputs": true,
     precision: "bf16", autocast: true, optimizer: "sgd", device: "a100-40gb", gpus: "4", zero: "2", fsdp: "full-shard", offload: "optimizer",
     tp: "2", pp: "2", cp: "2", ep: "2", "sequence-parallel": true, framework: "megatron",
     "lora-rank": "8", "lora-targets": "q_proj", quantize: "nf4", recompute: "full", "recompute-every": "2", attention: "eager",

@@ -43,7 +43,7 @@ use crate::activation::loss::LossPhase;
 use crate::activation::norms::FP32;
 use crate::activation::parallel::Rank;
 use crate::activation::tally::{Tally, product};
-use crate::architecture::{Dimensions, MlpKind, NormKind, QkvLayout};
+use crate::architecture::{Dimensions, MlpKind, NormKind, Positions, QkvLayout};
 use crate::error::Result;
 use crate::units::Bytes;
 
@@ -67,6 +67,14 @@ pub fn dimensions(dims: &Dimensions) -> Dimensions {
         dims.qkv = QkvLayout::Fused;
     }
     dims.kv_heads = dims.heads;
+    // `CausalSelfAttention.forward`: q and k leave the rotary as
+    // `torch.cat((q_roped, q[..., rope_n_elem:]), dim=-1)`, new tensors laid
+    // out per head, whose layout the flash output takes: `y.transpose(1,
+    // 2).reshape(...)` then copies it (measured: the `__bnb-0.42` fixtures,
+    // where bitsandbytes 0.42 holds that copy as the projection's input).
+    if let Positions::Rotary { concatenated, .. } = &mut dims.positions {
+        *concatenated = true;
+    }
     dims
 }
 

@@ -11,6 +11,7 @@ const GROUPS = [
     { key: "grad-accumulation", label: "Gradient accumulation steps", kind: "number", value: "1" },
     { key: "implementation", label: "Model code", kind: "select", options: [["transformers", "transformers"], ["litgpt", "litgpt"], ["torchtune", "torchtune"], ["torchtitan", "torchtitan"]], value: "transformers" },
     { key: "keep-outputs", label: "Loop keeps the outputs through backward", kind: "check", value: false },
+    { key: "carry-outputs", label: "…and into the next forward (outputs bound in the loop body: litgpt, accelerate's examples)", kind: "check", value: false, quiet: true },
   ]],
   ["Precision and optimizer", [
     { key: "precision", label: "Precision recipe", kind: "select", options: [], value: "mixed-bf16" },

@@ -95,7 +95,9 @@ fn carry(stage: &mut Activations) {
         schedule
             .layers
             .iter()
-            .fold(0u64, |sum, layer| sum.saturating_add(layer.held.0))
+            .fold(schedule.head_held.0, |sum, layer| {
+                sum.saturating_add(layer.held.0)
+            })
     } else {
         0
     };

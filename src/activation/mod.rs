@@ -150,6 +150,10 @@ pub struct Schedule {
     /// Saved by the final norm and the output head (its input, Gemma 2's
     /// soft-capped logits).
     pub head: Bytes,
+    /// The output head's input, when the head is a 4-bit linear whose
+    /// bitsandbytes (< 0.43.2) holds it until the graph dies (litgpt's
+    /// QLoRA quantizes the head; see `LayerActivations::held`).
+    pub head_held: Bytes,
     /// The logits the model returns, P·T·V (0 with a fused loss).
     pub logits: Bytes,
     /// The largest temporary while the loss runs: the fp32 copy

@@ -681,6 +681,17 @@ impl<'a> Step<'a> {
                 schedule.head = Bytes(schedule.head.0.saturating_sub(device.0));
             }
             outside.add(schedule.head)?;
+            // litgpt's QLoRA quantizes the head too (`finetune::Lora::quantize_head`):
+            // before 0.43.2 it holds the final norm's output.
+            if self.training.holds_quantized_inputs()
+                && self.workload.implementation == crate::architecture::Implementation::Litgpt
+                && offloads.is_none()
+            {
+                let mut input = Tally::new();
+                input.tensor(&[self.rank.element, self.rank.tokens, self.rank.hidden])?;
+                schedule.head_held = input.bytes();
+                outside.add(schedule.head_held)?;
+            }
             let phase = if let Some(encoder) = &self.dims.encoder {
                 encoder_head::phase(&self.rank, encoder, self.workload.autocast)?
             } else if self.workload.megatron_kernels {

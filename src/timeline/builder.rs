@@ -796,6 +796,10 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 && let Some(a) = activations
             {
                 (head, logits, last_hidden) = output_head(&mut b, a)?;
+                let input = b.alloc(Kind::Activations, HEAD_HELD, a.head_held)?;
+                if let Some(blocks) = held.get_mut(pass) {
+                    blocks.push(input);
+                }
             }
             if let Some(slot) = gathered.get_mut(index) {
                 b.reshard(slot.take())?;
@@ -816,6 +820,10 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
         && let Some(a) = activations
     {
         (head, logits, last_hidden) = output_head(&mut b, a)?;
+        let input = b.alloc(Kind::Activations, HEAD_HELD, a.head_held)?;
+        if let Some(blocks) = held.last_mut() {
+            blocks.push(input);
+        }
     }
 
     // The loss.
@@ -1291,6 +1299,10 @@ pub(super) fn skipped_units(plan: &StepPlan) -> Result<usize> {
         .map(|skip| skip.last + 1 - skip.first)
         .sum())
 }
+
+/// The 4-bit output head's input bitsandbytes < 0.43.2 holds.
+const HEAD_HELD: &str =
+    "the 4-bit output head's input (bitsandbytes < 0.43.2 ctx.tensors, until the graph dies)";
 
 /// The inputs bitsandbytes < 0.43.2 holds for `units` until the graph dies
 /// (`LayerActivations::held`).

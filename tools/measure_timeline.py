@@ -545,6 +545,10 @@ def specs_lora() -> list[dict]:
                     lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"}))
     out.append(spec("llama-v512", "bf16", "adamw", B=1, S=512,
                     lora={"targets": "all", "r": 16, "dropout": 0, "dtype": "fp32"}))
+    # The single-device twin of measure_fsdp.py's unwrapped-recompute LoRA step.
+    out.append(dict(spec("llama-v512", "bf16", "adamw", B=1, S=512,
+                         lora={"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}),
+                    gap=True))
     out.extend(specs_lora_recompute())
     return out
 
@@ -882,14 +886,22 @@ def hf_qlora_specs() -> list[dict]:
     # every 4-bit linear whose input needs a gradient holds it until the
     # graph dies; with accelerate's loop as written (``outputs`` at the
     # loop's scope) that is after the next forward.
-    for recompute, B, S, carry in (("none", 2, 128, False), ("none", 2, 128, True),
-                                   ("full", 1, 512, False)):
+    # Under reentrant checkpointing the forward runs under no_grad, so the
+    # contexts die with it; only the layer rebuilt in backward holds them.
+    # loop: "" (Trainer's), "keep" (outputs kept to the step's end), "carry".
+    for recompute, B, S, loop, reentrant in (("none", 2, 128, "", False),
+                                             ("none", 2, 128, "carry", False),
+                                             ("full", 1, 512, "", False),
+                                             ("full", 1, 512, "", True),
+                                             ("full", 1, 512, "keep", True)):
         base = spec("llama", "amp-bf16", "adamw", recompute=recompute, B=B, S=S,
+                    reentrant=reentrant,
                     lora={"targets": "all", "r": 16, "dropout": 0.05, "dtype": "fp32"})
         flags = ["--quantize", "nf4", "--double-quant", "on", "--bitsandbytes", "0.42.0"]
-        s.append(technique(base, "bnb-0.42-nf4-dq-kbit-prep" + ("__carry-outputs" if carry else ""),
-                           flags + (["--carry-outputs"] if carry else []), bnb_nf4=True,
-                           kbit_prep=True, bnb_042=True, keep_outputs=carry, carry_outputs=carry))
+        s.append(technique(base, "bnb-0.42-nf4-dq-kbit-prep" + (f"__{loop}-outputs" if loop else ""),
+                           flags + ([f"--{loop}-outputs"] if loop else []), bnb_nf4=True,
+                           kbit_prep=True, bnb_042=True, keep_outputs=bool(loop),
+                           carry_outputs=loop == "carry"))
     for dtype, recompute, B, S in (("amp-bf16", "none", 2, 128), ("amp-bf16", "full", 1, 512),
                                    ("bf16", "none", 2, 128), ("bf16", "full", 1, 512)):
         base = spec("llama", dtype, "adamw", recompute=recompute, B=B, S=S,

@@ -93,7 +93,10 @@ impl<'a> Step<'a> {
     /// dies. With `all`, every one of them; without, those a layer kept
     /// whole does not save anyway (an adapter sharing its input, the flash
     /// output as the output projection's input): the bytes they add. A
-    /// checkpointed layer saves none of them. The first
+    /// checkpointed layer saves none of them, so under non-reentrant
+    /// checkpointing all of them are held; a reentrant checkpoint's forward
+    /// runs under no_grad and holds none (its rebuild in backward holds
+    /// the layer's, priced with the recomputed tensors). The first
     /// layer's q/k/v input needs no gradient unless the embedding's output
     /// does (a trained embedding, or transformers' gradient checkpointing,
     /// which calls `enable_input_require_grads`). Measured on CPU with
@@ -577,13 +580,26 @@ impl<'a> Step<'a> {
             let offload = offloads.map(|o| o[usize::from(is_sparse)][column]);
             let checkpointed = column == 1 && self.workload.recompute != Recompute::None;
             let first = layer == 0;
-            let added = self.held_inputs(is_sparse, checkpointed, first, false)?;
+            // A reentrant checkpoint runs the layer's forward under no_grad:
+            // its contexts die with it, and only the rebuild in backward
+            // holds the inputs, until that layer's backward ends.
+            let rebuilt = checkpointed && self.workload.recompute_reentrant;
+            let (added, held, rebuilt_held) = if rebuilt {
+                let rebuilt_held = self.held_inputs(is_sparse, false, first, false)?;
+                (Bytes::ZERO, Bytes::ZERO, rebuilt_held)
+            } else {
+                (
+                    self.held_inputs(is_sparse, checkpointed, first, false)?,
+                    self.held_inputs(is_sparse, checkpointed, first, true)?,
+                    Bytes::ZERO,
+                )
+            };
             added_total.add(times(added, in_flight)?)?;
             schedule.layers.push(LayerActivations {
                 layer,
                 kept: plus(offload.map_or(kind.total(), |o| Ok(o.resident))?, added)?,
-                held: self.held_inputs(is_sparse, checkpointed, first, true)?,
-                recomputed: kind.recomputed,
+                held,
+                recomputed: plus(kind.recomputed, rebuilt_held)?,
                 backward: plus(
                     backward[usize::from(is_sparse)][column],
                     fp8_figures.map_or(Bytes::ZERO, |f| f.backward_casts),
@@ -745,10 +761,18 @@ impl<'a> Step<'a> {
             schedule.logits_gradient = phase.logits_gradient;
             schedule.last_hidden_state = autocast::last_hidden_state(&self.rank, self.workload)?;
         }
-        for (row, counts_row) in kinds.iter().zip(counts) {
-            for (kind, count) in row.iter().zip(counts_row) {
+        for (sparse, (row, counts_row)) in kinds.iter().zip(counts).enumerate() {
+            for (column, (kind, count)) in row.iter().zip(counts_row).enumerate() {
                 if count > 0 {
-                    transient = transient.max(kind.recomputed);
+                    let rebuilt_held = if column == 1
+                        && self.workload.recompute != Recompute::None
+                        && self.workload.recompute_reentrant
+                    {
+                        self.held_inputs(sparse == 1, false, false, false)?
+                    } else {
+                        Bytes::ZERO
+                    };
+                    transient = transient.max(plus(kind.recomputed, rebuilt_held)?);
                 }
             }
         }

@@ -435,7 +435,8 @@ pub struct WorkloadArgs {
 
     /// The bitsandbytes version of a QLoRA run: before 0.43.2 each 4-bit
     /// matmul held its input until the graph died, past its backward (with
-    /// --carry-outputs, into the next forward; default: a current version).
+    /// --carry-outputs, into the next forward; a reentrant checkpoint's
+    /// layers hold none; default: a current version).
     #[arg(long, value_name = "VERSION", help_heading = HARDWARE)]
     pub bitsandbytes: Option<String>,
 

@@ -38,7 +38,14 @@ The peak of each is written under ``init`` with the bytes kept at its end.
 peft LoRA (``__lora-qv-r8-d0-bf16__fsdp1-2``): ``get_peft_model`` on q and v
 (adapters in bf16), wrapped as Answer.AI's train.py does (``_or_policy`` of a
 lambda policy for every trainable leaf linear and the decoder-layer policy),
-so the root unit is frozen; no ``init`` measured.
+so the root unit is frozen; no ``init`` measured. ``__lora-qkvo-r16-d0.1-fp32__reentrant``:
+HF Trainer's FSDP-LoRA as foundation-model-stack benchmarks it (peft's
+``fsdp_auto_wrap_policy``: the same two policies), fp32 adapters with
+dropout 0.1, transformers' ``gradient_checkpointing_enable(use_reentrant=True)``
+and ``enable_input_require_grads`` before ``get_peft_model`` and the wrap; at
+vocabulary 4096 the loss sets the peak, at 512 (``llama-v512``) a layer's
+backward does, where the layer before is not yet prefetched (each adapter is
+a unit of its own in the post-forward order).
 ``trainmem_flags``: ``--framework fsdp1 --gpus 2 --fsdp full-shard``.
 
     /work/venv/bin/python tools/measure_fsdp.py [--only SUBSTRING]
@@ -59,6 +66,8 @@ import measure_timeline as mt  # noqa: E402
 
 WORLD = 2
 HF_LLAMA = {"model_type": "llama", **mt.LLAMA}
+# Vocabulary 512 (``llama-v512``): the layers, not the loss, set the peak.
+CONFIGS = {"llama": HF_LLAMA, "llama-v512": {**HF_LLAMA, "vocab_size": 512}}
 
 
 def specs() -> list[dict]:
@@ -73,12 +82,29 @@ def specs() -> list[dict]:
     lora = {"targets": "qv", "r": 8, "dropout": 0, "dtype": "bf16"}
     s.append({"id": "llama__bf16__adamw__sdpa__none__b2s128" + mt.lora_id(lora) + "__fsdp1-2",
               "dtype": "bf16", "recompute": "none", "B": 2, "S": 128, "lora": lora})
+    # HF Trainer's FSDP-LoRA (foundation-model-stack's benchmark): peft's
+    # fsdp_auto_wrap_policy (the same two policies), fp32 adapters with
+    # dropout, transformers' own reentrant gradient checkpointing enabled
+    # before wrapping, with enable_input_require_grads.
+    for model, B, S in (("llama", 1, 512), ("llama", 2, 256), ("llama", 4, 128),
+                        ("llama-v512", 1, 512), ("llama-v512", 2, 512), ("llama-v512", 4, 512)):
+        lora = {"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}
+        s.append({"id": f"{model}__bf16__adamw__sdpa__full__b{B}s{S}" + mt.lora_id(lora)
+                  + "__reentrant__fsdp1-2", "model": model, "dtype": "bf16", "recompute": "full",
+                  "B": B, "S": S, "lora": lora, "hf_reentrant": True})
+    # The same wrap without checkpointing: the adapters' hooks are
+    # registered in the forward, and the layer before is still prefetched
+    # only from its first adapter's pre-backward.
+    lora = {"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}
+    s.append({"id": "llama-v512__bf16__adamw__sdpa__none__b1s512" + mt.lora_id(lora) + "__fsdp1-2",
+              "model": "llama-v512", "dtype": "bf16", "recompute": "none", "B": 1, "S": 512,
+              "lora": lora, "gap": True})
     return s
 
 
-def build(torch, dtype, meta):
+def build(torch, dtype, meta, config=HF_LLAMA):
     import transformers
-    cfg = transformers.AutoConfig.for_model(**HF_LLAMA)
+    cfg = transformers.AutoConfig.for_model(**config)
     cfg.use_cache = False
     if meta:
         with torch.device("meta"):
@@ -156,12 +182,18 @@ def step_worker(sp: dict) -> dict:
     dist = setup_dist(int(os.environ["PORT"]))
     rank = dist.get_rank()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[sp["dtype"]]
-    model = build(torch, dtype, False).train()
+    config = CONFIGS[sp.get("model", "llama")]
+    model = build(torch, dtype, False, config).train()
+    if sp.get("hf_reentrant"):
+        # What TRL's SFTTrainer does before peft: checkpointing on, and the
+        # embedding's output made to need a gradient.
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        model.enable_input_require_grads()
     if sp.get("lora"):
         model = mt.apply_lora(model, sp["lora"], torch)
     inner = model.get_base_model() if sp.get("lora") else model
     fsdp = wrap(torch, model, False, lora=bool(sp.get("lora")))
-    if sp["recompute"] == "full":
+    if sp["recompute"] == "full" and not sp.get("hf_reentrant"):
         import functools
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
             CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)
@@ -173,7 +205,7 @@ def step_worker(sp: dict) -> dict:
     optimizer = torch.optim.AdamW([p for p in fsdp.parameters() if p.requires_grad], lr=1e-4,
                                   foreach=False)
     torch.manual_seed(1)  # the same batch on both ranks
-    ids = torch.randint(0, HF_LLAMA["vocab_size"], (sp["B"], sp["S"]))
+    ids = torch.randint(0, config["vocab_size"], (sp["B"], sp["S"]))
     enter = torch.ops.profiler._record_function_enter_new
     leave = torch.ops.profiler._record_function_exit
     state = {"rf": None, "phase": None}
@@ -221,7 +253,7 @@ def step_worker(sp: dict) -> dict:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         grads = one_step()
     end_live = sum(mt.live_tensor_storages(torch).values())
-    a = mt.analyse(prof, baseline_bytes, HF_LLAMA["num_hidden_layers"], grads, None, None)
+    a = mt.analyse(prof, baseline_bytes, config["num_hidden_layers"], grads, None, None)
     shards = sum(p.untyped_storage().nbytes() for p in fsdp.parameters())
     gathered = torch.tensor([a["peak_bytes"]], dtype=torch.int64)
     peaks = [torch.zeros(1, dtype=torch.int64) for _ in range(WORLD)]
@@ -230,7 +262,7 @@ def step_worker(sp: dict) -> dict:
     if rank != 0:
         return {}
     return {
-        "id": sp["id"], "model": "llama", "model_type": "llama", "config": HF_LLAMA,
+        "id": sp["id"], "model": sp.get("model", "llama"), "model_type": "llama", "config": config,
         "dtype": sp["dtype"], "attention": "sdpa", "batch": sp["B"], "seq_len": sp["S"],
         "optimizer": {"name": "adamw", "foreach": False, "fused": None, "momentum": None,
                       "lr": 1e-4, "implementation": "single_tensor"},
@@ -249,10 +281,15 @@ def step_worker(sp: dict) -> dict:
         "torch": torch.__version__,
         "notes": ["FSDP1 FULL_SHARD over 2 gloo ranks on CPU, LlamaDecoderLayer units, "
                   "use_orig_params=False, no mixed precision; rank 0 recorded"]
-                 + (["apply_activation_checkpointing after wrapping, non-reentrant"]
+                 + (["transformers' gradient_checkpointing_enable(use_reentrant=True) and "
+                     "enable_input_require_grads before get_peft_model and the wrap, as TRL's "
+                     "SFTTrainer runs them"] if sp.get("hf_reentrant") else
+                    ["apply_activation_checkpointing after wrapping, non-reentrant"]
                     if sp["recompute"] == "full" else []),
+        **({"reentrant": True} if sp.get("hf_reentrant") else {}),
         "trainmem_flags": ["--framework", "fsdp1", "--gpus", "2", "--fsdp", "full-shard"]
-                          + (mt.lora_flags(sp["lora"]) if sp.get("lora") else []),
+                          + (mt.lora_flags(sp["lora"]) if sp.get("lora") else [])
+                          + (["--recompute-reentrant"] if sp.get("hf_reentrant") else []),
     }
 
 
@@ -312,7 +349,8 @@ def main() -> int:
             fx["init"][mode] = result(spawn(["--init", f"{mode}:{sp['dtype']}"], port))
         if not fx["init"]:
             del fx["init"]
-        (mt.FIXTURES_DIR / f"{sp['id']}.json").write_text(json.dumps(fx, indent=1) + "\n")
+        folder = mt.GAPS_DIR if sp.get("gap") else mt.FIXTURES_DIR
+        (folder / f"{sp['id']}.json").write_text(json.dumps(fx, indent=1) + "\n")
         print(sp["id"], fx["peak_bytes"], fx["rank_peaks"], fx["peak_phase"], fx["peak_op"],
               fx["end_bytes"] - fx["end_live_bytes"], fx.get("init"), f"{time.time() - t:.0f}s",
               flush=True)

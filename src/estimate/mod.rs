@@ -793,6 +793,9 @@ fn step_notes(model: &Model, setup: &Setup) -> Vec<String> {
         && model.shapes_known
     {
         notes.push("FSDP1: the root unit (the embedding, final norm and head) is gathered by the root's pre-forward and not resharded after forward (torch's _post_forward_reshard), so it stays whole until backward ends; flat gradients are reduce-scattered in place".to_string());
+        if crate::estimate::step_plan::has_adapters(model) {
+            notes.push("FSDP1 with LoRA: each adapter is wrapped as its own unit (peft's fsdp_auto_wrap_policy, which HF Trainer sets for a PeftModel); a layer's backward prefetch then targets its own last adapter, and the layer before is gathered only when the backward reaches the layer's first adapter (after its activation gradients here)".to_string());
+        }
     }
     if parallelism.framework.is_fsdp() && setup.precision.weights != setup.precision.activations {
         notes.push(match parallelism.fsdp_mixed_precision {

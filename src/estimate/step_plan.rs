@@ -47,6 +47,11 @@ const WHAT: &str = "the step plan";
 /// their flat concatenation at once (`FlatParamHandle`'s `torch.cat`).
 const FLATTENED_COPIES: u64 = 2;
 
+/// Whether `model` carries LoRA adapters (FSDP1 wraps each as its own unit).
+pub(crate) fn has_adapters(model: &Model) -> bool {
+    model.tensors.iter().any(|t| t.name.contains(".lora_A."))
+}
+
 /// The init mode the step uses: the one given, or the framework's default.
 pub fn init_mode(setup: &Setup) -> Init {
     setup.step.init.unwrap_or_else(|| {
@@ -150,6 +155,7 @@ pub fn plan<'a>(
         gathers,
         prefetch: true,
         root_kept: fsdp1_units,
+        late_layer_prefetch: fsdp1_units && has_adapters(model),
         limit_all_gathers: fsdp1_units,
         activations,
         load,

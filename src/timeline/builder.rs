@@ -1011,13 +1011,14 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             }
             next = index;
             b.at(unit.layer);
+            let late_prefetch = plan.late_layer_prefetch && unit.layer.is_some();
             gather(
                 &mut b,
                 plan,
                 &units,
                 &mut gathered,
                 index,
-                index.checked_sub(1),
+                index.checked_sub(1).filter(|_| !late_prefetch),
             )?;
             let (unpacked, recomputed, flow) = match unit.activations {
                 Some(layer) if activations.is_some() => (
@@ -1095,6 +1096,16 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
             b.free(recast)?;
             b.free(unpacked)?;
             b.free(flow)?;
+            if late_prefetch {
+                gather(
+                    &mut b,
+                    plan,
+                    &units,
+                    &mut gathered,
+                    index,
+                    index.checked_sub(1),
+                )?;
+            }
             if let Some(layer) = unit.activations {
                 b.transient(
                     Kind::Temporaries,

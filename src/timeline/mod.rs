@@ -394,6 +394,18 @@ pub struct StepPlan<'a> {
     /// and the root's pre-backward hook prefetches the last layer before the
     /// loss's gradients (`BACKWARD_PRE`).
     pub root_kept: bool,
+    /// FSDP1 with adapters wrapped as their own units (peft's
+    /// `fsdp_auto_wrap_policy`, which HF Trainer sets for a `PeftModel`, and
+    /// Answer.AI's lambda policy, each trainable leaf linear a unit inside
+    /// its decoder layer's): `BACKWARD_PRE` prefetches the unit before the
+    /// current one in the post-forward order
+    /// (`_ExecOrderData.get_handle_to_backward_prefetch`), which for a
+    /// decoder layer is its own last adapter; the layer before is
+    /// prefetched by the pre-backward hook of the layer's first adapter,
+    /// once its backward reaches it: after the layer's activation
+    /// gradients here. Measured on two gloo ranks
+    /// (`*__lora-qkvo-*__reentrant__fsdp1-2` fixtures).
+    pub late_layer_prefetch: bool,
     /// FSDP1's `limit_all_gathers` (on by default since torch 2.1): a
     /// resharded unit's gathered parameters are freed with the compute
     /// stream recorded on them (`_free_unsharded_flat_param` in

@@ -29,6 +29,7 @@ fn plan<'a>(modules: &'a [Module], activations: Option<&'a Schedule>) -> StepPla
         gathers: false,
         prefetch: true,
         root_kept: false,
+        late_layer_prefetch: false,
         limit_all_gathers: false,
         activations,
         load: Load::default(),

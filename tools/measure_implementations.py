@@ -107,11 +107,24 @@ def specs() -> list[dict]:
             ("lit-llama", "bf16", "none", 2, 256, 0.0), ("lit-llama", "bf16", "none", 1, 512, 0.0),
             ("lit-llama", "fp32", "none", 2, 256, 0.0), ("lit-phi", "bf16", "none", 2, 256, 0.0),
             ("lit-llama", "bf16", "full", 1, 512, 0.0), ("lit-llama", "fp32", "full", 2, 256, 0.0),
-            ("lit-llama", "bf16", "none", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.05)):
+            ("lit-llama", "bf16", "none", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.05),
+            # the twins of the lora_head steps below
+            ("lit-llama", "bf16", "none", 2, 256, 0.05), ("lit-phi", "bf16", "none", 2, 256, 0.05)):
         drop = f"-d{p}" if p else ""
         sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-lora-qv-r8{drop}"
         s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
                   "S": S, "lora": True, "lora_dropout": p})
+    # lora_head: true (the config hub's phi-2, tiny-llama and gemma LoRA runs): the
+    # head's LoRALinear in each 128-position chunk, its adapter computed in the
+    # model's dtype (``__litgpt-lora-qvh-r8``)
+    for model, dtype, recompute, B, S, p in (
+            ("lit-llama", "bf16", "none", 2, 256, 0.05), ("lit-llama", "bf16", "none", 1, 512, 0.0),
+            ("lit-llama", "fp32", "none", 2, 256, 0.05), ("lit-phi", "bf16", "none", 2, 256, 0.05),
+            ("lit-llama", "bf16", "full", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.0)):
+        drop = f"-d{p}" if p else ""
+        sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-lora-qvh-r8{drop}"
+        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
+                  "S": S, "lora": True, "lora_dropout": p, "lora_head": True})
     # finetune/lora.py with --quantize bnb.nf4 / bnb.nf4-dq: Lightning's
     # BitsandbytesPrecision on every nn.Linear (head included), quantized on
     # the CPU as its _Linear4bit.quantize does on CUDA; the optimizer built
@@ -534,7 +547,7 @@ def worker(sid: str) -> dict:
     if sp.get("lora"):
         from litgpt.lora import GPT as LoraGPT, Config as LoraConfig, mark_only_lora_as_trainable
         lit = dict(lit, lora_r=8, lora_alpha=16, lora_dropout=sp.get("lora_dropout", 0.0),
-                   lora_query=True, lora_value=True)
+                   lora_query=True, lora_value=True, lora_head=sp.get("lora_head", False))
         model = LoraGPT(LoraConfig(**lit))
         mark_only_lora_as_trainable(model)
     else:
@@ -638,7 +651,8 @@ def worker(sid: str) -> dict:
         if sp.get("quantize"):
             flags += ["--quantize", "nf4", "--double-quant",
                       "on" if sp["quantize"].endswith("-dq") else "off"]
-        flags += ["--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--lora-dropout",
+        targets = "q_proj,v_proj,lm_head" if sp.get("lora_head") else "q_proj,v_proj"
+        flags += ["--lora-rank", "8", "--lora-targets", targets, "--lora-dropout",
                   str(sp.get("lora_dropout", 0.0)).rstrip("0").rstrip(".") or "0",
                   "--lora-dtype", sp["dtype"]]
     if sp.get("bnb_042"):

@@ -522,7 +522,11 @@ def specs() -> list[dict]:
 
 # -- LoRA dropout and adapter dtype (issue 12) --------------------------------------
 LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "qkvo": ["q_proj", "k_proj", "v_proj", "o_proj"],
-                "all": "all-linear"}
+                "all": "all-linear",
+                # every linear and the output head (torchtune's apply_lora_to_output,
+                # litgpt's lora_head): peft's "all-linear" leaves lm_head out
+                "allh": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                         "down_proj", "lm_head"]}
 
 
 def lora_id(lora: dict) -> str:
@@ -550,6 +554,22 @@ def specs_lora() -> list[dict]:
                          lora={"targets": "qkvo", "r": 16, "dropout": 0.1, "dtype": "fp32"}),
                     gap=True))
     out.extend(specs_lora_recompute())
+    out.extend(specs_lora_head())
+    return out
+
+
+def specs_lora_head() -> list[dict]:
+    """peft LoRA on the output head too (``__lora-allh-``): the adapter's
+    ``T x V`` output, its scaled copy and the sum in forward, their gradients
+    in backward; fp32 adapters (peft's default) and bf16, with and without
+    dropout, with and without checkpointing, and an fp32 base."""
+    out = []
+    for dropout, adapter in ((0.05, "fp32"), (0, "fp32"), (0, "bf16"), (0.05, "bf16")):
+        lora = {"targets": "allh", "r": 16, "dropout": dropout, "dtype": adapter}
+        out.append(spec("llama", "bf16", "adamw", lora=lora))
+        out.append(spec("llama", "bf16", "adamw", recompute="full", lora=lora))
+    out.append(spec("llama", "fp32", "adamw", lora={"targets": "allh", "r": 16, "dropout": 0.05,
+                                                    "dtype": "fp32"}))
     return out
 
 

@@ -29,7 +29,11 @@
 use serde::Serialize;
 
 use super::Workload;
+use super::kernels::Kernels;
+use super::parallel::Rank;
+use super::tally::Tally;
 use crate::error::{Error, Result};
+use crate::units::Bytes;
 
 /// peft's `lora_dropout`, a probability in [0, 1), kept in parts per
 /// million so that a workload stays comparable (`Eq`).
@@ -256,6 +260,96 @@ impl<'a> Training<'a> {
     }
 }
 
+/// LoRA on the output head (peft's `target_modules` naming `lm_head`,
+/// torchtune's `apply_lora_to_output`, litgpt's `lora_head`): what its
+/// adapter saves, and what it holds at once beside the logits in forward and
+/// beside their gradient in backward. Zero without an adapter on the head.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeadAdapter {
+    /// Saved until backward: the adapter's own input (a cast copy or its
+    /// dropped input, and the dropout mask) when it does not share the
+    /// head's, and `lora_A`'s `T x r` output.
+    pub saved: Bytes,
+    /// Alive beside the logits at the height of one head call's forward:
+    /// `lora_B`'s `rows x V` output, its scaled copy and the sum (see
+    /// [`Training::forward_height`]), and peft's cast copy of the input
+    /// when the adapter drops that copy.
+    pub forward: Bytes,
+    /// Alive beside the logits' gradient at the height of one head call's
+    /// backward: the sum's gradient in the promoted dtype, the frozen
+    /// result's and the adapter term's gradients where a dtype differs,
+    /// and `* scaling`'s new gradient.
+    pub backward: Bytes,
+}
+
+/// One head call's geometry: the rows one call of the head computes (all
+/// tokens, or one chunk's where the head runs per chunk) and what its
+/// output gradient is.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadCall {
+    /// Rows of one call (`B x chunk` where the head runs per chunk).
+    pub rows: u64,
+    /// Whether the logits' gradient the timeline holds is a copy (litgpt's
+    /// Fabric casts the logits to fp32: the head's own output gradient is
+    /// made anew per call) rather than the head's own output gradient.
+    pub own_gradient: bool,
+    /// Whether a sum of two dtypes casts one input into a temporary (the
+    /// CPU's `TensorIterator`; CUDA kernels cast while loading).
+    pub cast_by_copy: bool,
+}
+
+impl Training<'_> {
+    /// The output head's adapter for `rank` (see [`HeadAdapter`]): its
+    /// input `h` wide over the sequence tokens, its output `V` wide.
+    ///
+    /// Backward of `result + lora_B(...) * scaling` (then `.to(dtype)`)
+    /// runs `ToCopyBackward0` (a gradient in the sum's promoted dtype when it
+    /// was promoted), `AddBackward0` (the gradient passed to both inputs,
+    /// cast by the engine to an input whose dtype differs) and
+    /// `MulBackward0` (a new gradient in the adapter's dtype) before
+    /// `lora_B`'s `MmBackward0`.
+    ///
+    /// Measured: the CPU fixtures `*__lora-allh-*.json` (peft, the head
+    /// among its targets).
+    pub fn head(&self, rank: &Rank, kernels: &Kernels, call: HeadCall) -> Result<HeadAdapter> {
+        if !self.frozen_base || !self.is_adapted("lm_head") {
+            return Ok(HeadAdapter::default());
+        }
+        let (element, adapter) = (rank.element, self.adapter_element);
+        let (n, h, v) = (rank.sequence_tokens, rank.hidden, rank.vocab);
+        let mut saved = Tally::new();
+        let mask = if self.dropout {
+            kernels.dropout_mask.bytes(self.dropped_element)
+        } else {
+            0
+        };
+        saved.tensor_if(self.own_inputs, &[adapter.saturating_add(mask), n, h])?;
+        saved.tensor(&[adapter, n, self.rank])?;
+        let height = self.forward_height(element, call.cast_by_copy);
+        let mut forward = Tally::new();
+        forward.tensor(&[height.saturating_sub(element), call.rows, v])?;
+        forward.tensor_if(
+            self.dropout && self.dropped_element != element,
+            &[self.dropped_element, n, h],
+        )?;
+        // `* scaling`'s gradient, and a second adapter-dtype gradient where
+        // the dtypes differ: the sum's (`ToCopyBackward0`, which frees the
+        // logits' gradient once the frozen result's cast of it is made) or
+        // the adapter term's cast (`AddBackward0`); where the timeline's
+        // logits gradient is a copy, the head's own output gradient too.
+        let beside = adapter
+            .saturating_add(if adapter != element { adapter } else { 0 })
+            .saturating_add(if call.own_gradient { element } else { 0 });
+        let mut backward = Tally::new();
+        backward.tensor(&[beside, call.rows, v])?;
+        Ok(HeadAdapter {
+            saved: saved.bytes(),
+            forward: forward.bytes(),
+            backward: backward.bytes(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,6 +433,43 @@ mod tests {
             ..fp32
         };
         assert_eq!(same.forward_height(2, true), 3 * 2);
+    }
+
+    /// peft's fp32 adapter on a bf16 head over T = 256 tokens, V = 4096,
+    /// h = 256, r = 16, dropout on CUDA: the dropped fp32 input and its
+    /// 1-byte mask, `lora_A`'s fp32 output; in forward 10 - 2 bytes per
+    /// logit beside the logits and the fp32 cast of the input; in backward
+    /// the sum's and the scaled fp32 gradients. Without an adapter on the
+    /// head, nothing.
+    #[test]
+    fn the_head_adapter_by_hand() {
+        use crate::activation::parallel::Rank;
+        use crate::architecture::Dimensions;
+        let dims = Dimensions::generic(4, 256, 8, 4, 704, 4096).unwrap();
+        let mut workload = Workload {
+            adapted: vec!["q_proj".to_string(), "lm_head".to_string()],
+            lora_rank: 16,
+            frozen_base: true,
+            dtype: DType::Bf16,
+            lora_dtype: Some(DType::Fp32),
+            lora_dropout: LoraDropout::parse("0.05").unwrap(),
+            ..Workload::new(2, 128)
+        };
+        let rank = Rank::new(&dims, &workload).unwrap();
+        let cuda = crate::activation::Platform::Cuda.kernels();
+        let call = HeadCall {
+            rows: 256,
+            own_gradient: false,
+            cast_by_copy: false,
+        };
+        let head = Training::new(&workload).head(&rank, &cuda, call).unwrap();
+        let (t, h, v) = (256u64, 256u64, 4096u64);
+        assert_eq!(head.saved.0, (4 + 1) * t * h + 4 * t * 16);
+        assert_eq!(head.forward.0, 8 * t * v + 4 * t * h);
+        assert_eq!(head.backward.0, 8 * t * v);
+        workload.adapted.pop();
+        let head = Training::new(&workload).head(&rank, &cuda, call).unwrap();
+        assert_eq!(head, HeadAdapter::default());
     }
 
     #[test]

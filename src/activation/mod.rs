@@ -154,6 +154,12 @@ pub struct Schedule {
     /// bitsandbytes (< 0.43.2) holds it until the graph dies (litgpt's
     /// QLoRA quantizes the head; see `LayerActivations::held`).
     pub head_held: Bytes,
+    /// LoRA on the output head: what its adapter holds beside the logits at
+    /// the height of one head call's forward (`lora::HeadAdapter`).
+    pub head_forward: Bytes,
+    /// LoRA on the output head: what its adapter's backward holds beside
+    /// the logits' gradient, per head call.
+    pub head_backward: Bytes,
     /// The logits the model returns, P·T·V (0 with a fused loss).
     pub logits: Bytes,
     /// The largest temporary while the loss runs: the fp32 copy

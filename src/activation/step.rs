@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use super::attention::{self, Kernel};
 use super::implementation;
-use super::lora::Training;
+use super::lora::{HeadCall, Training};
 use super::offload::{MIN_OFFLOAD_SIZE, Offloaded};
 use super::parallel::{Rank, Stage};
 use super::recompute::{Kept, PARTS};
@@ -306,6 +306,30 @@ impl<'a> Step<'a> {
             ])?;
         }
         Ok(tally.bytes())
+    }
+
+    /// One call of the output head: all tokens, or one chunk's (litgpt's
+    /// `lm_head_chunk_size`, torchtune's chunked output with `--loss
+    /// chunked:N`: `torch.chunk` into ceil(S / N) positions).
+    fn head_call(&self) -> Result<HeadCall> {
+        let rank = &self.rank;
+        let implementation = self.workload.implementation;
+        let chunk = match self.workload.loss {
+            Loss::Chunked(chunks) => Some(rank.seq.div_ceil(chunks.max(1))),
+            Loss::Standard => {
+                implementation::head_chunk(rank, implementation, self.workload.frozen_base)
+            }
+            Loss::ShiftCopy | Loss::Fused => None,
+        };
+        let rows = match chunk {
+            Some(positions) => rank.batch.saturating_mul(positions).min(rank.tokens),
+            None => rank.tokens,
+        };
+        Ok(HeadCall {
+            rows,
+            own_gradient: implementation::outputs_cast(rank, implementation)? > Bytes::ZERO,
+            cast_by_copy: self.workload.platform == Platform::Cpu,
+        })
     }
 
     /// What a checkpointed layer whose MLP linears carry LoRA adapters
@@ -690,6 +714,14 @@ impl<'a> Step<'a> {
                 )?,
                 None => loss::head(&self.rank, &self.dims, self.kernels, &self.training, !liger)?,
             };
+            if self.dims.encoder.is_none() {
+                let adapter = self
+                    .training
+                    .head(&self.rank, self.kernels, self.head_call()?)?;
+                schedule.head = plus(schedule.head, adapter.saved)?;
+                schedule.head_forward = adapter.forward;
+                schedule.head_backward = adapter.backward;
+            }
             if offloads.is_some() {
                 let (device, copies) = self.final_norm_offload()?;
                 head_offloaded = device;
@@ -753,7 +785,10 @@ impl<'a> Step<'a> {
             };
             schedule.outputs_cast = cast;
             loss_bytes = phase.saved;
-            transient = phase.backward;
+            transient = phase
+                .backward
+                .max(schedule.head_forward)
+                .max(schedule.head_backward);
             schedule.logits = phase.logits;
             schedule.logits_upcast = phase.upcast;
             schedule.loss = phase.saved;

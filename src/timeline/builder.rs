@@ -945,6 +945,11 @@ pub(super) fn replay(plan: &StepPlan, keep: bool, reserved: bool) -> Result<Time
                 "gradient of the logits",
                 a.logits_gradient,
             )?;
+            b.transient(
+                Kind::Temporaries,
+                "the output head's adapter in backward (the sum's, the term's and the scaled gradients)",
+                a.head_backward,
+            )?;
         }
         // The output head's backward is the first after the loss, while
         // the logits' gradient is alive: a quantized head (litgpt's QLoRA,
@@ -1357,6 +1362,11 @@ fn output_head(
         "logits"
     };
     let logits = b.alloc(Kind::Activations, name, a.logits)?;
+    b.transient(
+        Kind::Temporaries,
+        "the output head's adapter in forward (lora_B's output, its scaled copy, the sum)",
+        a.head_forward,
+    )?;
     Ok((head, logits, last_hidden))
 }
 

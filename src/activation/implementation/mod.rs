@@ -75,6 +75,16 @@ pub fn standard_loss(
     }
 }
 
+/// The positions of each sequence one call of the output head computes when
+/// `implementation`'s loop runs the head in chunks (litgpt's fine-tuning of
+/// a frozen base: `lm_head_chunk_size=128`); `None` when it runs once.
+pub fn head_chunk(rank: &Rank, implementation: Implementation, frozen_base: bool) -> Option<u64> {
+    match implementation {
+        Implementation::Litgpt if frozen_base => Some(litgpt::CHUNK_ROWS.min(rank.seq)),
+        _ => None,
+    }
+}
+
 /// The copy of the logits the training loop computes its loss on, when the
 /// loop's wrapper casts the model's outputs (litgpt's Fabric: an fp32 copy
 /// of half-precision logits, which then die); zero otherwise.

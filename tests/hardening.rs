@@ -1552,3 +1552,21 @@ fn the_search_for_a_companion_stops_after_a_bounded_number_of_folders() {
         "{stderr}"
     );
 }
+
+/// `all-linear` inside a list is a module name peft matches nowhere: the
+/// list would lose every linear, so it is refused with what to write.
+#[test]
+fn all_linear_stands_alone_in_lora_targets() {
+    assert!(
+        refused(&[
+            "estimate",
+            "--model",
+            "llama-2-7b",
+            "--lora-rank",
+            "8",
+            "--lora-targets",
+            "all-linear,lm_head",
+        ])
+        .contains("`all-linear` stands alone")
+    );
+}

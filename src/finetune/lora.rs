@@ -115,6 +115,19 @@ impl Targets {
                 names.push(name.to_string());
             }
         }
+        // peft reads `all-linear` only as the whole value: in a list it is a
+        // module name that matches nothing, and the list loses every linear.
+        if names
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case("all-linear") || n.eq_ignore_ascii_case("all_linear"))
+        {
+            return Err(Error::InvalidValue {
+                what: "--lora-targets",
+                value: text.to_string(),
+                reason: "`all-linear` stands alone (peft's value for every linear but the output head); to add the head, name the linears, such as `q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head`"
+                    .to_string(),
+            });
+        }
         if names.iter().any(String::is_empty) {
             return Err(Error::InvalidValue {
                 what: "--lora-targets",

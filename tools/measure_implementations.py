@@ -102,29 +102,26 @@ def specs() -> list[dict]:
     # finetune/lora.py: LoRA r 8 on the query and value of the fused qkv, the
     # head in 128-position chunks (lm_head_chunk_size=128)
     # (recompute full: what litgpt's FSDP strategy and `--train.activation_checkpointing`
-    # wrap, every Block; dropout 0.05: one nn.Dropout on the fused qkv input)
-    for model, dtype, recompute, B, S, p in (
-            ("lit-llama", "bf16", "none", 2, 256, 0.0), ("lit-llama", "bf16", "none", 1, 512, 0.0),
-            ("lit-llama", "fp32", "none", 2, 256, 0.0), ("lit-phi", "bf16", "none", 2, 256, 0.0),
-            ("lit-llama", "bf16", "full", 1, 512, 0.0), ("lit-llama", "fp32", "full", 2, 256, 0.0),
-            ("lit-llama", "bf16", "none", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.05),
-            # the twins of the lora_head steps below
-            ("lit-llama", "bf16", "none", 2, 256, 0.05), ("lit-phi", "bf16", "none", 2, 256, 0.05)):
-        drop = f"-d{p}" if p else ""
-        sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-lora-qv-r8{drop}"
-        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
-                  "S": S, "lora": True, "lora_dropout": p})
-    # lora_head: true (the config hub's phi-2, tiny-llama and gemma LoRA runs): the
-    # head's LoRALinear in each 128-position chunk, its adapter computed in the
-    # model's dtype (``__litgpt-lora-qvh-r8``)
-    for model, dtype, recompute, B, S, p in (
-            ("lit-llama", "bf16", "none", 2, 256, 0.05), ("lit-llama", "bf16", "none", 1, 512, 0.0),
-            ("lit-llama", "fp32", "none", 2, 256, 0.05), ("lit-phi", "bf16", "none", 2, 256, 0.05),
-            ("lit-llama", "bf16", "full", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.0)):
-        drop = f"-d{p}" if p else ""
-        sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-lora-qvh-r8{drop}"
-        s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
-                  "S": S, "lora": True, "lora_dropout": p, "lora_head": True})
+    # wrap, every Block; dropout 0.05: one nn.Dropout on the fused qkv input);
+    # with lora_head: true (``qvh``, the config hub's phi-2, tiny-llama and gemma
+    # LoRA runs) the head's LoRALinear too, in each chunk, in the model's dtype
+    lora_steps = {
+        "qv": (("lit-llama", "bf16", "none", 2, 256, 0.0), ("lit-llama", "bf16", "none", 1, 512, 0.0),
+               ("lit-llama", "fp32", "none", 2, 256, 0.0), ("lit-phi", "bf16", "none", 2, 256, 0.0),
+               ("lit-llama", "bf16", "full", 1, 512, 0.0), ("lit-llama", "fp32", "full", 2, 256, 0.0),
+               ("lit-llama", "bf16", "none", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.05),
+               # the twins of qvh steps
+               ("lit-llama", "bf16", "none", 2, 256, 0.05), ("lit-phi", "bf16", "none", 2, 256, 0.05)),
+        "qvh": (("lit-llama", "bf16", "none", 2, 256, 0.05), ("lit-llama", "bf16", "none", 1, 512, 0.0),
+                ("lit-llama", "fp32", "none", 2, 256, 0.05), ("lit-phi", "bf16", "none", 2, 256, 0.05),
+                ("lit-llama", "bf16", "full", 1, 512, 0.05), ("lit-phi", "bf16", "full", 2, 256, 0.0)),
+    }
+    for targets, steps in lora_steps.items():
+        for model, dtype, recompute, B, S, p in steps:
+            drop = f"-d{p}" if p else ""
+            sid = f"{model}__{dtype}__adamw__sdpa__{recompute}__b{B}s{S}__litgpt-lora-{targets}-r8{drop}"
+            s.append({"id": sid, "model": model, "dtype": dtype, "recompute": recompute, "B": B,
+                      "S": S, "lora": True, "lora_dropout": p, "lora_head": targets == "qvh"})
     # finetune/lora.py with --quantize bnb.nf4 / bnb.nf4-dq: Lightning's
     # BitsandbytesPrecision on every nn.Linear (head included), quantized on
     # the CPU as its _Linear4bit.quantize does on CUDA; the optimizer built

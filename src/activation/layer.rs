@@ -127,13 +127,7 @@ pub fn saved(
         + training.adapters(&[linears.attention_output]);
     // Each adapter's own input (a cast copy or its dropped input) and
     // dropout mask, when it does not share the compute-dtype input.
-    let adapter_input = training
-        .adapter_element
-        .saturating_add(if training.dropout {
-            kernels.dropout_mask.bytes(training.dropped_element)
-        } else {
-            0
-        });
+    let adapter_input = training.own_input_element(kernels);
     let mut lora = Tally::new();
     let mut own_input = |count: u64, rows: u64, width: u64| {
         lora.tensor_if(

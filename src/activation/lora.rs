@@ -213,6 +213,18 @@ impl<'a> Training<'a> {
         !self.frozen_base || (!self.own_inputs && names.iter().any(|name| self.is_adapted(name)))
     }
 
+    /// Bytes per element of an adapter's own input, where it does not share
+    /// the compute-dtype one: the cast or dropped copy in the adapter's
+    /// dtype, and the dropout mask.
+    pub fn own_input_element(&self, kernels: &Kernels) -> u64 {
+        let mask = if self.dropout {
+            kernels.dropout_mask.bytes(self.dropped_element)
+        } else {
+            0
+        };
+        self.adapter_element.saturating_add(mask)
+    }
+
     /// How many of `names` carry an adapter (each saves a `T x r` tensor).
     pub fn adapters(&self, names: &[&str]) -> u64 {
         names.iter().filter(|name| self.is_adapted(name)).count() as u64
@@ -318,12 +330,7 @@ impl Training<'_> {
         let (element, adapter) = (rank.element, self.adapter_element);
         let (n, h, v) = (rank.sequence_tokens, rank.hidden, rank.vocab);
         let mut saved = Tally::new();
-        let mask = if self.dropout {
-            kernels.dropout_mask.bytes(self.dropped_element)
-        } else {
-            0
-        };
-        saved.tensor_if(self.own_inputs, &[adapter.saturating_add(mask), n, h])?;
+        saved.tensor_if(self.own_inputs, &[self.own_input_element(kernels), n, h])?;
         saved.tensor(&[adapter, n, self.rank])?;
         let height = self.forward_height(element, call.cast_by_copy);
         let mut forward = Tally::new();

@@ -314,16 +314,13 @@ impl<'a> Step<'a> {
     fn head_call(&self) -> Result<HeadCall> {
         let rank = &self.rank;
         let implementation = self.workload.implementation;
-        let chunk = match self.workload.loss {
-            Loss::Chunked(chunks) => Some(rank.seq.div_ceil(chunks.max(1))),
+        let rows = match self.workload.loss {
+            Loss::Chunked(chunks) => chunked_loss::chunk_tokens(rank, chunks),
             Loss::Standard => {
                 implementation::head_chunk(rank, implementation, self.workload.frozen_base)
+                    .unwrap_or(rank.tokens)
             }
-            Loss::ShiftCopy | Loss::Fused => None,
-        };
-        let rows = match chunk {
-            Some(positions) => rank.batch.saturating_mul(positions).min(rank.tokens),
-            None => rank.tokens,
+            Loss::ShiftCopy | Loss::Fused => rank.tokens,
         };
         Ok(HeadCall {
             rows,

@@ -126,6 +126,12 @@ pub fn loss(rank: &Rank) -> Result<LossPhase> {
     })
 }
 
+/// The tokens of one chunk of the output head under
+/// `lm_head_chunk_size=128`: B·min(128, S).
+pub fn head_chunk_tokens(rank: &Rank) -> u64 {
+    rank.batch.saturating_mul(CHUNK_ROWS.min(rank.seq))
+}
+
 /// litgpt's loss when the output head runs in chunks of 128 positions
 /// (`GPT.forward(lm_head_chunk_size=128)`: `[self.lm_head(x_i) for x_i in
 /// x.split(128, dim=1)]`, the fine-tuning scripts of a frozen base): all
@@ -143,7 +149,7 @@ pub fn chunked_head_loss(rank: &Rank) -> Result<LossPhase> {
     let rows = rank.batch.saturating_mul(rank.seq.saturating_sub(1));
     let copied = rank.batch > 1;
     let count = rank.seq.div_ceil(CHUNK_ROWS).max(1);
-    let chunk = rank.batch.saturating_mul(CHUNK_ROWS.min(rank.seq));
+    let chunk = head_chunk_tokens(rank);
     let last = rank
         .batch
         .saturating_mul((rank.seq - (count - 1) * CHUNK_ROWS.min(rank.seq)).saturating_sub(1));

@@ -75,12 +75,12 @@ pub fn standard_loss(
     }
 }
 
-/// The positions of each sequence one call of the output head computes when
-/// `implementation`'s loop runs the head in chunks (litgpt's fine-tuning of
-/// a frozen base: `lm_head_chunk_size=128`); `None` when it runs once.
+/// The tokens one call of the output head computes when `implementation`'s
+/// loop runs the head in chunks (litgpt's fine-tuning of a frozen base:
+/// `lm_head_chunk_size=128`); `None` when it runs once.
 pub fn head_chunk(rank: &Rank, implementation: Implementation, frozen_base: bool) -> Option<u64> {
     match implementation {
-        Implementation::Litgpt if frozen_base => Some(litgpt::CHUNK_ROWS.min(rank.seq)),
+        Implementation::Litgpt if frozen_base => Some(litgpt::head_chunk_tokens(rank)),
         _ => None,
     }
 }

@@ -61,9 +61,11 @@ fn dropout_adds_each_adapters_input_and_mask() {
     // down its 14336-wide one, bf16 plus a 1-byte CUDA mask; without, the
     // frozen base kept only the shared inputs adapters read: q/k/v's and
     // gate/up's (4096 each) and down's (14336); o's is the attention
-    // output, saved by the kernel either way.
+    // output, saved by the kernel either way. Layer 0's q/k/v read a
+    // frozen embedding's output, which needs no gradient: their dropouts
+    // build no autograd node and save no mask.
     let grown = int(&with["memory"]["activations"]) - int(&without["memory"]["activations"]);
-    let own = 32 * 2048 * 3 * (6 * 4096 + 14336);
+    let own = 32 * 2048 * 3 * (6 * 4096 + 14336) - 2048 * 3 * 4096;
     let shared = 32 * 2048 * 2 * (4096 + 4096 + 14336);
     assert_eq!(grown, own - shared);
 }

@@ -24,6 +24,79 @@ pub(super) fn hidden_norms(layout: LayerLayout) -> u64 {
     }
 }
 
+/// Which of a layer's tensors need a gradient when its base is frozen.
+/// A frozen op whose inputs need none builds no autograd node and saves
+/// nothing; the first layer's input, a frozen embedding's output, needs
+/// none unless something installs `enable_input_require_grads` (see
+/// `Step::first_input_needs_gradient`). Measured on CPU: peft LoRA on
+/// q/k/v/o with dropout (`__lora-qkvo-r16-d0.1-`, no checkpointing) saves
+/// three adapters' masks and three norms where four layers have four, and
+/// litgpt's Phi layer 0 (one norm feeding attention and MLP in parallel)
+/// saves neither the norm nor the frozen MLP (`__litgpt-lora-qv-r8-d0.05`).
+/// A layer with no adapter at all is priced as if its input needed a
+/// gradient (its output would need none, and neither would the next
+/// layer's input: LoRA on the head alone; not modelled).
+#[derive(Debug, Clone, Copy)]
+struct Gradients {
+    /// The layer's input.
+    input: bool,
+    /// The attention block's tensors (an adapter on q/k/v or on the
+    /// output projection, or an input needing one).
+    attention: bool,
+    /// The MLP's input.
+    mlp_input: bool,
+    /// The MLP's inner product, `down_proj`'s input.
+    mlp_product: bool,
+    /// The MLP's output.
+    mlp_output: bool,
+}
+
+impl Gradients {
+    fn of(dims: &Dimensions, training: &Training, input_gradient: bool) -> Gradients {
+        let linears = &dims.linears;
+        let mut attention_linears: Vec<&str> = linears.attention_input.to_vec();
+        attention_linears.extend([linears.attention_output, "kv_b_proj", "q_b_proj"]);
+        let attention_adapters = training.adapters(&attention_linears);
+        let mlp_input_adapters = training.adapters(&linears.mlp_input);
+        let mlp_adapters = mlp_input_adapters + training.adapters(&[linears.mlp_output]);
+        let input =
+            input_gradient || !training.frozen_base || attention_adapters + mlp_adapters == 0;
+        let attention = input || attention_adapters > 0;
+        let parallel = matches!(
+            dims.layout,
+            LayerLayout::ParallelSharedNorm | LayerLayout::ParallelResidual
+        );
+        let mlp_input = if parallel { input } else { attention };
+        let mlp_product = mlp_input || mlp_input_adapters > 0;
+        Gradients {
+            input,
+            attention,
+            mlp_input,
+            mlp_product,
+            mlp_output: mlp_product || mlp_adapters > 0,
+        }
+    }
+
+    /// How many of `layout`'s norms over the hidden state save their
+    /// tensors: those whose input needs a gradient.
+    fn hidden_norms(self, layout: LayerLayout) -> u64 {
+        let count = |needs: &[bool]| needs.iter().filter(|needs| **needs).count() as u64;
+        match layout {
+            LayerLayout::ParallelSharedNorm | LayerLayout::ParallelResidual => {
+                u64::from(self.input) * hidden_norms(layout)
+            }
+            // Before attention (the input), before the MLP (input + attention).
+            LayerLayout::PreNorm => count(&[self.input, self.attention]),
+            // After attention's residual sum, after the MLP's.
+            LayerLayout::PostNorm => count(&[self.attention, self.mlp_output]),
+            // Gemma 2: input, attention's output, the MLP's input, its output.
+            LayerLayout::Sandwich => {
+                count(&[self.input, self.attention, self.attention, self.mlp_output])
+            }
+        }
+    }
+}
+
 /// Everything one layer saves, by part, before recomputation decides what stays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SavedLayer {
@@ -66,6 +139,9 @@ pub struct SavedLayer {
 /// `qk_layernorm`, the core, a copy of its output for `dense` P·T·a·d
 /// (the flash output is laid out per head), `NewGELU`'s 4·P·Tf and fc2's
 /// input P·Tf; with `resid_pdrop` two masks 2·P·Th.
+///
+/// `input_gradient` false: the layer's input needs no gradient (the first
+/// layer over a frozen embedding, see [`Gradients`]).
 pub fn saved(
     rank: &Rank,
     dims: &Dimensions,
@@ -73,9 +149,11 @@ pub fn saved(
     training: &Training,
     kernel: Kernel,
     sparse: bool,
+    input_gradient: bool,
 ) -> Result<SavedLayer> {
     let p = rank.element;
     let (n, t, h) = (rank.sequence_tokens, rank.tokens, rank.hidden);
+    let gradients = Gradients::of(dims, training, input_gradient);
     // The norms over the residual stream compute in its dtype, those
     // inside attention (q/k norms, bottlenecks) in the compute dtype.
     let norm_in = |element: u64, width: u64, rows: u64| {
@@ -96,14 +174,15 @@ pub fn saved(
 
     let mut norm_bytes = Tally::new();
     match dims.layout {
-        LayerLayout::ParallelResidual => {
+        LayerLayout::ParallelResidual if gradients.input => {
             norm_bytes.add(hidden_norm(h, n)?)?;
             norm_bytes.add(norms::statistics(n, rank.normed, kernels.layer_norm_stats)?)?;
         }
-        layout => norm_bytes.add(times(hidden_norm(h, n)?, hidden_norms(layout))?)?,
+        layout => norm_bytes.add(times(hidden_norm(h, n)?, gradients.hidden_norms(layout))?)?,
     }
     let d = dims.head_dim;
     match dims.qk_norm {
+        _ if !gradients.attention => {}
         QkNormKind::None => {}
         QkNormKind::PerHead => {
             norm_bytes.add(norm(d, t.saturating_mul(rank.heads))?)?;
@@ -127,29 +206,39 @@ pub fn saved(
         + training.adapters(&[linears.attention_output]);
     // Each adapter's own input (a cast copy or its dropped input) and
     // dropout mask, when it does not share the compute-dtype input.
-    let adapter_input = training.own_input_element(kernels);
+    // A dropout whose input needs no gradient builds no autograd node:
+    // the adapter saves its dropped input and no mask.
+    let adapter_input = |input_gradient: bool| {
+        if input_gradient {
+            training.own_input_element(kernels)
+        } else {
+            training.adapter_element
+        }
+    };
     let mut lora = Tally::new();
-    let mut own_input = |count: u64, rows: u64, width: u64| {
+    let mut own_input = |count: u64, element: u64, rows: u64, width: u64| {
         lora.tensor_if(
             training.own_inputs && count > 0,
-            &[count, adapter_input, rows, width],
+            &[count, element, rows, width],
         )
     };
     // litgpt's fused q/k/v adapter drops its input once for all enabled
     // parts and saves `zero_pad`'s source and index (`FusedQkv`).
     let qkv_adapters = training.adapters(&linears.attention_input);
+    let qkv_input = adapter_input(gradients.input);
     let padded = match training.fused_qkv {
         Some(fused) if qkv_adapters > 0 => {
-            own_input(1, n, h)?;
+            own_input(1, qkv_input, n, h)?;
             fused.padded(t, training.adapter_element)?
         }
         _ => {
-            own_input(qkv_adapters, n, h)?;
+            own_input(qkv_adapters, qkv_input, n, h)?;
             Bytes::ZERO
         }
     };
     own_input(
         training.adapters(&[linears.attention_output]),
+        adapter_input(true),
         t,
         attention::output_width(rank, dims),
     )?;
@@ -167,12 +256,22 @@ pub fn saved(
             &[p, n, latent.kv_lora_rank],
         )?;
         lora_adapters += training.adapters(&["kv_b_proj"]);
-        own_input(training.adapters(&["kv_b_proj"]), n, latent.kv_lora_rank)?;
+        own_input(
+            training.adapters(&["kv_b_proj"]),
+            adapter_input(true),
+            n,
+            latent.kv_lora_rank,
+        )?;
         if let Some(rank_q) = latent.q_lora_rank {
             norm_bytes.add(norm(rank_q, n)?)?;
             attention_bytes.tensor_if(training.keeps_input(&["q_b_proj"]), &[p, n, rank_q])?;
             lora_adapters += training.adapters(&["q_b_proj"]);
-            own_input(training.adapters(&["q_b_proj"]), n, rank_q)?;
+            own_input(
+                training.adapters(&["q_b_proj"]),
+                adapter_input(true),
+                n,
+                rank_q,
+            )?;
         }
     }
 
@@ -181,7 +280,7 @@ pub fn saved(
         training.keeps_input(&[linears.attention_output]),
         &[p, t, attention::output_width(rank, dims)],
     )?;
-    let core = attention::core(
+    let mut core = attention::core(
         rank,
         dims,
         kernel,
@@ -191,6 +290,9 @@ pub fn saved(
             mask: kernels.dropout_mask,
         },
     )?;
+    if !gradients.attention {
+        core.saved = Bytes::ZERO;
+    }
 
     // With one shared norm the MLP's input is the storage q/k/v keep
     // (under autocast each linear keeps its own cast).
@@ -209,10 +311,16 @@ pub fn saved(
     let down_keeps_input = training.keeps_input(&[linears.mlp_output]);
     let mlp_adapters =
         training.adapters(&linears.mlp_input) + training.adapters(&[linears.mlp_output]);
-    let mlp_own_inputs = |lora: &mut dyn FnMut(u64, u64, u64) -> Result<()>| -> Result<()> {
-        lora(training.adapters(&linears.mlp_input), n, h)?;
+    let mlp_own_inputs = |lora: &mut dyn FnMut(u64, u64, u64, u64) -> Result<()>| -> Result<()> {
+        lora(
+            training.adapters(&linears.mlp_input),
+            adapter_input(gradients.mlp_input),
+            n,
+            h,
+        )?;
         lora(
             training.adapters(&[linears.mlp_output]),
+            adapter_input(gradients.mlp_product),
             t,
             rank.intermediate,
         )
@@ -230,6 +338,16 @@ pub fn saved(
                 mlp_own_inputs(&mut own_input)?;
             }
         }
+        _ if !gradients.mlp_product => {
+            // Nothing before `down_proj` needs a gradient: only its
+            // adapter saves (the product it shares with the frozen linear,
+            // or its own dropped copy).
+            let mut tally = Tally::new();
+            tally.tensor_if(down_keeps_input, &[rank.projected, t, rank.intermediate])?;
+            mlp_bytes = tally.bytes();
+            lora_adapters += mlp_adapters;
+            mlp_own_inputs(&mut own_input)?;
+        }
         _ => {
             mlp_bytes = plus(
                 block_input.bytes(),
@@ -243,7 +361,12 @@ pub fn saved(
     let mut dropout = Tally::new();
     dropout.tensor_if(
         dims.dropout.residual,
-        &[2, kernels.dropout_mask.bytes(rank.residual), n, h],
+        &[
+            u64::from(gradients.attention) + u64::from(gradients.mlp_output),
+            kernels.dropout_mask.bytes(rank.residual),
+            n,
+            h,
+        ],
     )?;
     lora.tensor(&[lora_adapters, training.adapter_element, n, training.rank])?;
     lora.add(padded)?;

@@ -125,11 +125,7 @@ impl<'a> Step<'a> {
                 u64::from(checkpointed || !training.keeps_input(names))
             }
         };
-        let needs_gradient = !first
-            || !training.frozen_base
-            || (self.workload.recompute != Recompute::None
-                && self.workload.implementation
-                    == crate::architecture::Implementation::Transformers);
+        let needs_gradient = !first || self.first_input_needs_gradient();
         let mut held = Tally::new();
         let n = rank.sequence_tokens;
         if needs_gradient {
@@ -179,7 +175,33 @@ impl<'a> Step<'a> {
     }
 
     /// Everything one layer saves, before recomputation decides what stays.
+    /// Whether the first layer's input, the embeddings' output, needs a
+    /// gradient: when a weight before it trains (a base not frozen, a
+    /// trained embedding, a trained image projector) or when transformers'
+    /// gradient checkpointing has called `enable_input_require_grads` (a
+    /// hook making the embedding's output require one, which peft and
+    /// `gradient_checkpointing_enable` install for frozen embeddings).
+    /// litgpt, torchtune and torchtitan install no such hook.
+    pub(super) fn first_input_needs_gradient(&self) -> bool {
+        !self.training.frozen_base
+            || self.workload.embeddings_train
+            || self
+                .dims
+                .images
+                .as_ref()
+                .is_some_and(|images| images.projector_trains || images.embeddings_train)
+            || (self.workload.recompute != Recompute::None
+                && self.workload.implementation
+                    == crate::architecture::Implementation::Transformers)
+    }
+
     pub(super) fn saved_layer(&self, sparse: bool) -> Result<layer::SavedLayer> {
+        self.saved_layer_with(sparse, true)
+    }
+
+    /// What a layer saves, `input_gradient` false when its input needs no
+    /// gradient (the first layer: [`Step::first_input_needs_gradient`]).
+    fn saved_layer_with(&self, sparse: bool, input_gradient: bool) -> Result<layer::SavedLayer> {
         if self.workload.megatron_kernels {
             return megatron::saved(
                 &self.rank,
@@ -196,7 +218,31 @@ impl<'a> Step<'a> {
             &self.training,
             self.kernel,
             sparse,
+            input_gradient,
         )
+    }
+
+    /// What the first layer keeps when it is not checkpointed and its
+    /// input needs no gradient; `None` otherwise (it is priced as the others).
+    fn first_layer_kept(&self, stage: Stage) -> Result<Option<Kept>> {
+        let checkpointed = recompute::checkpointed(0, self.workload.recompute_every)
+            && self.workload.recompute != Recompute::None;
+        if stage.first_layer > 0
+            || stage.layers == 0
+            || checkpointed
+            || self.workload.offload_activations
+            || self.first_input_needs_gradient()
+        {
+            return Ok(None);
+        }
+        let saved = self.saved_layer_with(self.dims.is_sparse(0), false)?;
+        recompute::kept(
+            Recompute::None,
+            self.workload.recompute_reentrant,
+            &saved,
+            recompute::OpSaved::default(),
+        )
+        .map(Some)
     }
 
     /// What one layer's backward holds at its height besides its saved
@@ -531,7 +577,11 @@ impl<'a> Step<'a> {
                 *kind = self.layer(is_sparse == 1, checkpointed == 1)?;
             }
         }
+        let first_kept = self.first_layer_kept(stage)?;
         for layer in stage.first_layer..end {
+            if layer == 0 && first_kept.is_some() {
+                continue;
+            }
             let row = usize::from(self.dims.is_sparse(layer));
             let column = usize::from(recompute::checkpointed(layer, every));
             counts[row][column] += 1;
@@ -567,6 +617,9 @@ impl<'a> Step<'a> {
                     bytes = plus(bytes, times(kind.parts[index], count)?)?;
                 }
             }
+            if let Some(first) = &first_kept {
+                bytes = plus(bytes, first.parts[index])?;
+            }
             let bytes = times(bytes, in_flight)?;
             if offloads.is_some() {
                 continue;
@@ -597,7 +650,10 @@ impl<'a> Step<'a> {
         for layer in stage.first_layer..end {
             let is_sparse = self.dims.is_sparse(layer);
             let column = usize::from(recompute::checkpointed(layer, every));
-            let kind = &kinds[usize::from(is_sparse)][column];
+            let kind = match &first_kept {
+                Some(first) if layer == 0 => first,
+                _ => &kinds[usize::from(is_sparse)][column],
+            };
             let offload = offloads.map(|o| o[usize::from(is_sparse)][column]);
             let checkpointed = column == 1 && self.workload.recompute != Recompute::None;
             let first = layer == 0;

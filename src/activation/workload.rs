@@ -248,6 +248,10 @@ pub struct Workload {
     /// The decoder's linears are bitsandbytes `Linear4bit`s (`--quantize
     /// nf4` or `fp4`), whose outputs take their inputs' dtype.
     pub four_bit_linears: bool,
+    /// An input embedding trains (peft's `modules_to_save`, litgpt's
+    /// `StableEmbedding`): with a frozen base, the first layer's input
+    /// needs a gradient only then (see `Step::first_input_needs_gradient`).
+    pub embeddings_train: bool,
     /// Megatron-core's layers with Transformer Engine's fused kernels
     /// (`--framework megatron`) instead of the transformers modules.
     pub megatron_kernels: bool,
@@ -306,6 +310,7 @@ impl Workload {
             micro_batches: 1,
             quantized_inputs_kept: false,
             four_bit_linears: false,
+            embeddings_train: false,
             megatron_kernels: false,
             offload_activations: false,
             context_parallel: 1,

@@ -495,6 +495,17 @@ fn dequantized(
     Ok(one)
 }
 
+/// Whether torch.autocast casts the linear weight `tensor` to `compute`
+/// for its matmul: under autocast (amp's fp32 weights, or `--autocast`
+/// over half-precision ones) a weight stored in another dtype, such as
+/// peft's fp32 adapters over a bf16 base (the `__autocast` CPU fixtures:
+/// each adapter's `lora_A` and `lora_B` casts saved for backward).
+fn autocast_casts(setup: &Setup, tensor: &crate::model::Tensor, compute: DType) -> bool {
+    let autocast = setup.runs_autocast() || setup.workload.as_ref().is_some_and(|w| w.autocast);
+    let stored = tensor.training_dtype.unwrap_or(setup.precision.weights);
+    autocast && stored != compute
+}
+
 /// Adds one tensor to its module: what ZeRO-3 gathers (FSDP's
 /// `MixedPrecisionPolicy` gathers in the compute dtype, DeepSpeed the
 /// stored half-precision weights), the gradient backward produces (in the
@@ -555,7 +566,7 @@ fn module_footprint(tally: &mut ModuleTally, part: Footprint) -> Result<()> {
             module
                 .dequantized
                 .max(dequantized(setup, quantization, compute, elements)?);
-    } else if linear && tensor.training_dtype.is_none() && setup.runs_autocast() {
+    } else if linear && autocast_casts(setup, tensor, compute) {
         module.autocast = module.autocast.add(compute.size_of(elements)?, WHAT)?;
     }
     if tensor.trainable {

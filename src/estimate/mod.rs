@@ -38,7 +38,7 @@ use crate::activation::{self, Activations, Workload};
 use crate::architecture::{Dimensions, ImageInputs};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::model::{CheckpointSummary, Model, Quantization};
+use crate::model::{CheckpointSummary, Model, Quantization, Role};
 use crate::optimizer::{GlobalContext, Location, Options, StateTensor};
 use crate::parallel::Parallelism;
 use crate::precision::Precision;
@@ -867,6 +867,8 @@ pub(crate) struct AdapterFacts {
     training_dtype: Option<DType>,
     /// Whether the base's linears are bitsandbytes 4-bit (`Linear4bit`).
     four_bit_linears: bool,
+    /// Whether a token or position embedding trains.
+    embeddings_train: bool,
 }
 
 impl AdapterFacts {
@@ -900,6 +902,10 @@ impl AdapterFacts {
                     Some(Quantization::Nf4 { .. } | Quantization::Fp4 { .. })
                 )
             }),
+            embeddings_train: model
+                .tensors
+                .iter()
+                .any(|t| t.role == Role::Embedding && t.trainable),
         }
     }
 }
@@ -988,6 +994,7 @@ fn activation_workload(
         fp8: setup.precision.fp8,
         frozen_base: adapters.frozen_base,
         four_bit_linears: adapters.four_bit_linears,
+        embeddings_train: adapters.embeddings_train,
         lora_rank: adapters.rank,
         // peft casts each adapter's input to the adapter's dtype; under
         // torch.autocast the adapter's matmul runs in the compute dtype
